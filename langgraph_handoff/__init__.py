@@ -1,0 +1,30 @@
+"""langgraph-handoff: LangGraph state on object storage that never silently forks or loses data.
+
+>>> from langgraph_handoff import ObjectStoreSaver
+>>> saver = ObjectStoreSaver.from_url("memory://")
+"""
+
+from langgraph_handoff._version import __version__
+from langgraph_handoff.checkpoint import Layout, ObjectStoreSaver
+from langgraph_handoff.errors import (
+    CheckpointOrderError,
+    ConflictError,
+    CorruptObjectError,
+    EnvelopeVersionError,
+    StaleWriterError,
+)
+from langgraph_handoff.stores import LocalStore, MemoryStore, S3Store
+
+__all__ = [
+    "CheckpointOrderError",
+    "ConflictError",
+    "CorruptObjectError",
+    "EnvelopeVersionError",
+    "Layout",
+    "LocalStore",
+    "MemoryStore",
+    "ObjectStoreSaver",
+    "S3Store",
+    "StaleWriterError",
+    "__version__",
+]

@@ -1,0 +1,133 @@
+"""Versioned envelopes: the self-describing frame around every stored object.
+
+A reader must be able to tell, before trusting a single byte of payload, whether an object is
+ours, whether this version can read it, and whether it arrived whole. So every object starts with
+a fixed 32-byte header::
+
+    offset size  field
+    0      4     magic           b"LGHO"
+    4      2     format version  big-endian u16; this module writes FORMAT_VERSION
+    6      1     kind            what the body holds (Kind)
+    7      1     flags           bit 0: body is zlib-compressed
+    8      4     schema version  user state-schema version (room for migrations)
+    12     4     body length     bytes of body that follow the header
+    16     16    digest          blake2b-128 of the body as stored
+    32     ...   body            msgpack (or raw bytes for blobs)
+
+The magic and the format version sit at fixed offsets in every format, so any future layout is
+still recognised and refused with :class:`EnvelopeVersionError` instead of being misread. A
+truncated or altered object fails the length or digest check and raises
+:class:`CorruptObjectError` naming its key; decoding never returns a partial result.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Envelope",
+    "Kind",
+    "decode",
+    "decode_msgpack",
+    "encode",
+    "encode_msgpack",
+]
+
+MAGIC = b"LGHO"
+#: The envelope format this version writes and the newest it reads.
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">4sHBBII16s")
+HEADER_SIZE = _HEADER.size  # 32
+_FLAG_ZLIB = 0x01
+#: Bodies at least this large are zlib-compressed when that saves space.
+COMPRESS_MIN = 1024
+
+
+class Kind(enum.IntEnum):
+    """What an envelope's body holds. Stored as one byte; never reuse a number."""
+
+    HEAD = 1
+    SEGMENT = 2
+    WRITES = 3
+    BLOB = 4
+    MARKER = 5
+
+
+@dataclass(frozen=True)
+class Envelope:
+    kind: Kind
+    schema_version: int
+    body: bytes
+    format_version: int = FORMAT_VERSION
+
+
+def encode(kind: Kind, body: bytes, *, schema_version: int = 0, compress: bool = True) -> bytes:
+    """Frame ``body`` in an envelope. Compresses with zlib when it pays off."""
+    flags = 0
+    stored = body
+    if compress and len(body) >= COMPRESS_MIN:
+        packed = zlib.compress(body, 1)
+        if len(packed) < len(body):
+            stored, flags = packed, _FLAG_ZLIB
+    digest = hashlib.blake2b(stored, digest_size=16).digest()
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, int(kind), flags, schema_version, len(stored), digest)
+    return header + stored
+
+
+def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
+    """Check and unframe an envelope. Raises instead of returning anything partial."""
+    if len(data) < 6 or data[:4] != MAGIC:
+        raise CorruptObjectError(key, "not a langgraph-handoff object (bad magic or empty)")
+    (version,) = struct.unpack_from(">H", data, 4)
+    if version > FORMAT_VERSION:
+        raise EnvelopeVersionError(key, version, FORMAT_VERSION)
+    if version < 1:
+        raise CorruptObjectError(key, f"invalid envelope format version {version}")
+    if len(data) < HEADER_SIZE:
+        raise CorruptObjectError(key, f"truncated header ({len(data)} of {HEADER_SIZE} bytes)")
+    _, _, kind_raw, flags, schema, length, digest = _HEADER.unpack_from(data, 0)
+    stored = data[HEADER_SIZE:]
+    if len(stored) != length:
+        raise CorruptObjectError(key, f"body is {len(stored)} bytes, header says {length} (truncated?)")
+    if hashlib.blake2b(stored, digest_size=16).digest() != digest:
+        raise CorruptObjectError(key, "checksum mismatch")
+    try:
+        kind = Kind(kind_raw)
+    except ValueError:
+        raise CorruptObjectError(key, f"unknown object kind {kind_raw}") from None
+    if expect is not None and kind != expect:
+        raise CorruptObjectError(key, f"expected a {expect.name.lower()} object, found {kind.name.lower()}")
+    if flags & ~_FLAG_ZLIB:
+        raise CorruptObjectError(key, f"unknown flags {flags:#x}")
+    body = stored
+    if flags & _FLAG_ZLIB:
+        try:
+            body = zlib.decompress(stored)
+        except zlib.error as exc:
+            raise CorruptObjectError(key, f"compressed body does not inflate: {exc}") from None
+    return Envelope(kind=kind, schema_version=schema, body=body, format_version=version)
+
+
+def encode_msgpack(kind: Kind, obj: Any, *, schema_version: int = 0) -> bytes:
+    """Encode a msgpack-able structure in an envelope."""
+    return encode(kind, msgpack.packb(obj, use_bin_type=True), schema_version=schema_version)
+
+
+def decode_msgpack(data: bytes, *, key: str, expect: Kind) -> tuple[Any, Envelope]:
+    """Decode an envelope holding msgpack; raises CorruptObjectError on any decoding failure."""
+    env = decode(data, key=key, expect=expect)
+    try:
+        obj = msgpack.unpackb(env.body, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CorruptObjectError(key, f"body is not valid msgpack: {exc}") from None
+    return obj, env

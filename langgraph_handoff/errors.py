@@ -1,0 +1,236 @@
+"""Typed errors raised by langgraph-handoff.
+
+Every error says what went wrong *and what to do next*. They form one tree so callers can catch as
+broadly or as narrowly as they need::
+
+    LangGraphHandoffError
+    ├── ConflictError                    someone else changed the thing you tried to change
+    │   ├── PreconditionFailedError      a store-level compare-and-swap / create-only put lost
+    │   ├── StaleWriterError             a run tried to extend a lineage that moved on without it
+    │   ├── CheckpointOrderError         a new checkpoint id sorts before the latest one (clock skew)
+    │   └── ThreadExistsError            copy_thread target already has checkpoints
+    ├── StoreError                       the object store failed
+    │   ├── UnknownOutcomeError          a conditional write may or may not have happened
+    │   └── StoreUnavailableError        throttled or unreachable after retries
+    ├── EnvelopeError                    a stored object cannot be read
+    │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
+    │   └── CorruptObjectError           truncated, damaged or not ours
+    └── InvalidInputError (ValueError)   a caller passed something we refuse to store
+        ├── InvalidThreadIdError
+        ├── InvalidCheckpointIdError
+        ├── InvalidConfigError
+        └── InvalidKeyError
+
+Nothing in this package raises a bare ``KeyError`` for bad input, and no error path drops data.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointOrderError",
+    "ConflictError",
+    "CorruptObjectError",
+    "EnvelopeError",
+    "EnvelopeVersionError",
+    "InvalidCheckpointIdError",
+    "InvalidConfigError",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "InvalidThreadIdError",
+    "LangGraphHandoffError",
+    "PreconditionFailedError",
+    "StaleWriterError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ThreadExistsError",
+    "UnknownOutcomeError",
+]
+
+
+class LangGraphHandoffError(Exception):
+    """Base class of every error raised by langgraph-handoff."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Conflicts: the optimistic-concurrency family
+# --------------------------------------------------------------------------------------------------
+
+
+class ConflictError(LangGraphHandoffError):
+    """Another writer changed the object (or lineage) this operation was based on."""
+
+
+class PreconditionFailedError(ConflictError):
+    """A conditional store write lost: ``If-Match`` saw a different ETag, or ``If-None-Match: *``
+    found the key already present. The store left the object unchanged.
+
+    Callers re-read the object and decide again; the saver does this for you.
+    """
+
+    def __init__(self, key: str, detail: str = "") -> None:
+        self.key = key
+        msg = f"conditional write to {key!r} lost a race"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg + "; re-read the object and retry the decision")
+
+
+class StaleWriterError(ConflictError):
+    """A run tried to continue a checkpoint lineage that is no longer the latest.
+
+    Raised by ``put`` for checkpoints whose metadata ``source`` is ``"input"`` or ``"loop"`` (a run
+    stepping forward) when the parent it names is not the latest checkpoint of its thread and
+    namespace any more, typically because another worker resumed the same thread and committed
+    first. The losing run's step is *not* stored, so the thread never forks silently.
+
+    What to do: stop this run; reload the thread (``graph.get_state(config)``) and decide whether to
+    resume from what the winner stored.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        *,
+        expected_parent: str | None,
+        latest: str | None,
+        checkpoint_id: str,
+        reason: str = "",
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.expected_parent = expected_parent
+        self.latest = latest
+        self.checkpoint_id = checkpoint_id
+        where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
+        detail = reason or (
+            f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint "
+            f"is now {latest!r}"
+        )
+        super().__init__(
+            f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. "
+            "Another run committed first; reload the thread state and resume from it."
+        )
+
+
+class CheckpointOrderError(ConflictError):
+    """A new checkpoint id sorts before the latest checkpoint of its namespace.
+
+    LangGraph checkpoint ids are time-ordered (uuid6) and "latest" means "greatest id". A worker
+    whose clock runs behind the worker that wrote the latest checkpoint would produce a checkpoint
+    that can never become the latest, so its progress would be invisible. We refuse it instead.
+
+    What to do: synchronise the worker's clock (NTP), then retry the run.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, latest: str) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.latest = latest
+        super().__init__(
+            f"checkpoint {checkpoint_id!r} on thread {thread_id!r} sorts before the latest "
+            f"checkpoint {latest!r}, so it could never become the latest. This worker's clock is "
+            "probably behind the worker that wrote the latest checkpoint: synchronise clocks "
+            "(NTP) and retry the run."
+        )
+
+
+class ThreadExistsError(ConflictError):
+    """``copy_thread`` was asked to copy onto a thread that already has checkpoints."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"target thread {thread_id!r} already has checkpoints; copy_thread never merges "
+            "histories. Delete the target first (saver.delete_thread) or choose a new thread id."
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Store failures
+# --------------------------------------------------------------------------------------------------
+
+
+class StoreError(LangGraphHandoffError):
+    """The object store failed in a way that is not a lost race."""
+
+
+class UnknownOutcomeError(StoreError):
+    """A conditional write failed in a way that does not say whether it was applied.
+
+    Ceph RGW, for example, answers some lost compare-and-swap races with HTTP 500 instead of 412.
+    The only safe reaction is to re-read the object and decide from what is actually stored; the
+    saver does exactly that.
+    """
+
+    def __init__(self, key: str, detail: str = "") -> None:
+        self.key = key
+        super().__init__(
+            f"the outcome of a conditional write to {key!r} is unknown ({detail or 'server error'}); "
+            "re-read the object to learn whether it was applied"
+        )
+
+
+class StoreUnavailableError(StoreError):
+    """The store kept refusing (throttling, timeouts, connection errors) after all retries."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Envelopes
+# --------------------------------------------------------------------------------------------------
+
+
+class EnvelopeError(LangGraphHandoffError):
+    """A stored object could not be decoded. Nothing from it was used."""
+
+
+class EnvelopeVersionError(EnvelopeError):
+    """The object was written in an envelope format newer than this version understands."""
+
+    def __init__(self, key: str, found: int, supported: int) -> None:
+        self.key = key
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"object {key!r} uses envelope format {found}, but this langgraph-handoff reads formats "
+            f"up to {supported}. Upgrade langgraph-handoff on this worker "
+            "(pip install -U langgraph-handoff) before reading this store; nothing was changed."
+        )
+
+
+class CorruptObjectError(EnvelopeError):
+    """The object is truncated, fails its checksum, or is not a langgraph-handoff object."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        self.key = key
+        self.detail = detail
+        super().__init__(
+            f"object {key!r} is corrupt: {detail}. It was not loaded. Restore it from a backup or "
+            "object-store version history, or delete the thread if its state is expendable."
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input
+# --------------------------------------------------------------------------------------------------
+
+
+class InvalidInputError(LangGraphHandoffError, ValueError):
+    """The caller passed a value we refuse to store. Nothing was written."""
+
+
+class InvalidThreadIdError(InvalidInputError):
+    """A thread id that cannot be stored safely (empty, or not encodable as UTF-8)."""
+
+
+class InvalidCheckpointIdError(InvalidInputError):
+    """A checkpoint id that is not a canonical lowercase UUID string (what LangGraph generates)."""
+
+
+class InvalidConfigError(InvalidInputError):
+    """A ``RunnableConfig`` without the keys an operation needs (e.g. ``thread_id``)."""
+
+
+class InvalidKeyError(InvalidInputError):
+    """An object-store key outside the portable key alphabet."""

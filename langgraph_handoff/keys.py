@@ -1,0 +1,257 @@
+"""Object keys: how thread ids, namespaces and checkpoint ids become store keys.
+
+Layout (relative to the store's own prefix)::
+
+    heads/{T}/{N}                          mutable head of one (thread, namespace); moved by CAS
+    data/{T}/{N}/w/{inv(checkpoint_id)}/{K} one task's writes for one checkpoint (create-only)
+    data/{T}/{N}/s/{inv(first_id)}-{nonce}  sealed history segment (create-only, listed in the head)
+    data/{T}/{N}/b/{sha256}                 large channel value, content-addressed (create-only)
+    meta/format                             store marker written by ``setup()``
+
+``T``, ``N`` and ``K`` are :func:`encode_segment` of the thread id, namespace and task id.
+
+Why this shape:
+
+* ``heads/`` is separate from ``data/`` so "every namespace of a thread" and "every thread" are
+  tiny listings that never walk through writes or blobs.
+* ``inv()`` maps each hex digit ``d`` of a uuid to ``f - d``. Checkpoint ids are time-ordered
+  uuid6 strings, so ascending listings of inverted ids come out *newest first*: one LIST page
+  returns the latest checkpoint's pending writes, and ``before=`` becomes ``StartAfter``.
+* Every segment uses a lowercase-only alphabet, so the same keys work on case-insensitive file
+  systems (``LocalStore`` on macOS) and can never contain ``/``, ``.``/``..``, NUL or control
+  characters. Over-long segments are replaced by a hash: keys stay under S3's 1024-byte limit and
+  file-name limits whatever the caller passes. The real ids are stored inside the objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidThreadIdError
+
+__all__ = [
+    "FORMAT_MARKER_KEY",
+    "MAX_SEGMENT_LEN",
+    "blob_key",
+    "blobs_prefix",
+    "checkpoint_id_from_inverted",
+    "data_prefix",
+    "decode_segment",
+    "encode_segment",
+    "head_key",
+    "heads_prefix",
+    "invert_checkpoint_id",
+    "is_checkpoint_id",
+    "parse_blob_key",
+    "parse_writes_key",
+    "segment_key",
+    "segment_suffix",
+    "thread_data_prefix",
+    "validate_checkpoint_id",
+    "validate_namespace",
+    "validate_thread_id",
+    "writes_key",
+    "writes_prefix",
+]
+
+#: Longest encoded segment kept readable; longer ones become ``~`` + sha256 hex (65 chars).
+MAX_SEGMENT_LEN = 120
+
+_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
+_EMPTY = "="
+_HASHED = "~"
+_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_INVERT = str.maketrans("0123456789abcdef", "fedcba9876543210")
+
+
+def encode_segment(value: str) -> str:
+    """Encode an arbitrary string as one key segment.
+
+    Bytes outside ``[a-z0-9_-]`` become ``%xx`` (lowercase hex); the empty string becomes ``=``;
+    encodings longer than :data:`MAX_SEGMENT_LEN` become ``~`` + the sha256 of the UTF-8 bytes.
+    The mapping is injective: ``=`` and ``~`` never occur in a percent-encoded segment.
+
+    >>> encode_segment("user@example.com/conv 1")
+    'user%40example%2ecom%2fconv%201'
+    >>> encode_segment("")
+    '='
+    >>> encode_segment("..")
+    '%2e%2e'
+    """
+    if value == "":
+        return _EMPTY
+    raw = value.encode("utf-8")  # lone surrogates raise here; callers validate first
+    out = "".join(chr(b) if b in _SAFE else f"%{b:02x}" for b in raw)
+    if len(out) > MAX_SEGMENT_LEN:
+        return _HASHED + hashlib.sha256(raw).hexdigest()
+    return out
+
+
+def decode_segment(segment: str) -> str | None:
+    """Invert :func:`encode_segment`; ``None`` for hashed segments (the id lives in the object).
+
+    >>> decode_segment(encode_segment("a/b c"))
+    'a/b c'
+    """
+    if segment == _EMPTY:
+        return ""
+    if segment.startswith(_HASHED):
+        return None
+    out = bytearray()
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "%":
+            out.append(int(segment[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            out.append(ord(ch))
+            i += 1
+    return out.decode("utf-8")
+
+
+def validate_thread_id(thread_id: object) -> str:
+    """Return ``thread_id`` as the string we store, or raise :class:`InvalidThreadIdError`.
+
+    Non-string ids (ints, UUID objects) are stringified as LangGraph and SqliteSaver do. Any
+    non-empty string that is valid Unicode is accepted: ``/``, ``..``, NUL, very long and
+    non-ASCII ids are all encoded safely by :func:`encode_segment`.
+    """
+    if thread_id is None:
+        raise InvalidThreadIdError(
+            "thread_id is missing: pass config={'configurable': {'thread_id': '...'}}"
+        )
+    tid = thread_id if isinstance(thread_id, str) else str(thread_id)
+    if tid == "":
+        raise InvalidThreadIdError("thread_id is empty: use a non-empty string such as a uuid4")
+    try:
+        tid.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidThreadIdError(
+            f"thread_id {tid!r} is not valid Unicode ({exc.reason}); use a UTF-8 encodable string"
+        ) from None
+    return tid
+
+
+def validate_namespace(checkpoint_ns: object) -> str:
+    """Return the namespace as a string (``None`` means the root ``""``)."""
+    if checkpoint_ns is None:
+        return ""
+    ns = checkpoint_ns if isinstance(checkpoint_ns, str) else str(checkpoint_ns)
+    try:
+        ns.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidThreadIdError(
+            f"checkpoint_ns {ns!r} is not valid Unicode ({exc.reason})"
+        ) from None
+    return ns
+
+
+def is_checkpoint_id(value: object) -> bool:
+    """True for canonical lowercase uuid strings, the only ids LangGraph generates."""
+    return isinstance(value, str) and _UUID_RE.match(value) is not None
+
+
+def validate_checkpoint_id(value: object) -> str:
+    """Return ``value`` if it is a storable checkpoint id, else raise InvalidCheckpointIdError."""
+    if not is_checkpoint_id(value):
+        raise InvalidCheckpointIdError(
+            f"checkpoint id {value!r} is not a canonical lowercase uuid string; LangGraph creates "
+            "ids with langgraph.checkpoint.base.id.uuid6() and this saver orders by them"
+        )
+    return value  # type: ignore[return-value]
+
+
+def invert_checkpoint_id(checkpoint_id: str) -> str:
+    """Order-reversing map of a uuid string: ascending listings of the result go newest first.
+
+    >>> invert_checkpoint_id("00000000-0000-0000-0000-00000000000f")
+    'ffffffff-ffff-ffff-ffff-fffffffffff0'
+    """
+    return validate_checkpoint_id(checkpoint_id).translate(_INVERT)
+
+
+def checkpoint_id_from_inverted(inverted: str) -> str:
+    """Inverse of :func:`invert_checkpoint_id` (the map is its own inverse)."""
+    return inverted.translate(_INVERT)
+
+
+# --------------------------------------------------------------------------------------------------
+# Key builders. Callers pass already-validated ids.
+# --------------------------------------------------------------------------------------------------
+
+
+def heads_prefix(thread_id: str | None = None) -> str:
+    """``heads/`` (every thread) or ``heads/{T}/`` (every namespace of one thread)."""
+    if thread_id is None:
+        return "heads/"
+    return f"heads/{encode_segment(thread_id)}/"
+
+
+def head_key(thread_id: str, checkpoint_ns: str) -> str:
+    return f"heads/{encode_segment(thread_id)}/{encode_segment(checkpoint_ns)}"
+
+
+def thread_data_prefix(thread_id: str) -> str:
+    return f"data/{encode_segment(thread_id)}/"
+
+
+def data_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    return f"data/{encode_segment(thread_id)}/{encode_segment(checkpoint_ns)}/"
+
+
+def writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None) -> str:
+    """All writes of a namespace (newest checkpoint first), or those of one checkpoint."""
+    base = data_prefix(thread_id, checkpoint_ns) + "w/"
+    if checkpoint_id is None:
+        return base
+    return base + invert_checkpoint_id(checkpoint_id) + "/"
+
+
+def writes_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
+    return writes_prefix(thread_id, checkpoint_ns, checkpoint_id) + encode_segment(task_id)
+
+
+def parse_writes_key(key: str) -> tuple[str, str] | None:
+    """``(checkpoint_id, encoded task segment)`` of a writes key, or None if it is not one."""
+    parts = key.rsplit("/", 3)
+    if len(parts) != 4 or parts[1] != "w":
+        return None
+    cid = checkpoint_id_from_inverted(parts[2])
+    if not is_checkpoint_id(cid):
+        return None
+    return cid, parts[3]
+
+
+def segment_suffix(first_id: str, nonce: str) -> str:
+    """Where a sealed segment lives, relative to :func:`data_prefix` (heads list suffixes, so a
+    copied thread's manifest needs no rewriting)."""
+    return f"s/{invert_checkpoint_id(first_id)}-{nonce}"
+
+
+def segment_key(thread_id: str, checkpoint_ns: str, suffix: str) -> str:
+    return data_prefix(thread_id, checkpoint_ns) + suffix
+
+
+def blobs_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    return data_prefix(thread_id, checkpoint_ns) + "b/"
+
+
+def blob_key(thread_id: str, checkpoint_ns: str, origin_id: str, digest: str) -> str:
+    """A large value, owned by the checkpoint whose put stored it (``origin_id``).
+
+    Keys name their owner so garbage collection can tell exactly which blobs a removed checkpoint
+    leaves behind; within one owner, the digest makes rewrites idempotent.
+    """
+    return blobs_prefix(thread_id, checkpoint_ns) + f"{invert_checkpoint_id(origin_id)}-{digest}"
+
+
+def parse_blob_key(key: str) -> str | None:
+    """The owner checkpoint id of a blob key, or None if it is not one."""
+    name = key.rsplit("/", 1)[-1]
+    cid = checkpoint_id_from_inverted(name[:36])
+    return cid if is_checkpoint_id(cid) and name[36:37] == "-" else None
+
+
+FORMAT_MARKER_KEY = "meta/format"

@@ -1,0 +1,47 @@
+"""Object stores: one small protocol (get / put / delete / list, sync and async) and its adapters.
+
+* :class:`MemoryStore`: linearizable, in-process; for tests.
+* :class:`LocalStore`: a directory; the embedded default; CAS across processes on one host.
+* :class:`S3Store`: AWS S3 and S3-compatible servers through boto3.
+* :class:`CountingStore`: wraps any store and counts its requests.
+"""
+
+from langgraph_handoff.stores.base import (
+    AsyncObjectStore,
+    Delete,
+    DeleteMany,
+    Get,
+    ListPage,
+    ListResult,
+    ObjectInfo,
+    ObjectStore,
+    Op,
+    Put,
+    StoreBase,
+    StoredObject,
+    validate_key,
+)
+from langgraph_handoff.stores.counting import CountingStore
+from langgraph_handoff.stores.local import LocalStore
+from langgraph_handoff.stores.memory import MemoryStore
+from langgraph_handoff.stores.s3 import S3Store
+
+__all__ = [
+    "AsyncObjectStore",
+    "CountingStore",
+    "Delete",
+    "DeleteMany",
+    "Get",
+    "ListPage",
+    "ListResult",
+    "LocalStore",
+    "MemoryStore",
+    "ObjectInfo",
+    "ObjectStore",
+    "Op",
+    "Put",
+    "S3Store",
+    "StoreBase",
+    "StoredObject",
+    "validate_key",
+]

@@ -1,0 +1,326 @@
+"""The object-store protocol: the only storage surface the saver uses.
+
+Four operations, each in a sync and an async form on the same object:
+
+* ``get(key)`` -> :class:`StoredObject` (body + ETag) or ``None``;
+* ``put(key, body, *, if_match=None, if_none_match=False)`` -> new ETag. Unconditional, create-only
+  (``If-None-Match: *``) or compare-and-swap (``If-Match: etag``). A lost condition raises
+  :class:`~langgraph_handoff.errors.PreconditionFailedError`; a conditional write whose outcome is
+  unknown raises :class:`~langgraph_handoff.errors.UnknownOutcomeError`;
+* ``delete(key, *, if_match=None)``. Missing keys are not an error. Some S3 servers (Ceph RGW)
+  ignore ``If-Match`` on delete, so nothing in this package relies on a conditional delete;
+* ``list_page(prefix, *, start_after=None, max_keys=1000)`` -> keys in ascending byte order.
+
+ETags are opaque strings compared for equality, always without surrounding quotes. Equal content
+may produce equal ETags (S3 uses MD5): callers must not assume an ETag changes on every write.
+
+Stores are thin adapters. Everything about checkpoints lives in the saver's pure core, which talks
+to a store through :class:`Op` values so that the same logic drives sync and async callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from langgraph_handoff.errors import InvalidKeyError
+
+__all__ = [
+    "AsyncObjectStore",
+    "Delete",
+    "DeleteMany",
+    "Get",
+    "ListPage",
+    "ListResult",
+    "ObjectInfo",
+    "ObjectStore",
+    "Op",
+    "Put",
+    "StoreBase",
+    "StoredObject",
+    "validate_key",
+]
+
+#: Keys are lowercase-only so they behave the same on case-insensitive file systems.
+_KEY_SEGMENT = r"[a-z0-9_%~=-][a-z0-9_.%~=-]*"
+_KEY_RE = re.compile(rf"^{_KEY_SEGMENT}(/{_KEY_SEGMENT})*$")
+MAX_KEY_LEN = 900
+
+
+def validate_key(key: str) -> str:
+    """Refuse keys outside the portable alphabet (see :mod:`langgraph_handoff.keys`)."""
+    if len(key) > MAX_KEY_LEN or not _KEY_RE.match(key):
+        raise InvalidKeyError(
+            f"object key {key!r} is not portable: use '/'-separated segments of [a-z0-9_.%~=-] "
+            f"(not starting with '.'), at most {MAX_KEY_LEN} characters"
+        )
+    return key
+
+
+def validate_prefix(prefix: str) -> str:
+    if prefix == "":
+        return prefix
+    body = prefix[:-1] if prefix.endswith("/") else prefix
+    validate_key(body)
+    return prefix
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    body: bytes
+    etag: str
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    etag: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[ObjectInfo]
+    #: True when more keys may follow the last item (ask again with ``start_after``).
+    truncated: bool
+
+
+# --------------------------------------------------------------------------------------------------
+# Operations as values: the saver's core yields these and a driver performs them.
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Get:
+    key: str
+
+
+@dataclass(frozen=True)
+class Put:
+    key: str
+    body: bytes = field(repr=False)
+    if_match: str | None = None
+    if_none_match: bool = False
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: str
+    if_match: str | None = None
+
+
+@dataclass(frozen=True)
+class DeleteMany:
+    """Unconditional delete of many keys (S3 DeleteObjects: 1 request per 1000 keys)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ListPage:
+    prefix: str
+    start_after: str | None = None
+    max_keys: int = 1000
+
+
+Op = Get | Put | Delete | DeleteMany | ListPage
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Synchronous half of the store protocol."""
+
+    def get(self, key: str) -> StoredObject | None: ...
+
+    def put(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str: ...
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None: ...
+
+    def list_page(
+        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
+    ) -> ListResult: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncObjectStore(Protocol):
+    """Asynchronous half of the store protocol (same semantics)."""
+
+    async def aget(self, key: str) -> StoredObject | None: ...
+
+    async def aput(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str: ...
+
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None: ...
+
+    async def alist_page(
+        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
+    ) -> ListResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+class StoreBase(ABC):
+    """Shared conveniences on top of the four primitives, written once for every store.
+
+    Subclasses implement the sync primitives. The async primitives default to running the sync
+    ones in a worker thread; stores with no blocking I/O (memory) or their own executor (S3)
+    override them. ``run_many``/``arun_many`` perform a batch of independent operations; the
+    default runs them one after another, S3 runs them in parallel.
+    """
+
+    # -- sync primitives (subclasses implement) --------------------------------------------------
+    @abstractmethod
+    def get(self, key: str) -> StoredObject | None:
+        """The object at ``key`` with its ETag, or None."""
+
+    @abstractmethod
+    def put(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
+        """Store ``body``; returns the new ETag."""
+
+    @abstractmethod
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        """Remove ``key`` (no error if missing)."""
+
+    @abstractmethod
+    def list_page(
+        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
+    ) -> ListResult:
+        """One page of keys under ``prefix``, ascending, strictly after ``start_after``."""
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Unconditionally delete ``keys``; stores with a batch API override this."""
+        for key in keys:
+            self.delete(key)
+
+    def close(self) -> None:
+        """Release resources (thread pools, clients). Safe to call twice."""
+
+    # -- async primitives ------------------------------------------------------------------------
+    async def aget(self, key: str) -> StoredObject | None:
+        return await asyncio.to_thread(self.get, key)
+
+    async def aput(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
+        return await asyncio.to_thread(
+            self.put, key, body, if_match=if_match, if_none_match=if_none_match
+        )
+
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
+        await asyncio.to_thread(self.delete, key, if_match=if_match)
+
+    async def alist_page(
+        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
+    ) -> ListResult:
+        return await asyncio.to_thread(
+            self.list_page, prefix, start_after=start_after, max_keys=max_keys
+        )
+
+    async def adelete_many(self, keys: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_many, keys)
+
+    async def aclose(self) -> None:
+        self.close()
+
+    # -- operations as values --------------------------------------------------------------------
+    def run(self, op: Op) -> Any:
+        """Perform one :data:`Op` synchronously."""
+        if isinstance(op, Get):
+            return self.get(op.key)
+        if isinstance(op, Put):
+            return self.put(op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match)
+        if isinstance(op, Delete):
+            return self.delete(op.key, if_match=op.if_match)
+        if isinstance(op, ListPage):
+            return self.list_page(op.prefix, start_after=op.start_after, max_keys=op.max_keys)
+        if isinstance(op, DeleteMany):
+            return self.delete_many(op.keys)
+        raise TypeError(f"not a store operation: {op!r}")
+
+    async def arun(self, op: Op) -> Any:
+        """Perform one :data:`Op` asynchronously."""
+        if isinstance(op, Get):
+            return await self.aget(op.key)
+        if isinstance(op, Put):
+            return await self.aput(
+                op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match
+            )
+        if isinstance(op, Delete):
+            return await self.adelete(op.key, if_match=op.if_match)
+        if isinstance(op, ListPage):
+            return await self.alist_page(op.prefix, start_after=op.start_after, max_keys=op.max_keys)
+        if isinstance(op, DeleteMany):
+            return await self.adelete_many(op.keys)
+        raise TypeError(f"not a store operation: {op!r}")
+
+    def run_many(self, ops: Sequence[Op]) -> list[Any]:
+        """Perform independent operations; results in order. Raises the first failure after all
+        operations have finished, so no write is left running in the background."""
+        results: list[Any] = []
+        first_error: BaseException | None = None
+        for op in ops:
+            try:
+                results.append(self.run(op))
+            except Exception as exc:  # noqa: BLE001 - re-raised below
+                results.append(None)
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+        return results
+
+    async def arun_many(self, ops: Sequence[Op]) -> list[Any]:
+        outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return list(outcomes)
+
+    # -- listings --------------------------------------------------------------------------------
+    def list(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        """Every key under ``prefix`` in ascending order, fetching pages lazily."""
+        cursor = start_after
+        while True:
+            page = self.list_page(prefix, start_after=cursor, max_keys=page_size)
+            yield from page.items
+            if not page.truncated or not page.items:
+                return
+            cursor = page.items[-1].key
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[ObjectInfo]:
+        cursor = start_after
+        while True:
+            page = await self.alist_page(prefix, start_after=cursor, max_keys=page_size)
+            for item in page.items:
+                yield item
+            if not page.truncated or not page.items:
+                return
+            cursor = page.items[-1].key
+
+    # -- context management ----------------------------------------------------------------------
+    def __enter__(self) -> StoreBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> StoreBase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,208 @@
+"""``LocalStore``: a directory on the local file system, the embedded default.
+
+Each object is one file at ``root/<key>``. Compare-and-swap holds across threads *and processes*
+on one host:
+
+* every write of a key happens under an exclusive ``flock`` on one of a fixed set of lock files
+  (``root/.locks/NN``, chosen by a hash of the key), so the check and the write are one atomic step;
+* the new body goes to a temporary file that is fsynced, atomically renamed over the old one, and
+  the directory is fsynced, so a write is durable before ``put`` returns and a crash leaves either
+  the old or the new object, never a torn one;
+* ETags are content hashes, as S3's are.
+
+POSIX only (``fcntl``). Lock and temporary files start with ``.`` and never appear in listings;
+keys can never start with ``.`` (see :func:`~langgraph_handoff.stores.base.validate_key`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+from langgraph_handoff.errors import PreconditionFailedError, StoreError
+from langgraph_handoff.stores.base import (
+    ListResult,
+    ObjectInfo,
+    StoreBase,
+    StoredObject,
+    validate_key,
+    validate_prefix,
+)
+from langgraph_handoff.stores.memory import content_etag
+
+__all__ = ["LocalStore"]
+
+_LOCK_STRIPES = 256
+
+
+class LocalStore(StoreBase):
+    """Objects as files under ``root``; safe for many threads and processes on one host.
+
+    >>> import tempfile
+    >>> store = LocalStore(tempfile.mkdtemp())
+    >>> etag = store.put("threads/t1", b"state", if_none_match=True)
+    >>> store.put("threads/t1", b"newer", if_match=etag) != etag
+    True
+    >>> [o.key for o in store.list("threads/")]
+    ['threads/t1']
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.fsync = fsync
+        self._locks = self.root / ".locks"
+        try:
+            self._locks.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the local store at {self.root}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*validate_key(key).split("/"))
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big")
+        fd = os.open(self._locks / f"{stripe % _LOCK_STRIPES:03d}", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _fsync_dir(self, path: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _makedirs(self, directory: Path) -> None:
+        """Create missing parents, fsyncing each new entry's directory so it survives a crash."""
+        missing: list[Path] = []
+        d = directory
+        while not d.exists():
+            missing.append(d)
+            d = d.parent
+        for d in reversed(missing):
+            try:
+                d.mkdir()
+            except FileExistsError:
+                continue
+            self._fsync_dir(d.parent)
+
+    @staticmethod
+    def _read(path: Path) -> bytes | None:
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            return None
+
+    # -- primitives ------------------------------------------------------------------------------
+    def get(self, key: str) -> StoredObject | None:
+        body = self._read(self._path(key))
+        if body is None:
+            return None
+        return StoredObject(key=key, body=body, etag=content_etag(body))
+
+    def put(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
+        path = self._path(key)
+        body = bytes(body)
+        with self._locked(key):
+            if if_none_match or if_match is not None:
+                current = self._read(path)
+                if if_none_match and current is not None:
+                    raise PreconditionFailedError(key, "key exists")
+                if if_match is not None and (current is None or content_etag(current) != if_match):
+                    raise PreconditionFailedError(key, "key missing" if current is None else "ETag differs")
+            for _attempt in range(5):
+                self._makedirs(path.parent)
+                tmp = path.parent / f".tmp.{path.name}.{secrets.token_hex(6)}"
+                try:
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileNotFoundError:
+                    continue  # a concurrent delete pruned the directory; recreate it
+                try:
+                    view = memoryview(body)
+                    while view:
+                        written = os.write(fd, view)
+                        view = view[written:]
+                    if self.fsync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
+                self._fsync_dir(path.parent)
+                return content_etag(body)
+        raise StoreError(f"could not create the directory for {key!r} in {self.root}")
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        path = self._path(key)
+        with self._locked(key):
+            if if_match is not None:
+                current = self._read(path)
+                if current is None:
+                    return
+                if content_etag(current) != if_match:
+                    raise PreconditionFailedError(key, "ETag differs")
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return
+            self._fsync_dir(path.parent)
+        self._prune_empty_dirs(path.parent)
+
+    def _prune_empty_dirs(self, directory: Path) -> None:
+        d = directory
+        while d != self.root and self.root in d.parents:
+            try:
+                d.rmdir()
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                    return
+                raise
+            d = d.parent
+
+    def list_page(
+        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
+    ) -> ListResult:
+        validate_prefix(prefix)
+        # Walk only the deepest directory the prefix pins down, then sort full keys: a per-directory
+        # sort would not give S3's global byte order ("a-b" < "a/b").
+        dir_part, _, _ = prefix.rpartition("/")
+        base = self.root.joinpath(*dir_part.split("/")) if dir_part else self.root
+        keys: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            rel = os.path.relpath(dirpath, self.root)
+            rel_prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            for name in filenames:
+                if name.startswith("."):
+                    continue
+                k = rel_prefix + name
+                if k.startswith(prefix) and (start_after is None or k > start_after):
+                    keys.append(k)
+        keys.sort()
+        page = keys[:max_keys]
+        items = []
+        for k in page:
+            body = self._read(self._path(k))
+            if body is not None:  # deleted while listing
+                items.append(ObjectInfo(key=k, etag=content_etag(body), size=len(body)))
+        return ListResult(items=items, truncated=len(keys) > max_keys)
