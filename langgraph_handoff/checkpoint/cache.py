@@ -1,0 +1,132 @@
+"""What a saver remembers between calls about each (thread, namespace) it touched.
+
+* The **head** it last read or wrote, with its ETag. A run pays for one read at start
+  (``get_tuple``); every later ``put`` is a single compare-and-swap against the remembered ETag.
+  A wrong memory only costs a lost CAS and a re-read, never correctness.
+* **Empty reads**: how many ``get_tuple`` calls found the namespace empty and have not yet been
+  followed by a parentless put. That is how a run that started from an empty thread is told apart
+  from direct API use when the thread turns out to exist after all (see ``fencing``).
+* **Unfolded writes**: writes documents this process wrote or read whose content is not yet
+  copied into the head. The next ``put`` folds them into their checkpoint's record, so history
+  reads find them in the head instead of paying one GET per task.
+
+Bounded (LRU over namespaces) and shared by shallow copies of the saver (``with_allowlist``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from langgraph_handoff.checkpoint.records import Folded, Head
+
+__all__ = ["HeadCache", "NsState"]
+
+
+@dataclass(frozen=True)
+class NsState:
+    #: True once head/etag reflect a real read or write (head None then means "absent")
+    known: bool = False
+    head: Head | None = None
+    etag: str | None = None
+    empty_reads: int = 0
+    #: checkpoint id -> task id -> folded copy of its writes document
+    unfolded: dict[str, dict[str, Folded]] = field(default_factory=dict)
+
+
+class HeadCache:
+    def __init__(self, max_namespaces: int = 1024) -> None:
+        self._lock = threading.Lock()
+        self._max = max_namespaces
+        self._states: OrderedDict[tuple[str, str], NsState] = OrderedDict()
+
+    def get(self, thread_id: str, ns: str) -> NsState:
+        with self._lock:
+            state = self._states.get((thread_id, ns))
+            if state is None:
+                return NsState()
+            self._states.move_to_end((thread_id, ns))
+            return state
+
+    def _set(self, key: tuple[str, str], state: NsState) -> None:
+        self._states[key] = state
+        self._states.move_to_end(key)
+        while len(self._states) > self._max:
+            self._states.popitem(last=False)
+
+    def observe(
+        self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, empty_read: bool = False
+    ) -> None:
+        """Record a head we just read. (If a concurrent write of ours landed after this read, the
+        next put loses one CAS and re-reads: a cost, never a correctness problem.)"""
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key, NsState())
+            self._set(
+                key,
+                replace(
+                    old,
+                    known=True,
+                    head=head,
+                    etag=etag,
+                    empty_reads=old.empty_reads + (1 if empty_read else 0),
+                ),
+            )
+
+    def wrote(self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, used_empty_read: bool) -> None:
+        """Record a head we just wrote and drop the writes we folded into it."""
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key, NsState())
+            unfolded = {}
+            for cid, tasks in old.unfolded.items():
+                rec = head.records.get(cid) if head is not None else None
+                left = {t: f for t, f in tasks.items() if rec is None or rec.writes.get(t) != f}
+                if left and (head is None or not head.records or cid >= min(head.records)):
+                    unfolded[cid] = left
+            self._set(
+                key,
+                replace(
+                    old,
+                    known=True,
+                    head=head,
+                    etag=etag,
+                    empty_reads=max(0, old.empty_reads - (1 if used_empty_read else 0)),
+                    unfolded=unfolded,
+                ),
+            )
+
+    def use_empty_read(self, thread_id: str, ns: str) -> None:
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key)
+            if old is not None and old.empty_reads:
+                self._set(key, replace(old, empty_reads=old.empty_reads - 1))
+
+    def remember_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, folded: Folded) -> None:
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key, NsState())
+            unfolded = dict(old.unfolded)
+            unfolded[checkpoint_id] = {**unfolded.get(checkpoint_id, {}), task_id: folded}
+            self._set(key, replace(old, unfolded=unfolded))
+
+    def known_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str) -> Folded | None:
+        state = self.get(thread_id, ns)
+        found = state.unfolded.get(checkpoint_id, {}).get(task_id)
+        if found is None and state.head is not None:
+            rec = state.head.records.get(checkpoint_id)
+            if rec is not None:
+                found = rec.writes.get(task_id)
+        return found
+
+    def forget_thread(self, thread_id: str) -> None:
+        """After delete/prune/copy: the thread's namespaces must be read afresh."""
+        with self._lock:
+            for key in [k for k in self._states if k[0] == thread_id]:
+                del self._states[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._states.clear()

@@ -1,0 +1,139 @@
+"""Drivers: run one sans-I/O plan against a store, synchronously or asynchronously.
+
+Every saver operation is written once, as a generator ("plan") that yields what it needs done and
+receives the outcome (httpx's one-core, two-front-ends model):
+
+* a store :data:`~langgraph_handoff.stores.base.Op` -> its result, or the exception it raised is
+  thrown back into the plan at the ``yield``;
+* :class:`Batch` -> a list of results; the operations are independent and run in parallel where the
+  store can (one round trip);
+* :class:`Sleep` -> back off before a retry;
+* :class:`Emit` -> hand one item to the caller (streaming ``list``).
+
+The plan's return value is the operation's result. Only these two small loops know whether the
+caller is sync or async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langgraph_handoff.stores.base import Op, StoreBase
+
+__all__ = ["Batch", "Emit", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Batch:
+    ops: tuple[Op, ...]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Emit:
+    item: Any
+
+
+Step = Any  # Op | Batch | Sleep | Emit
+Plan = Generator[Step, Any, R]
+
+
+class _Done(Exception):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _advance(plan: Plan[Any], value: Any, error: BaseException | None) -> Step:
+    try:
+        if error is not None:
+            return plan.throw(error)
+        return plan.send(value)
+    except StopIteration as stop:
+        raise _Done(stop.value) from None
+
+
+def _perform(store: StoreBase, step: Step) -> Any:
+    if isinstance(step, Batch):
+        return store.run_many(step.ops)
+    if isinstance(step, Sleep):
+        time.sleep(step.seconds)
+        return None
+    return store.run(step)
+
+
+async def _aperform(store: StoreBase, step: Step) -> Any:
+    if isinstance(step, Batch):
+        return await store.arun_many(step.ops)
+    if isinstance(step, Sleep):
+        await asyncio.sleep(step.seconds)
+        return None
+    return await store.arun(step)
+
+
+def iterate(store: StoreBase, plan: Plan[R]) -> Generator[Any, None, R]:
+    """Drive ``plan`` synchronously, yielding what it emits; returns the plan's result."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = _advance(plan, value, error)
+        except _Done as done:
+            return done.value  # type: ignore[no-any-return]
+        value, error = None, None
+        if isinstance(step, Emit):
+            yield step.item
+            continue
+        try:
+            value = _perform(store, step)
+        except Exception as exc:  # noqa: BLE001 - handed to the plan, which decides
+            error = exc
+
+
+def run(store: StoreBase, plan: Plan[R]) -> R:
+    """Drive a non-streaming plan synchronously and return its result."""
+    driver = iterate(store, plan)
+    try:
+        next(driver)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    raise TypeError("plan emitted items; drive it with iterate()")
+
+
+async def aiterate(store: StoreBase, plan: Plan[Any], result: list[Any] | None = None) -> AsyncIterator[Any]:
+    """Drive ``plan`` asynchronously, yielding what it emits. An async generator cannot return a
+    value, so the plan's result is appended to ``result`` when one is passed."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = _advance(plan, value, error)
+        except _Done as done:
+            if result is not None:
+                result.append(done.value)
+            return
+        value, error = None, None
+        if isinstance(step, Emit):
+            yield step.item
+            continue
+        try:
+            value = await _aperform(store, step)
+        except Exception as exc:  # noqa: BLE001 - handed to the plan, which decides
+            error = exc
+
+
+async def arun(store: StoreBase, plan: Plan[R]) -> R:
+    """Drive a non-streaming plan asynchronously and return its result."""
+    result: list[Any] = []
+    async for _item in aiterate(store, plan, result):
+        raise TypeError("plan emitted items; drive it with aiterate()")
+    return result[0]  # type: ignore[no-any-return]

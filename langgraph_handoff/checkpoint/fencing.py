@@ -1,0 +1,99 @@
+"""Write ownership: who may move the head of a (thread, namespace).
+
+The head moves only by compare-and-swap, so two writers can never both succeed from the same
+head. What this module decides is whether a ``put`` is *allowed* against the head as it is now,
+both on the first attempt and after a lost race (when the saver re-reads and decides again):
+
+* **Runs stepping forward** (metadata ``source`` ``"input"`` or ``"loop"``) extend a lineage. A put
+  naming parent ``P`` is allowed only if ``P`` is still the latest checkpoint. Otherwise another run
+  committed first and this one is stale: :class:`StaleWriterError`. Of two runs racing on one
+  thread, exactly one commits each step; the other fails loudly instead of forking the thread.
+* A put with **no parent** means "I started from an empty namespace". If this saver saw the
+  namespace empty (a ``get_tuple`` found no head) and a head exists now, someone else created it
+  meanwhile: stale. Callers that never read first (direct API use, the conformance suite) may add
+  parentless checkpoints to an existing namespace.
+* **Explicit forks** (``"fork"``, ``"update"``: time travel, ``update_state``) may start from any
+  parent.
+* Re-putting the id that is already stored (a retry whose first attempt landed) is an upsert.
+* Every new id must sort after the latest: "latest" means "greatest id", and a checkpoint that
+  sorts before it could never become visible (:class:`CheckpointOrderError`, a clock-skew symptom).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langgraph_handoff.checkpoint.records import Head
+from langgraph_handoff.errors import CheckpointOrderError, ConflictError, StaleWriterError
+
+__all__ = ["LINEAGE_SOURCES", "PutIntent", "check_put"]
+
+#: Metadata sources of a run continuing its own lineage; everything else is an explicit fork.
+LINEAGE_SOURCES = frozenset({"input", "loop"})
+
+
+@dataclass(frozen=True)
+class PutIntent:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    source: str | None
+    #: this saver saw the namespace empty on a read that has not been "used up" by a put yet
+    saw_empty: bool = False
+
+    @property
+    def continues_lineage(self) -> bool:
+        return self.source in LINEAGE_SOURCES
+
+
+def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
+    """The conflict that forbids this put against ``head``, or None if it may proceed.
+
+    >>> intent = PutIntent("t", "", "1f0-new", parent_id=None, source="input", saw_empty=True)
+    >>> check_put(None, intent) is None
+    True
+    """
+    if head is not None and not head.records:
+        head = None  # an emptied head (everything deleted) is an empty namespace
+    latest = head.latest_id if head is not None else None
+    cid = intent.checkpoint_id
+    if head is not None and cid in head.records:
+        existing = head.records[cid]
+        if not intent.continues_lineage or existing.parent == intent.parent_id:
+            return None  # idempotent re-put / upsert of the same checkpoint
+        return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent")
+    if latest is not None and cid < latest:
+        return CheckpointOrderError(intent.thread_id, intent.checkpoint_ns, cid, latest)
+    if not intent.continues_lineage:
+        return None
+    if intent.parent_id is None:
+        if head is not None and intent.saw_empty:
+            return _stale(
+                intent,
+                latest,
+                "this run started from an empty thread, but another run created it meanwhile "
+                f"(latest checkpoint {latest!r})",
+            )
+        return None
+    if head is None:
+        return _stale(
+            intent,
+            None,
+            f"this run continues from checkpoint {intent.parent_id!r}, but the thread has no "
+            "checkpoints any more (deleted or pruned by someone else)",
+        )
+    if latest != intent.parent_id:
+        return _stale(intent, latest)
+    return None
+
+
+def _stale(intent: PutIntent, latest: str | None, reason: str = "") -> StaleWriterError:
+    return StaleWriterError(
+        intent.thread_id,
+        intent.checkpoint_ns,
+        expected_parent=intent.parent_id,
+        latest=latest,
+        checkpoint_id=intent.checkpoint_id,
+        reason=reason,
+    )

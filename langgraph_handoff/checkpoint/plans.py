@@ -1,0 +1,984 @@
+"""Every saver operation, written once as a sans-I/O plan.
+
+Each ``_plan_*`` method is a generator: it yields store operations (see :mod:`.driver`) and gets
+their results back, so the very same logic serves ``get_tuple`` and ``aget_tuple``, ``put`` and
+``aput``, and so on. Nothing here blocks or awaits.
+
+Request budget per operation (S3 requests; counted by the tests):
+
+==============================  ====================================================
+``put``                         1 conditional PUT of the head. Plus, only when needed:
+                                1 PUT per new value >= ``blob_threshold`` (in parallel,
+                                before the head) and 1 PUT of a sealed segment every
+                                ``head_max_records`` checkpoints. A cold cache adds 1 GET.
+``put_writes``                  1 create-only PUT (a retried task: GET + CAS)
+``get_tuple`` (latest)          GET head + LIST writes, in one round trip; + 1 GET per
+                                pending-writes document and per blob value
+``list`` / history of k         GET head + LIST writes (one round trip), + GETs only for
+                                writes documents not folded into the head and for sealed
+                                segments reached
+``delete_thread``               2 LISTs + 1 DeleteObjects per 1000 objects
+==============================  ====================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+import secrets
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_metadata,
+)
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan, Sleep
+from langgraph_handoff.checkpoint.fencing import PutIntent, check_put
+from langgraph_handoff.checkpoint.records import (
+    BlobRef,
+    Folded,
+    Head,
+    Inline,
+    Payload,
+    PayloadTable,
+    Record,
+    Segment,
+    SegmentRef,
+    WriteItem,
+    WritesDoc,
+    payloads_for,
+)
+from langgraph_handoff.checkpoint.writes import merge_items, slot_items, sorted_pending
+from langgraph_handoff.errors import (
+    ConflictError,
+    CorruptObjectError,
+    InvalidCheckpointIdError,
+    InvalidConfigError,
+    PreconditionFailedError,
+    ThreadExistsError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.stores.base import (
+    DeleteMany,
+    Get,
+    ListPage,
+    ListResult,
+    ObjectInfo,
+    Put,
+    StoredObject,
+)
+
+__all__ = ["Layout", "SaverPlans"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Storage layout knobs. The defaults meet the request targets for states up to 256 KiB.
+
+    Attributes:
+        blob_threshold: a serialised channel value at least this large is stored once as its own
+            object instead of inline in the head.
+        head_max_records: seal older checkpoints into a segment when the head holds more.
+        head_max_bytes: ... or when the encoded head grows past this.
+        head_keep: how many newest checkpoints stay in the head after sealing.
+        fold_max_bytes: writes documents up to this size are folded into the head.
+        writes_page: LIST page size used next to the head GET when reading the latest checkpoint.
+        max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
+        backoff: base of the jittered exponential back-off between attempts, in seconds.
+        schema_version: the user state-schema version recorded in every object written.
+    """
+
+    blob_threshold: int = 256 * 1024
+    head_max_records: int = 64
+    head_max_bytes: int = 1024 * 1024
+    head_keep: int = 4
+    fold_max_bytes: int = 16 * 1024
+    writes_page: int = 100
+    max_attempts: int = 12
+    backoff: float = 0.01
+    schema_version: int = 0
+
+    def __post_init__(self) -> None:
+        if self.head_keep < 1:
+            raise ValueError("head_keep must be at least 1 (the latest checkpoint lives in the head)")
+        if self.head_max_records <= self.head_keep:
+            raise ValueError("head_max_records must be greater than head_keep")
+
+
+# --------------------------------------------------------------------------------------------------
+# Small pure helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]:
+    conf = (config or {}).get("configurable")
+    if not isinstance(conf, Mapping):
+        raise InvalidConfigError(
+            f"{what} needs config={{'configurable': {{'thread_id': ...}}}}; got {config!r}"
+        )
+    if conf.get("thread_id") is None:
+        raise InvalidConfigError(
+            f"{what} needs config['configurable']['thread_id'] (the conversation's id); got keys "
+            f"{sorted(k for k in conf if not str(k).startswith('__'))}"
+        )
+    return conf
+
+
+def _target(config: RunnableConfig | None, what: str) -> tuple[str, str | None, str | None]:
+    """(thread_id, checkpoint_ns or None if absent, checkpoint_id or None)."""
+    conf = _configurable(config, what)
+    thread_id = keys.validate_thread_id(conf["thread_id"])
+    ns = conf.get("checkpoint_ns")
+    ns = None if ns is None else keys.validate_namespace(ns)
+    cid = conf.get("checkpoint_id") or None
+    return thread_id, ns, cid
+
+
+def _tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def _backoff(layout: Layout, attempt: int) -> float:
+    return min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5)
+
+
+def _folded_size(folded: Folded) -> int:
+    return sum(len(w.data) + len(w.channel) + 16 for w in folded.items)
+
+
+class _WritesCursor:
+    """Walks a namespace's writes listing newest checkpoint first (keys hold inverted ids)."""
+
+    def __init__(self, prefix: str, start_after: str | None = None, page: ListResult | None = None):
+        self.prefix = prefix
+        self.after = start_after
+        self.buf: deque[tuple[str, ObjectInfo]] = deque()
+        self.done = False
+        if page is not None:
+            self.feed(page)
+
+    def feed(self, page: ListResult) -> None:
+        for info in page.items:
+            parsed = keys.parse_writes_key(info.key)
+            if parsed is not None:
+                self.buf.append((parsed[0], info))
+        if page.items:
+            self.after = page.items[-1].key
+        self.done = not page.truncated or not page.items
+
+    def need_more(self, checkpoint_id: str) -> bool:
+        return not self.done and (not self.buf or self.buf[-1][0] >= checkpoint_id)
+
+    def take(self, checkpoint_id: str) -> list[ObjectInfo]:
+        while self.buf and self.buf[0][0] > checkpoint_id:
+            self.buf.popleft()
+        out = []
+        while self.buf and self.buf[0][0] == checkpoint_id:
+            out.append(self.buf.popleft()[1])
+        return out
+
+
+class _RecordStream:
+    """One namespace's records, newest first: the head's, then each sealed segment's."""
+
+    def __init__(self, thread_id: str, ns: str, head: Head, below: str | None) -> None:
+        self.thread_id, self.ns, self.below = thread_id, ns, below
+        self.head = head
+        self.items: deque[tuple[Record, PayloadTable]] = deque(
+            (r, head.payloads) for _, r in sorted(head.records.items(), reverse=True) if self._wanted(r.id)
+        )
+        self.seen = set(head.records)
+        self.segments: deque[SegmentRef] = deque(
+            s for s in head.segments if below is None or s.first_id < below
+        )
+
+    def _wanted(self, checkpoint_id: str) -> bool:
+        return self.below is None or checkpoint_id < self.below
+
+    def add_segment(self, seg: Segment) -> None:
+        fresh = [r for r in seg.records.values() if r.id not in self.seen and self._wanted(r.id)]
+        self.seen.update(seg.records)
+        merged = sorted([*self.items, *((r, seg.payloads) for r in fresh)], key=lambda x: x[0].id, reverse=True)
+        self.items = deque(merged)
+
+
+# --------------------------------------------------------------------------------------------------
+# The plans
+# --------------------------------------------------------------------------------------------------
+
+
+class SaverPlans:
+    """Mixin holding the logic of :class:`~langgraph_handoff.ObjectStoreSaver`.
+
+    Expects ``self.serde`` (read on every call, so ``with_allowlist`` copies work), ``self.layout``
+    (:class:`Layout`) and ``self._cache`` (:class:`HeadCache`).
+    """
+
+    serde: Any
+    layout: Layout
+    _cache: HeadCache
+
+    # -- decoding helpers -----------------------------------------------------------------------
+    def _head_from(self, obj: StoredObject | None, thread_id: str, ns: str) -> tuple[Head | None, str | None]:
+        if obj is None:
+            return None, None
+        head = rec_io.decode_head(obj.body, key=obj.key)
+        if head.thread_id != thread_id or head.checkpoint_ns != ns:
+            raise CorruptObjectError(
+                obj.key,
+                f"head belongs to thread {head.thread_id!r} namespace {head.checkpoint_ns!r}, "
+                f"not {thread_id!r} {ns!r} (misplaced object)",
+            )
+        return head, obj.etag
+
+    def _load_segment(self, thread_id: str, ns: str, ref: SegmentRef) -> Plan[Segment | None]:
+        key = keys.segment_key(thread_id, ns, ref.key)
+        obj = yield Get(key)
+        if obj is None:
+            return None
+        return rec_io.decode_segment(obj.body, key=key)
+
+    def _missing_segment(self, thread_id: str, ns: str, ref: SegmentRef) -> CorruptObjectError:
+        return CorruptObjectError(
+            keys.segment_key(thread_id, ns, ref.key),
+            "the head lists this history segment but it is missing",
+        )
+
+    def _find_record(
+        self, thread_id: str, ns: str, head: Head, checkpoint_id: str
+    ) -> Plan[tuple[Record, PayloadTable, Head] | None]:
+        """Locate a checkpoint in the head or the segment whose id range covers it. A segment
+        deleted by a concurrent prune sends us back to a fresh head (at most a few times)."""
+        for _ in range(3):
+            if checkpoint_id in head.records:
+                return head.records[checkpoint_id], head.payloads, head
+            refs = [s for s in head.segments if s.covers(checkpoint_id)]
+            if not refs:
+                return None
+            missing = None
+            for ref in refs:
+                seg = yield from self._load_segment(thread_id, ns, ref)
+                if seg is None:
+                    missing = ref
+                    continue
+                if checkpoint_id in seg.records:
+                    return seg.records[checkpoint_id], seg.payloads, head
+            if missing is None:
+                return None
+            fresh, _etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+            if fresh is None or missing not in fresh.segments:
+                if fresh is None:
+                    return None
+                head = fresh
+                continue
+            raise self._missing_segment(thread_id, ns, missing)
+        return None
+
+    def _writes_for(self, cursor: _WritesCursor, checkpoint_id: str) -> Plan[list[ObjectInfo]]:
+        while cursor.need_more(checkpoint_id):
+            cursor.feed((yield ListPage(cursor.prefix, start_after=cursor.after, max_keys=1000)))
+        return cursor.take(checkpoint_id)
+
+    def _decode_writes_doc(self, obj: StoredObject, thread_id: str, ns: str, checkpoint_id: str) -> WritesDoc:
+        doc = rec_io.decode_writes(obj.body, key=obj.key)
+        if (doc.thread_id, doc.checkpoint_ns, doc.checkpoint_id) != (thread_id, ns, checkpoint_id):
+            raise CorruptObjectError(obj.key, "writes document belongs to another checkpoint (misplaced object)")
+        return doc
+
+    def _value(self, payload: Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
+        if isinstance(payload, Inline):
+            return self.serde.loads_typed((payload.type, payload.data))
+        return self.serde.loads_typed((payload.type, blobs[blob_key]))
+
+    def _blob_gets(self, thread_id: str, ns: str, rec: Record, table: PayloadTable, channels: Iterable[str]) -> list[str]:
+        out = []
+        for ch in channels:
+            origin, _v = rec.values[ch]
+            payload = table.get(origin, {}).get(ch)
+            if isinstance(payload, BlobRef):
+                out.append(keys.blob_key(thread_id, ns, origin, payload.digest))
+        return out
+
+    def _fetch(
+        self,
+        thread_id: str,
+        ns: str,
+        rec: Record,
+        table: PayloadTable,
+        infos: Sequence[ObjectInfo],
+        channels: Iterable[str],
+    ) -> Plan[tuple[list[tuple[str, str, Iterable[WriteItem]]], dict[str, Any]]]:
+        """A record's writes documents (listed in ``infos``) and the values of ``channels``,
+        fetching in one round trip only what the head does not already hold.
+
+        Folded writes are used when the listing shows the same ETag; the listing is the truth
+        about which documents exist.
+        """
+        by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
+        tasks: list[tuple[str, str, Iterable[WriteItem]]] = []
+        want: list[str] = []
+        for info in infos:
+            hit = by_segment.get(info.key.rsplit("/", 1)[1])
+            if hit is not None and hit[1].etag == info.etag:
+                tasks.append((hit[0], hit[1].task_path, hit[1].items))
+            else:
+                want.append(info.key)
+        channels = list(channels)
+        blob_keys = self._blob_gets(thread_id, ns, rec, table, channels)
+        ops = tuple(Get(k) for k in [*want, *blob_keys])
+        results = list((yield Batch(ops))) if ops else []
+        for obj in results[: len(want)]:
+            if obj is None:
+                continue  # deleted between LIST and GET
+            doc = self._decode_writes_doc(obj, thread_id, ns, rec.id)
+            tasks.append((doc.task_id, doc.task_path, doc.items))
+            self._cache.remember_writes(thread_id, ns, rec.id, doc.task_id, Folded(obj.etag, doc.task_path, doc.items))
+        blobs: dict[str, bytes] = {}
+        for key, obj in zip(blob_keys, results[len(want) :]):
+            if obj is None:
+                raise CorruptObjectError(key, f"checkpoint {rec.id!r} references this value but it is missing")
+            blobs[key] = rec_io.decode_blob(obj.body, key=key)
+        values = {}
+        for ch in channels:
+            origin, _v = rec.values[ch]
+            payload = table.get(origin, {}).get(ch)
+            if payload is None:
+                raise CorruptObjectError(
+                    keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}"
+                )
+            bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, BlobRef) else ""
+            values[ch] = self._value(payload, blobs, bkey)
+        return tasks, values
+
+    def _assemble(
+        self, thread_id: str, ns: str, rec: Record, table: PayloadTable, infos: Sequence[ObjectInfo]
+    ) -> Plan[CheckpointTuple]:
+        tasks, values = yield from self._fetch(thread_id, ns, rec, table, infos, rec.values)
+        checkpoint = self.serde.loads_typed(rec.checkpoint)
+        checkpoint["channel_values"] = values
+        return CheckpointTuple(
+            config=_tuple_config(thread_id, ns, rec.id),
+            checkpoint=checkpoint,
+            metadata=self.serde.loads_typed(rec.metadata),
+            parent_config=_tuple_config(thread_id, ns, rec.parent) if rec.parent else None,
+            pending_writes=sorted_pending(tasks, self.serde.loads_typed),
+        )
+
+    # -- get_tuple -------------------------------------------------------------------------------
+    def _plan_get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        thread_id, ns_or_none, cid = _target(config, "get_tuple")
+        ns = ns_or_none or ""
+        if cid is not None and not keys.is_checkpoint_id(cid):
+            return None  # no stored checkpoint can have this id
+        hkey = keys.head_key(thread_id, ns)
+        wprefix = keys.writes_prefix(thread_id, ns, cid)
+        page_size = self.layout.writes_page if cid is None else 1000
+        head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
+        head, etag = self._head_from(head_obj, thread_id, ns)
+        empty = head is None or not head.records
+        self._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
+        if head is None or empty:
+            return None
+        if cid is None:
+            rec, table = head.latest, head.payloads  # type: ignore[assignment]
+            assert rec is not None
+        else:
+            found = yield from self._find_record(thread_id, ns, head, cid)
+            if found is None:
+                return None
+            rec, table, _ = found
+        infos = yield from self._writes_for(_WritesCursor(wprefix, page=page), rec.id)
+        return (yield from self._assemble(thread_id, ns, rec, table, infos))
+
+    # -- put -------------------------------------------------------------------------------------
+    def _build_record(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+        parent: Record | None,
+        cp_typed: tuple[str, bytes],
+        md_typed: tuple[str, bytes],
+        memo: dict[str, tuple[Payload, bytes | None]],
+    ) -> tuple[Record, dict[str, Payload], list[tuple[str, bytes]]]:
+        """The record for ``checkpoint``, the payloads it stores, and blobs to write first.
+
+        A value is stored again only if its channel is in ``new_versions`` or the parent record
+        does not hold the same version of it; otherwise the record points at the parent's copy.
+        """
+        cid = checkpoint["id"]
+        versions = checkpoint.get("channel_versions") or {}
+        parent_values = parent.values if parent is not None else {}
+        values: dict[str, tuple[str, Any]] = {}
+        payloads: dict[str, Payload] = {}
+        blobs: list[tuple[str, bytes]] = []
+        for ch, value in checkpoint["channel_values"].items():
+            version = versions.get(ch)
+            inherited = parent_values.get(ch)
+            if ch not in new_versions and inherited is not None and version is not None and inherited[1] == version:
+                values[ch] = inherited
+                continue
+            if ch not in memo:
+                typ, data = self.serde.dumps_typed(value)
+                if len(data) >= self.layout.blob_threshold:
+                    digest = hashlib.sha256(data).hexdigest()[:32]
+                    memo[ch] = (BlobRef(typ, digest, len(data)), rec_io.encode_blob(data, schema_version=self.layout.schema_version))
+                else:
+                    memo[ch] = (Inline(typ, data), None)
+            payload, blob_body = memo[ch]
+            values[ch] = (cid, version)
+            payloads[ch] = payload
+            if blob_body is not None:
+                assert isinstance(payload, BlobRef)
+                blobs.append((keys.blob_key(thread_id, ns, cid, payload.digest), blob_body))
+        parent_id = parent.id if parent is not None else None
+        return Record(cid, parent_id, cp_typed, md_typed, values), payloads, blobs
+
+    def _next_head(
+        self,
+        head: Head | None,
+        thread_id: str,
+        ns: str,
+        record: Record,
+        payloads: dict[str, Payload],
+        unfolded: Mapping[str, Mapping[str, Folded]],
+    ) -> tuple[Head, bytes, tuple[str, bytes] | None]:
+        """The head after adding ``record``: fold known writes, seal old records if too big."""
+        records = dict(head.records) if head is not None else {}
+        table: PayloadTable = dict(head.payloads) if head is not None else {}
+        records[record.id] = record
+        table[record.id] = payloads
+        for cid, tasks in unfolded.items():
+            target = records.get(cid)
+            if target is None:
+                continue
+            add = {t: f for t, f in tasks.items() if target.writes.get(t) != f and _folded_size(f) <= self.layout.fold_max_bytes}
+            if add:
+                records[cid] = replace(target, writes={**target.writes, **add})
+        new = Head(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            records=records,
+            payloads=payloads_for(records.values(), table),
+            segments=head.segments if head is not None else (),
+            extra=head.extra if head is not None else {},
+        )
+        schema = self.layout.schema_version
+        body = rec_io.encode_head(new, schema_version=schema)
+        too_many = len(records) > self.layout.head_max_records
+        too_big = len(body) > self.layout.head_max_bytes and len(records) > self.layout.head_keep
+        if not (too_many or too_big):
+            return new, body, None
+        ids = sorted(records)
+        sealed, kept = ids[: -self.layout.head_keep], ids[-self.layout.head_keep :]
+        seg_records = {i: records[i] for i in sealed}
+        segment = Segment(thread_id, ns, seg_records, payloads_for(seg_records.values(), new.payloads))
+        suffix = keys.segment_suffix(sealed[0], secrets.token_hex(4))
+        ref = SegmentRef(suffix, sealed[0], sealed[-1], len(sealed))
+        new = replace(new.with_records({i: records[i] for i in kept}, new.payloads), segments=(ref, *new.segments))
+        body = rec_io.encode_head(new, schema_version=schema)
+        return new, body, (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema))
+
+    def _plan_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        thread_id, ns_or_none, parent_id = _target(config, "put")
+        ns = ns_or_none or ""
+        cid = keys.validate_checkpoint_id(checkpoint.get("id"))
+        if parent_id is not None and not keys.is_checkpoint_id(parent_id):
+            raise InvalidCheckpointIdError(f"parent checkpoint id {parent_id!r} is not a canonical uuid string")
+        md = get_checkpoint_metadata(config, metadata)
+        cp_typed = self.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"})
+        md_typed = self.serde.dumps_typed(md)
+        source = md.get("source")
+        hkey = keys.head_key(thread_id, ns)
+        state = self._cache.get(thread_id, ns)
+        if state.known:
+            head, etag = state.head, state.etag
+        else:
+            head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
+            self._cache.observe(thread_id, ns, head, etag)
+        memo: dict[str, tuple[Payload, bytes | None]] = {}
+        for attempt in range(self.layout.max_attempts):
+            state = self._cache.get(thread_id, ns)
+            saw_empty = parent_id is None and state.empty_reads > 0
+            intent = PutIntent(thread_id, ns, cid, parent_id, source, saw_empty=saw_empty)
+            conflict = check_put(head, intent)
+            if conflict is not None:
+                if saw_empty:
+                    self._cache.use_empty_read(thread_id, ns)
+                raise conflict
+            parent = head.records.get(parent_id) if head is not None and parent_id else None
+            record, payloads, blobs = self._build_record(
+                thread_id, ns, checkpoint, new_versions, parent, cp_typed, md_typed, memo
+            )
+            if parent is None and parent_id is not None:
+                record = replace(record, parent=parent_id)
+            new_head, body, seal = self._next_head(head, thread_id, ns, record, payloads, state.unfolded)
+            # Order matters for crash safety: everything the new head references is durable
+            # before the head points at it.
+            if blobs:
+                yield Batch(tuple(Put(k, b) for k, b in blobs))
+            if seal is not None:
+                yield Put(seal[0], seal[1], if_none_match=True)
+            op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
+            try:
+                new_etag = yield op
+            except (PreconditionFailedError, UnknownOutcomeError):
+                head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
+                self._cache.observe(thread_id, ns, head, etag)
+                landed = head.records.get(cid) if head is not None else None
+                if landed is not None and (landed.checkpoint, landed.metadata, landed.parent) == (cp_typed, md_typed, record.parent):
+                    self._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
+                    return _tuple_config(thread_id, ns, cid)  # our write had landed after all
+                if attempt + 1 < self.layout.max_attempts:
+                    yield Sleep(_backoff(self.layout, attempt))
+                continue
+            self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
+            return _tuple_config(thread_id, ns, cid)
+        raise ConflictError(
+            f"put of checkpoint {cid!r} on thread {thread_id!r} lost {self.layout.max_attempts} "
+            "compare-and-swap races in a row without a conflicting checkpoint: the namespace is "
+            "under heavy contention. Retry later or raise Layout.max_attempts."
+        )
+
+    # -- put_writes ------------------------------------------------------------------------------
+    def _plan_put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> Plan[None]:
+        thread_id, ns_or_none, cid = _target(config, "put_writes")
+        ns = ns_or_none or ""
+        if cid is None:
+            raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+        keys.validate_checkpoint_id(cid)
+        task_id = str(task_id)
+        items = slot_items(writes, self.serde.dumps_typed)
+        key = keys.writes_key(thread_id, ns, cid, task_id)
+        schema = self.layout.schema_version
+
+        def encode(merged: tuple[WriteItem, ...], path: str) -> bytes:
+            doc = WritesDoc(thread_id, ns, cid, task_id, path, merged)
+            return rec_io.encode_writes(doc, schema_version=schema)
+
+        known = self._cache.known_writes(thread_id, ns, cid, task_id)
+        for attempt in range(self.layout.max_attempts):
+            if known is None:
+                merged, path = tuple(sorted(items, key=lambda w: w.idx)), task_path
+                op = Put(key, encode(merged, path), if_none_match=True)
+            else:
+                merged, path = merge_items(known.items, items), known.task_path or task_path
+                if merged == known.items:
+                    return None  # nothing new: a repeated call stores nothing
+                op = Put(key, encode(merged, path), if_match=known.etag)
+            try:
+                etag = yield op
+            except (PreconditionFailedError, UnknownOutcomeError):
+                obj = yield Get(key)
+                if obj is None:
+                    known = None
+                else:
+                    doc = self._decode_writes_doc(obj, thread_id, ns, cid)
+                    known = Folded(obj.etag, doc.task_path, doc.items)
+                    if merge_items(doc.items, items) == doc.items:
+                        self._cache.remember_writes(thread_id, ns, cid, task_id, known)
+                        return None  # already stored (possibly by our own first attempt)
+                if attempt:
+                    yield Sleep(_backoff(self.layout, attempt))
+                continue
+            self._cache.remember_writes(thread_id, ns, cid, task_id, Folded(etag, path, merged))
+            return None
+        raise ConflictError(
+            f"writes of task {task_id!r} on checkpoint {cid!r} lost {self.layout.max_attempts} "
+            "compare-and-swap races in a row; another process keeps rewriting them"
+        )
+
+    # -- list ------------------------------------------------------------------------------------
+    def _scope_heads(self, config: RunnableConfig | None) -> Plan[list[list[str]]]:
+        """Head keys to read, grouped by thread, in listing order."""
+        if config is None:
+            prefix = keys.heads_prefix()
+        else:
+            thread_id, ns, _ = _target(config, "list")
+            if ns is not None:
+                return [[keys.head_key(thread_id, ns)]]
+            prefix = keys.heads_prefix(thread_id)
+        groups: list[list[str]] = []
+        last_thread = None
+        for info in (yield from self._list_all(prefix)):
+            thread_seg = info.key.split("/")[1]
+            if thread_seg != last_thread:
+                groups.append([])
+                last_thread = thread_seg
+            groups[-1].append(info.key)
+        return groups
+
+    def _list_all(self, prefix: str) -> Plan[list[ObjectInfo]]:
+        out: list[ObjectInfo] = []
+        after = None
+        while True:
+            page = yield ListPage(prefix, start_after=after, max_keys=1000)
+            out.extend(page.items)
+            if not page.truncated or not page.items:
+                return out
+            after = page.items[-1].key
+
+    def _plan_list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Plan[None]:
+        only_id = None
+        if config is not None:
+            _, _, only_id = _target(config, "list")
+        before_id = None
+        if before is not None:
+            before_id = ((before.get("configurable") or {}).get("checkpoint_id")) or None
+        remaining = limit
+        if remaining is not None and remaining <= 0:
+            return None
+        for group in (yield from self._scope_heads(config)):
+            # One round trip per thread: every namespace head plus the first page of its writes.
+            ops: list[Any] = []
+            for hk in group:
+                ops.append(Get(hk))
+            objs = list((yield Batch(tuple(ops))))
+            streams: list[tuple[_RecordStream, _WritesCursor]] = []
+            for hk, obj in zip(group, objs):
+                if obj is None:
+                    continue
+                head = rec_io.decode_head(obj.body, key=obj.key)
+                if not head.records:
+                    continue
+                if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
+                    raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
+                self._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
+                stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, before_id)
+                cursor = _WritesCursor(keys.writes_prefix(head.thread_id, head.checkpoint_ns))
+                streams.append((stream, cursor))
+            # k-way merge by checkpoint id, newest first, across the thread's namespaces
+            heap: list[tuple[str, int]] = []
+            for i, (stream, _c) in enumerate(streams):
+                yield from self._fill(stream)
+                if stream.items:
+                    heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+            while heap:
+                _, i = heapq.heappop(heap)
+                stream, cursor = streams[i]
+                rec, table = stream.items.popleft()
+                yield from self._fill(stream)
+                if stream.items:
+                    heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+                if only_id is not None and rec.id != only_id:
+                    continue
+                if filter:
+                    md = self.serde.loads_typed(rec.metadata)
+                    if not all(md.get(k) == v for k, v in filter.items()):
+                        continue
+                infos = yield from self._writes_for(cursor, rec.id)
+                tup = yield from self._assemble(stream.thread_id, stream.ns, rec, table, infos)
+                yield Emit(tup)
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return None
+        return None
+
+    def _fill(self, stream: _RecordStream) -> Plan[None]:
+        """Make sure ``stream.items`` is non-empty unless the namespace is exhausted."""
+        while not stream.items and stream.segments:
+            ref = stream.segments.popleft()
+            seg = yield from self._load_segment(stream.thread_id, stream.ns, ref)
+            if seg is None:
+                fresh, _ = self._head_from((yield Get(keys.head_key(stream.thread_id, stream.ns))), stream.thread_id, stream.ns)
+                if fresh is not None and ref in fresh.segments:
+                    raise self._missing_segment(stream.thread_id, stream.ns, ref)
+                # pruned meanwhile: continue below what we already passed, from the new manifest
+                floor = ref.first_id
+                stream.segments = deque(s for s in (fresh.segments if fresh else ()) if s.first_id < floor and s not in stream.segments)
+                continue
+            stream.add_segment(seg)
+        return None
+
+    # -- delete_thread ---------------------------------------------------------------------------
+    def _plan_delete_thread(self, thread_id: Any) -> Plan[None]:
+        tid = keys.validate_thread_id(thread_id)
+        heads = yield from self._list_all(keys.heads_prefix(tid))
+        data = yield from self._list_all(keys.thread_data_prefix(tid))
+        # Heads first: once they are gone the thread reads as empty even if we crash midway.
+        if heads:
+            yield DeleteMany(tuple(i.key for i in heads))
+        if data:
+            yield DeleteMany(tuple(i.key for i in data))
+        self._cache.forget_thread(tid)
+        return None
+
+    # -- rewriting history: delete_for_runs and prune --------------------------------------------
+    def _plan_load_namespace(self, thread_id: str, ns: str) -> Plan[tuple[Head | None, str | None, dict[str, Segment]]]:
+        head, etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+        segments: dict[str, Segment] = {}
+        if head is not None and head.segments:
+            objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
+            for ref, obj in zip(head.segments, objs):
+                if obj is None:
+                    raise self._missing_segment(thread_id, ns, ref)
+                segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
+        return head, etag, segments
+
+    def _plan_rewrite_namespace(
+        self,
+        thread_id: str,
+        ns: str,
+        choose_drop: Callable[[dict[str, Record]], set[str]],
+    ) -> Plan[int]:
+        """Remove the records ``choose_drop`` picks from one namespace, crash-safely:
+
+        1. write replacement segments (create-only);
+        2. compare-and-swap the head to the new record set and segment manifest (retried on
+           conflicts, so concurrent writers are never overwritten);
+        3. delete what nothing references any more: replaced segments, the dropped checkpoints'
+           writes and the blobs only they owned.
+
+        A crash between steps leaves unreferenced objects, never a head that points at nothing.
+        """
+        for attempt in range(self.layout.max_attempts):
+            head, etag, segments = yield from self._plan_load_namespace(thread_id, ns)
+            if head is None:
+                return 0
+            everything: dict[str, Record] = {}
+            for seg in segments.values():
+                everything.update(seg.records)
+            everything.update(head.records)
+            drop = choose_drop(everything) & set(everything)
+            if not drop:
+                return 0
+            kept_head = {i: r for i, r in head.records.items() if i not in drop}
+            new_refs: list[SegmentRef] = []
+            new_segments: list[tuple[str, bytes]] = []
+            replaced: list[str] = []
+            schema = self.layout.schema_version
+            for ref in head.segments:
+                seg = segments[ref.key]
+                left = {i: r for i, r in seg.records.items() if i not in drop and i not in head.records}
+                if len(left) == len(seg.records):
+                    new_refs.append(ref)
+                    continue
+                replaced.append(keys.segment_key(thread_id, ns, ref.key))
+                if not left:
+                    continue
+                ids = sorted(left)
+                suffix = keys.segment_suffix(ids[0], secrets.token_hex(4))
+                new_seg = Segment(thread_id, ns, left, payloads_for(left.values(), seg.payloads))
+                new_segments.append((keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(new_seg, schema_version=schema)))
+                new_refs.append(SegmentRef(suffix, ids[0], ids[-1], len(ids)))
+            new_head = Head(thread_id, ns, kept_head, payloads_for(kept_head.values(), head.payloads), tuple(new_refs), head.extra)
+            for key, body in new_segments:
+                yield Put(key, body, if_none_match=True)
+            try:
+                new_etag = yield Put(keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag)
+            except (PreconditionFailedError, UnknownOutcomeError):
+                # A writer moved the head: our new segments are orphans; start over from fresh state.
+                if new_segments:
+                    yield DeleteMany(tuple(k for k, _ in new_segments))
+                yield Sleep(_backoff(self.layout, attempt))
+                continue
+            self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
+            # Garbage: replaced segments, writes of dropped checkpoints, blobs only they owned.
+            garbage = list(replaced)
+            for info in (yield from self._list_all(keys.writes_prefix(thread_id, ns))):
+                parsed = keys.parse_writes_key(info.key)
+                if parsed is not None and parsed[0] in drop:
+                    garbage.append(info.key)
+            still = set()
+            for r in [*kept_head.values(), *(r for s in segments.values() for r in s.records.values())]:
+                if r.id not in drop:
+                    still.update(o for o, _ in r.origins())
+            for info in (yield from self._list_all(keys.blobs_prefix(thread_id, ns))):
+                owner = keys.parse_blob_key(info.key)
+                if owner in drop and owner not in still:
+                    garbage.append(info.key)
+            if garbage:
+                yield DeleteMany(tuple(garbage))
+            return len(drop)
+        raise ConflictError(
+            f"could not rewrite thread {thread_id!r} namespace {ns!r}: writers kept moving it "
+            f"({self.layout.max_attempts} attempts). Retry when the thread is idle."
+        )
+
+    def _plan_namespaces(self, thread_id: str) -> Plan[list[str]]:
+        """Every namespace of a thread (read from the heads, so hashed keys are handled)."""
+        infos = yield from self._list_all(keys.heads_prefix(thread_id))
+        if not infos:
+            return []
+        objs = yield Batch(tuple(Get(i.key) for i in infos))
+        out = []
+        for obj in objs:
+            if obj is not None:
+                out.append(rec_io.decode_head(obj.body, key=obj.key).checkpoint_ns)
+        return out
+
+    def _plan_delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
+        wanted = {str(r) for r in run_ids}
+        if not wanted:
+            return None
+
+        def choose(records: dict[str, Record]) -> set[str]:
+            return {i for i, r in records.items() if self.serde.loads_typed(r.metadata).get("run_id") in wanted}
+
+        for info in (yield from self._list_all(keys.heads_prefix())):
+            obj = yield Get(info.key)
+            if obj is None:
+                continue
+            head = rec_io.decode_head(obj.body, key=obj.key)
+            yield from self._plan_rewrite_namespace(head.thread_id, head.checkpoint_ns, choose)
+        return None
+
+    def _plan_prune(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+        if isinstance(thread_ids, str):
+            raise TypeError("prune takes a sequence of thread ids, not a single string; wrap it in a list")
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        for raw in thread_ids:
+            tid = keys.validate_thread_id(raw)
+            if strategy == "delete":
+                yield from self._plan_delete_thread(tid)
+                continue
+            for ns in (yield from self._plan_namespaces(tid)):
+                yield from self._plan_rewrite_namespace(tid, ns, self._keep_latest_drop)
+        return None
+
+    def _keep_latest_drop(self, records: dict[str, Record]) -> set[str]:
+        """Everything but the latest checkpoint, except the ancestors a DeltaChannel still needs:
+        from the latest back to (and including) the nearest one holding a value for each delta
+        channel the latest stores no value for (the history ``get_delta_channel_history`` walks)."""
+        if not records:
+            return set()
+        latest = records[max(records)]
+        keep = {latest.id}
+        counters = self.serde.loads_typed(latest.metadata).get("counters_since_delta_snapshot") or {}
+        need = {ch for ch in counters if ch not in latest.values}
+        cur = latest.parent
+        while need and cur is not None and cur in records:
+            rec = records[cur]
+            keep.add(cur)
+            need -= set(rec.values)
+            cur = rec.parent
+        return set(records) - keep
+
+    # -- copy_thread -----------------------------------------------------------------------------
+    def _plan_copy_thread(self, source_thread_id: Any, target_thread_id: Any) -> Plan[None]:
+        src = keys.validate_thread_id(source_thread_id)
+        dst = keys.validate_thread_id(target_thread_id)
+        if src == dst:
+            raise InvalidConfigError("copy_thread needs two different thread ids")
+        for ns in (yield from self._plan_namespaces(dst)):
+            head, _, _ = yield from self._plan_load_namespace(dst, ns)
+            if head is not None and (head.records or head.segments):
+                raise ThreadExistsError(dst)
+        schema = self.layout.schema_version
+        for ns in (yield from self._plan_namespaces(src)):
+            head, _etag, segments = yield from self._plan_load_namespace(src, ns)
+            if head is None:
+                continue
+            puts: list[Put] = []
+            for ref in head.segments:
+                seg = replace(segments[ref.key], thread_id=dst)
+                puts.append(Put(keys.segment_key(dst, ns, ref.key), rec_io.encode_segment(seg, schema_version=schema)))
+            wdocs = yield from self._list_all(keys.writes_prefix(src, ns))
+            blobs = yield from self._list_all(keys.blobs_prefix(src, ns))
+            for chunk in _chunks([i.key for i in wdocs], 64):
+                for obj in (yield Batch(tuple(Get(k) for k in chunk))):
+                    if obj is None:
+                        continue
+                    doc = rec_io.decode_writes(obj.body, key=obj.key)
+                    puts.append(Put(keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id), rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema)))
+            src_blobs, dst_blobs = keys.blobs_prefix(src, ns), keys.blobs_prefix(dst, ns)
+            for chunk in _chunks([i.key for i in blobs], 64):
+                for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk)))):
+                    if obj is not None:
+                        puts.append(Put(dst_blobs + key[len(src_blobs):], obj.body))
+            for chunk in _chunks(puts, 64):
+                yield Batch(tuple(chunk))
+            # The head goes last and create-only: the copy becomes visible whole, or not at all.
+            # Folded writes keep the source's ETags; re-encoded documents have new ones, so
+            # readers simply fetch them once.
+            new_head = replace(head, thread_id=dst)
+            try:
+                yield Put(keys.head_key(dst, ns), rec_io.encode_head(new_head, schema_version=schema), if_none_match=True)
+            except PreconditionFailedError:
+                raise ThreadExistsError(dst) from None
+        self._cache.forget_thread(dst)
+        return None
+
+    # -- get_delta_channel_history ---------------------------------------------------------------
+    def _plan_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Plan[dict[str, DeltaChannelHistory]]:
+        if not channels:
+            return {}
+        thread_id, ns_or_none, cid = _target(config, "get_delta_channel_history")
+        ns = ns_or_none or ""
+        result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+        hkey = keys.head_key(thread_id, ns)
+        head, _ = self._head_from((yield Get(hkey)), thread_id, ns)
+        if head is None or not head.records:
+            return result
+        target_id = cid if cid is not None else head.latest_id
+        if target_id is None or not keys.is_checkpoint_id(target_id):
+            return result
+        found = yield from self._find_record(thread_id, ns, head, target_id)
+        if found is None:
+            return result
+        target, _, head = found
+        # Ancestors have smaller ids: list writes strictly below the target's own.
+        wprefix = keys.writes_prefix(thread_id, ns)
+        cursor = _WritesCursor(wprefix, start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~")
+        remaining = set(channels)
+        collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
+        cur = target.parent
+        while cur is not None and remaining and keys.is_checkpoint_id(cur):
+            found = yield from self._find_record(thread_id, ns, head, cur)
+            if found is None:
+                break
+            rec, table, head = found
+            infos = yield from self._writes_for(cursor, rec.id)
+            seeds = [ch for ch in remaining if ch in rec.values]
+            tasks, seed_values = yield from self._fetch(thread_id, ns, rec, table, infos, seeds)
+            pending = sorted_pending(tasks, self.serde.loads_typed)
+            for write in reversed(pending):
+                if write[1] in remaining:
+                    collected[write[1]].append(write)
+            for ch in seeds:
+                result[ch]["seed"] = seed_values[ch]
+                remaining.discard(ch)
+            cur = rec.parent
+        for ch in channels:
+            result[ch]["writes"] = list(reversed(collected[ch]))
+        return result
+
+
+def _neg(checkpoint_id: str) -> str:
+    """A key that sorts checkpoint ids descending in a min-heap."""
+    return checkpoint_id.translate(str.maketrans("0123456789abcdef", "fedcba9876543210"))
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,312 @@
+"""The stored data model: heads, segments, writes documents and the records inside them.
+
+Pure data and (de)serialisation, no I/O. All user data (checkpoints, metadata, channel values,
+write values) is kept exactly as the saver's ``serde`` produced it, a ``(type, bytes)`` pair, so
+an ``EncryptedSerializer`` covers all of it. Only ids, parent ids and channel versions are kept in
+clear: the saver needs them to order, fence and deduplicate without decrypting anything.
+
+A **record** is one checkpoint: its id, parent id, the serialised checkpoint without
+``channel_values``, the serialised metadata, and for each channel that has a value the *origin*
+(the checkpoint id under whose put the value was stored) and its version. Values that did not
+change since the parent point at the parent's origin, so they are never serialised or stored
+twice. **Payloads** (the values themselves) live in a table ``origin -> channel -> payload`` next
+to the records that use them: inline bytes, or a reference to a content-addressed blob.
+
+A **head** holds the newest records of one (thread, namespace), the payloads they reference and
+the manifest of sealed **segments**, immutable objects holding older records with every payload
+they reference (a segment is readable on its own). A **writes document** holds one task's writes
+for one checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langgraph_handoff import envelope
+from langgraph_handoff.envelope import Kind
+from langgraph_handoff.errors import CorruptObjectError
+
+__all__ = [
+    "BlobRef",
+    "Folded",
+    "Head",
+    "Inline",
+    "Payload",
+    "Record",
+    "Segment",
+    "SegmentRef",
+    "WriteItem",
+    "WritesDoc",
+]
+
+Typed = tuple[str, bytes]
+Version = str | int | float
+
+
+@dataclass(frozen=True)
+class Inline:
+    type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    """A large value stored once as ``data/{T}/{N}/b/{digest}``."""
+
+    type: str
+    digest: str
+    size: int
+
+
+Payload = Inline | BlobRef
+
+
+@dataclass(frozen=True)
+class WriteItem:
+    idx: int
+    channel: str
+    type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A copy of one task's writes document kept inside the record of its checkpoint, tagged with
+    the document's ETag: readers that list the same ETag skip the GET."""
+
+    etag: str
+    task_path: str
+    items: tuple[WriteItem, ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    parent: str | None
+    checkpoint: Typed
+    metadata: Typed
+    #: channel -> (origin checkpoint id, channel version)
+    values: dict[str, tuple[str, Version]]
+    #: task id -> folded writes
+    writes: dict[str, Folded] = field(default_factory=dict)
+
+    def origins(self) -> set[tuple[str, str]]:
+        return {(origin, ch) for ch, (origin, _v) in self.values.items()}
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    key: str
+    first_id: str
+    last_id: str
+    count: int
+
+    def covers(self, checkpoint_id: str) -> bool:
+        return self.first_id <= checkpoint_id <= self.last_id
+
+
+PayloadTable = dict[str, dict[str, Payload]]
+
+
+def payloads_for(records: list[Record] | Any, table: PayloadTable) -> PayloadTable:
+    """The sub-table of payloads the given records reference."""
+    out: PayloadTable = {}
+    for rec in records:
+        for ch, (origin, _v) in rec.values.items():
+            payload = table.get(origin, {}).get(ch)
+            if payload is not None:
+                out.setdefault(origin, {})[ch] = payload
+    return out
+
+
+@dataclass(frozen=True)
+class Head:
+    thread_id: str
+    checkpoint_ns: str
+    records: dict[str, Record]
+    payloads: PayloadTable
+    #: newest first
+    segments: tuple[SegmentRef, ...] = ()
+    #: top-level fields written by newer versions of this package, preserved on rewrite
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latest_id(self) -> str | None:
+        return max(self.records) if self.records else None
+
+    @property
+    def latest(self) -> Record | None:
+        latest = self.latest_id
+        return self.records[latest] if latest is not None else None
+
+    def with_records(self, records: dict[str, Record], payloads: PayloadTable) -> Head:
+        """A copy holding ``records`` and only the payloads they reference."""
+        return replace(self, records=records, payloads=payloads_for(records.values(), payloads))
+
+
+@dataclass(frozen=True)
+class Segment:
+    thread_id: str
+    checkpoint_ns: str
+    records: dict[str, Record]
+    payloads: PayloadTable
+
+
+@dataclass(frozen=True)
+class WritesDoc:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    items: tuple[WriteItem, ...]
+
+
+# --------------------------------------------------------------------------------------------------
+# msgpack structures. Short keys: heads are rewritten on every put.
+# --------------------------------------------------------------------------------------------------
+
+
+def _payload_out(p: Payload) -> Any:
+    if isinstance(p, Inline):
+        return [p.type, p.data]
+    return {"b": p.digest, "t": p.type, "n": p.size}
+
+
+def _payload_in(raw: Any) -> Payload:
+    if isinstance(raw, list):
+        return Inline(type=str(raw[0]), data=bytes(raw[1]))
+    return BlobRef(type=str(raw["t"]), digest=str(raw["b"]), size=int(raw["n"]))
+
+
+def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
+    return [[w.idx, w.channel, w.type, w.data] for w in items]
+
+
+def _items_in(raw: Any) -> tuple[WriteItem, ...]:
+    return tuple(WriteItem(int(i), str(c), str(t), bytes(d)) for i, c, t, d in raw)
+
+
+def _record_out(r: Record) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "i": r.id,
+        "p": r.parent,
+        "c": list(r.checkpoint),
+        "m": list(r.metadata),
+        "v": {ch: [origin, version] for ch, (origin, version) in r.values.items()},
+    }
+    if r.writes:
+        out["w"] = {t: [f.etag, f.task_path, _items_out(f.items)] for t, f in r.writes.items()}
+    return out
+
+
+def _record_in(raw: dict[str, Any]) -> Record:
+    return Record(
+        id=str(raw["i"]),
+        parent=None if raw["p"] is None else str(raw["p"]),
+        checkpoint=(str(raw["c"][0]), bytes(raw["c"][1])),
+        metadata=(str(raw["m"][0]), bytes(raw["m"][1])),
+        values={str(ch): (str(o), v) for ch, (o, v) in raw["v"].items()},
+        writes={
+            str(t): Folded(etag=str(e), task_path=str(p), items=_items_in(items))
+            for t, (e, p, items) in raw.get("w", {}).items()
+        },
+    )
+
+
+def _table_out(table: PayloadTable) -> dict[str, Any]:
+    return {o: {ch: _payload_out(p) for ch, p in chs.items()} for o, chs in table.items()}
+
+
+def _table_in(raw: dict[str, Any]) -> PayloadTable:
+    return {str(o): {str(ch): _payload_in(p) for ch, p in chs.items()} for o, chs in raw.items()}
+
+
+_HEAD_KEYS = {"t", "n", "r", "x", "s"}
+
+
+def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
+    obj: dict[str, Any] = dict(head.extra)
+    obj.update(
+        t=head.thread_id,
+        n=head.checkpoint_ns,
+        r=[_record_out(r) for _, r in sorted(head.records.items())],
+        x=_table_out(head.payloads),
+        s=[[s.key, s.first_id, s.last_id, s.count] for s in head.segments],
+    )
+    return envelope.encode_msgpack(Kind.HEAD, obj, schema_version=schema_version)
+
+
+def decode_head(data: bytes, *, key: str) -> Head:
+    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.HEAD)
+    try:
+        records = {r.id: r for r in (_record_in(x) for x in obj["r"])}
+        return Head(
+            thread_id=str(obj["t"]),
+            checkpoint_ns=str(obj["n"]),
+            records=records,
+            payloads=_table_in(obj["x"]),
+            segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
+            extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
+        )
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise CorruptObjectError(key, f"malformed head ({type(exc).__name__}: {exc})") from None
+
+
+def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
+    obj = {
+        "t": seg.thread_id,
+        "n": seg.checkpoint_ns,
+        "r": [_record_out(r) for _, r in sorted(seg.records.items())],
+        "x": _table_out(seg.payloads),
+    }
+    return envelope.encode_msgpack(Kind.SEGMENT, obj, schema_version=schema_version)
+
+
+def decode_segment(data: bytes, *, key: str) -> Segment:
+    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.SEGMENT)
+    try:
+        return Segment(
+            thread_id=str(obj["t"]),
+            checkpoint_ns=str(obj["n"]),
+            records={r.id: r for r in (_record_in(x) for x in obj["r"])},
+            payloads=_table_in(obj["x"]),
+        )
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise CorruptObjectError(key, f"malformed segment ({type(exc).__name__}: {exc})") from None
+
+
+def encode_writes(doc: WritesDoc, *, schema_version: int = 0) -> bytes:
+    obj = {
+        "t": doc.thread_id,
+        "n": doc.checkpoint_ns,
+        "c": doc.checkpoint_id,
+        "k": doc.task_id,
+        "p": doc.task_path,
+        "i": _items_out(doc.items),
+    }
+    return envelope.encode_msgpack(Kind.WRITES, obj, schema_version=schema_version)
+
+
+def decode_writes(data: bytes, *, key: str) -> WritesDoc:
+    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.WRITES)
+    try:
+        return WritesDoc(
+            thread_id=str(obj["t"]),
+            checkpoint_ns=str(obj["n"]),
+            checkpoint_id=str(obj["c"]),
+            task_id=str(obj["k"]),
+            task_path=str(obj["p"]),
+            items=_items_in(obj["i"]),
+        )
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise CorruptObjectError(key, f"malformed writes ({type(exc).__name__}: {exc})") from None
+
+
+def encode_blob(data: bytes, *, schema_version: int = 0) -> bytes:
+    return envelope.encode(Kind.BLOB, data, schema_version=schema_version)
+
+
+def decode_blob(data: bytes, *, key: str) -> bytes:
+    return envelope.decode(data, key=key, expect=Kind.BLOB).body

@@ -1,0 +1,319 @@
+"""``ObjectStoreSaver``: a LangGraph checkpoint saver on object storage, sync and async in one class."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_handoff import envelope, keys
+from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
+from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.stores.base import Get, Put, StoreBase
+from langgraph_handoff.stores.local import LocalStore
+from langgraph_handoff.stores.memory import MemoryStore
+
+__all__ = ["ObjectStoreSaver"]
+
+_NAMED_MEMORY: dict[str, MemoryStore] = {}
+
+
+class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
+    """Checkpoints on an object store, with ETag optimistic concurrency.
+
+    Every operation exists in a sync and an async form on the same instance (``invoke`` uses the
+    first, ``ainvoke`` the second), both driven by one implementation, so they behave alike.
+
+    Guarantees:
+
+    * the latest checkpoint of a (thread, namespace) moves only by compare-and-swap;
+    * a run that continues a lineage whose parent is no longer the latest is refused with
+      :class:`~langgraph_handoff.errors.StaleWriterError`: of two runs racing on one thread exactly
+      one commits each step, and the thread never forks silently;
+    * explicit forks (time travel, ``update_state``) may start from any checkpoint;
+    * every stored object is a versioned, checksummed envelope; a damaged or newer-format object
+      raises instead of being half-read.
+
+    Args:
+        store: any :mod:`langgraph_handoff.stores` store (``MemoryStore``, ``LocalStore``,
+            ``S3Store``).
+        serde: the serializer (default ``JsonPlusSerializer``). Checkpoints, metadata, channel
+            values and writes all go through it, so an ``EncryptedSerializer`` covers them all.
+        layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.Layout`).
+        cache_size: namespaces whose head is remembered between calls.
+
+    Example:
+        >>> from langgraph.graph import StateGraph, START, END
+        >>> from typing_extensions import TypedDict
+        >>> class State(TypedDict):
+        ...     count: int
+        >>> builder = StateGraph(State)
+        >>> _ = builder.add_node("inc", lambda s: {"count": s["count"] + 1})
+        >>> _ = builder.add_edge(START, "inc")
+        >>> _ = builder.add_edge("inc", END)
+        >>> with ObjectStoreSaver.from_url("memory://") as saver:
+        ...     graph = builder.compile(checkpointer=saver)
+        ...     cfg = {"configurable": {"thread_id": "t1"}}
+        ...     graph.invoke({"count": 1}, cfg)["count"]
+        ...     graph.get_state(cfg).values
+        2
+        {'count': 2}
+    """
+
+    def __init__(
+        self,
+        store: StoreBase,
+        *,
+        serde: SerializerProtocol | None = None,
+        layout: Layout | None = None,
+        cache_size: int = 1024,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not isinstance(store, StoreBase):
+            raise TypeError(f"store must be a langgraph_handoff.stores store, got {type(store).__name__}")
+        self.store = store
+        self.layout = layout or Layout()
+        self._cache = HeadCache(cache_size)
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreSaver({self.store!r})"
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        layout: Layout | None = None,
+        **store_kwargs: Any,
+    ) -> ObjectStoreSaver:
+        """Build a saver from a URL; use it directly or as a (async) context manager.
+
+        * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name);
+        * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`;
+        * ``s3://bucket/prefix``: an :class:`S3Store` with credentials from the boto3 chain.
+          Query parameters ``endpoint_url`` and ``region`` are passed on, e.g.
+          ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
+
+        >>> with ObjectStoreSaver.from_url("memory://") as saver:
+        ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
+        True
+        """
+        parsed = urlparse(url)
+        scheme = parsed.scheme.lower()
+        query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        if scheme == "memory":
+            name = parsed.netloc + parsed.path
+            if name:
+                store: StoreBase = _NAMED_MEMORY.setdefault(name, MemoryStore())
+            else:
+                store = MemoryStore()
+        elif scheme == "file":
+            path = unquote(parsed.netloc + parsed.path)
+            if not path:
+                raise InvalidConfigError(f"file URL {url!r} names no directory: use file:///abs/dir")
+            store = LocalStore(path, **store_kwargs)
+        elif scheme == "s3":
+            from langgraph_handoff.stores.s3 import S3Store
+
+            if not parsed.netloc:
+                raise InvalidConfigError(f"S3 URL {url!r} names no bucket: use s3://bucket/prefix")
+            kwargs = dict(store_kwargs)
+            if "endpoint_url" in query:
+                kwargs.setdefault("endpoint_url", query["endpoint_url"])
+            if "region" in query:
+                kwargs.setdefault("region_name", query["region"])
+            store = S3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
+        else:
+            raise InvalidConfigError(
+                f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix"
+            )
+        return cls(store, serde=serde, layout=layout)
+
+    def setup(self) -> None:
+        """Check the store is reachable and writable, and record (or check) its format marker.
+
+        Idempotent. A store whose marker was written by a newer langgraph-handoff raises
+        :class:`~langgraph_handoff.errors.EnvelopeVersionError` here, before any data is touched.
+        """
+        driver.run(self.store, self._plan_setup())
+
+    async def asetup(self) -> None:
+        await driver.arun(self.store, self._plan_setup())
+
+    def _plan_setup(self) -> driver.Plan[None]:
+        obj = yield Get(keys.FORMAT_MARKER_KEY)
+        if obj is not None:
+            envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+            return None
+        marker = envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "langgraph-handoff"})
+        try:
+            yield Put(keys.FORMAT_MARKER_KEY, marker, if_none_match=True)
+        except (PreconditionFailedError, UnknownOutcomeError):  # a concurrent setup won
+            obj = yield Get(keys.FORMAT_MARKER_KEY)
+            if obj is None:
+                raise
+            envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    def __enter__(self) -> ObjectStoreSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ObjectStoreSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- versions --------------------------------------------------------------------------------
+    def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
+        """``"{n:032}.{random}"``: ordered as strings, and unique across branches of a thread."""
+        if current is None:
+            n = 0
+        elif isinstance(current, (int, float)):
+            n = int(current)
+        else:
+            n = int(str(current).split(".")[0])
+        return f"{n + 1:032}.{random.random():016}"
+
+    # -- reads -----------------------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (exactly that id, or None), else the latest."""
+        return driver.run(self.store, self._plan_get_tuple(config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await driver.arun(self.store, self._plan_get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by id), across all namespaces of a thread when the config has
+        no ``checkpoint_ns``, across all threads when ``config`` is None (thread by thread).
+        ``filter`` matches top-level metadata keys exactly; ``before`` is exclusive; ``limit``
+        counts after filtering."""
+        return driver.iterate(self.store, self._plan_list(config, filter, before, limit))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in driver.aiterate(self.store, self._plan_list(config, filter, before, limit)):
+            yield item
+
+    # -- writes ----------------------------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint by compare-and-swap on its namespace's head (one request)."""
+        return driver.run(self.store, self._plan_put(config, checkpoint, metadata, new_versions))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await driver.arun(self.store, self._plan_put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store one task's writes for a checkpoint (one create-only request)."""
+        driver.run(self.store, self._plan_put_writes(config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await driver.arun(self.store, self._plan_put_writes(config, writes, task_id, task_path))
+
+    # -- maintenance -----------------------------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and value of a thread, in all namespaces."""
+        driver.run(self.store, self._plan_delete_thread(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await driver.arun(self.store, self._plan_delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids`` (all threads), with
+        their writes. Scans every thread: an administrative operation."""
+        driver.run(self.store, self._plan_delete_for_runs(run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await driver.arun(self.store, self._plan_delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a whole thread (every namespace, checkpoint id, write and value) to a new thread id.
+        Raises :class:`~langgraph_handoff.errors.ThreadExistsError` if the target has checkpoints."""
+        driver.run(self.store, self._plan_copy_thread(source_thread_id, target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await driver.arun(self.store, self._plan_copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"`` keeps the newest checkpoint of every namespace (plus, for
+        DeltaChannel threads, the ancestors its history needs); ``"delete"`` deletes the threads."""
+        driver.run(self.store, self._plan_prune(thread_ids, strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await driver.arun(self.store, self._plan_prune(thread_ids, strategy))
+
+    # -- DeltaChannel support --------------------------------------------------------------------
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Native ancestor walk: one head read and one writes listing for the whole walk,
+        instead of a ``get_tuple`` per ancestor."""
+        return driver.run(self.store, self._plan_delta_history(config, channels))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await driver.arun(self.store, self._plan_delta_history(config, channels))
