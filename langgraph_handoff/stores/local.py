@@ -11,7 +11,9 @@ on one host:
 * ETags are content hashes, as S3's are.
 
 POSIX only (``fcntl``). Lock and temporary files start with ``.`` and never appear in listings;
-keys can never start with ``.`` (see :func:`~langgraph_handoff.stores.base.validate_key`).
+keys can never start with ``.`` (see :func:`~langgraph_handoff.stores.base.validate_key`). Unlike
+S3, a file system cannot hold both ``a/b`` and ``a/b/c``: such a put raises
+:class:`~langgraph_handoff.errors.InvalidKeyError` (the saver's key layout never does this).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 from pathlib import Path
 
-from langgraph_handoff.errors import PreconditionFailedError, StoreError
+from langgraph_handoff.errors import InvalidKeyError, PreconditionFailedError, StoreError
 from langgraph_handoff.stores.base import (
     ListResult,
     ObjectInfo,
@@ -132,12 +134,14 @@ class LocalStore(StoreBase):
                 if if_match is not None and (current is None or content_etag(current) != if_match):
                     raise PreconditionFailedError(key, "key missing" if current is None else "ETag differs")
             for _attempt in range(5):
-                self._makedirs(path.parent)
+                self._makedirs_safe(path.parent, key)
                 tmp = path.parent / f".tmp.{path.name}.{secrets.token_hex(6)}"
                 try:
                     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 except FileNotFoundError:
                     continue  # a concurrent delete pruned the directory; recreate it
+                except NotADirectoryError:
+                    raise self._shadowed(key) from None
                 try:
                     view = memoryview(body)
                     while view:
@@ -147,10 +151,26 @@ class LocalStore(StoreBase):
                         os.fsync(fd)
                 finally:
                     os.close(fd)
-                os.replace(tmp, path)
+                try:
+                    os.replace(tmp, path)
+                except IsADirectoryError:
+                    os.unlink(tmp)
+                    raise self._shadowed(key) from None
                 self._fsync_dir(path.parent)
                 return content_etag(body)
         raise StoreError(f"could not create the directory for {key!r} in {self.root}")
+
+    def _shadowed(self, key: str) -> InvalidKeyError:
+        return InvalidKeyError(
+            f"LocalStore cannot store {key!r}: a file system cannot hold a key that is also the "
+            "prefix of another key ('a/b' and 'a/b/c'); use S3Store for such layouts"
+        )
+
+    def _makedirs_safe(self, directory: Path, key: str) -> None:
+        try:
+            self._makedirs(directory)
+        except (FileExistsError, NotADirectoryError):
+            raise self._shadowed(key) from None
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
         path = self._path(key)

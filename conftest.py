@@ -1,0 +1,62 @@
+"""Shared pytest fixtures: stores to test against, and the real S3 server when it is there.
+
+The S3 server is Ceph RGW started by ``scripts/test`` (S3_ENDPOINT_URL and AWS_* in the
+environment). Under ``scripts/test`` (LGH_REQUIRE_S3=1) a missing server fails the S3 tests
+instead of skipping them, so skipped tests are never counted as passes in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from langgraph_handoff.stores import LocalStore, MemoryStore, S3Store, StoreBase
+
+S3_ENDPOINT = os.environ.get("S3_ENDPOINT_URL")
+S3_BUCKET = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
+
+
+def _need_s3() -> None:
+    if S3_ENDPOINT:
+        return
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("S3_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: the S3 server did not start")
+    pytest.skip("no S3 server (run scripts/test, which starts Ceph RGW)")
+
+
+def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:
+    _need_s3()
+    return S3Store(
+        S3_BUCKET,
+        prefix=prefix or f"t-{uuid.uuid4().hex}",
+        endpoint_url=S3_ENDPOINT,
+        create_bucket=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def memory_store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def local_store(tmp_path) -> LocalStore:  # type: ignore[no-untyped-def]
+    return LocalStore(tmp_path / "store")
+
+
+@pytest.fixture
+def s3_store():  # type: ignore[no-untyped-def]
+    store = make_s3_store()
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["memory", "local"])
+def store(request, tmp_path) -> StoreBase:  # type: ignore[no-untyped-def]
+    """The offline stores: every unit test that takes ``store`` runs on both."""
+    if request.param == "memory":
+        return MemoryStore()
+    return LocalStore(tmp_path / "store")

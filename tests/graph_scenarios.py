@@ -1,0 +1,278 @@
+"""Real LangGraph runs that exercise a saver the way LangGraph itself calls it.
+
+Each scenario drives a graph through one feature (interrupts inside subgraphs, update_state, time
+travel, parallel tasks, Send fan-out, a failing node and its retry) and returns a *transcript*:
+results, state snapshots and history, normalised so that two savers can be compared (checkpoint
+ids and interrupt ids differ between runs; values, ``next`` and the shape of history must not).
+
+Used by tests/test_graphs.py (memory and local stores) and integration_tests (S3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
+from typing_extensions import TypedDict
+
+DURABILITIES = ("sync", "async", "exit")
+
+
+class State(TypedDict, total=False):
+    trail: Annotated[list[str], operator.add]
+    answer: str
+
+
+class SubState(TypedDict, total=False):
+    trail: Annotated[list[str], operator.add]
+    sub_trail: Annotated[list[str], operator.add]
+    answer: str
+
+
+def _norm(value: Any) -> Any:
+    """Interrupts and commands carry run-specific ids; keep what a user would see."""
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_norm(v) for v in value]
+    if type(value).__name__ == "Interrupt":
+        return ("Interrupt", _norm(value.value))
+    return value
+
+
+def snapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
+    st = graph.get_state(config, subgraphs=True)
+    return {
+        "values": _norm(st.values),
+        "next": list(st.next),
+        "interrupts": [_norm(i.value) for i in st.interrupts],
+        "source": st.metadata.get("source") if st.metadata else None,
+        "step": st.metadata.get("step") if st.metadata else None,
+        "subtasks": sorted(
+            (t.name, _norm(t.state.values) if t.state is not None and hasattr(t.state, "values") else None)
+            for t in st.tasks
+        ),
+    }
+
+
+def history(graph: Any, config: dict[str, Any]) -> list[Any]:
+    return [
+        (h.metadata.get("source"), h.metadata.get("step"), _norm(h.values), list(h.next), h.parent_config is not None)
+        for h in graph.get_state_history(config)
+    ]
+
+
+async def asnapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
+    st = await graph.aget_state(config, subgraphs=True)
+    return {
+        "values": _norm(st.values),
+        "next": list(st.next),
+        "interrupts": [_norm(i.value) for i in st.interrupts],
+        "source": st.metadata.get("source") if st.metadata else None,
+        "step": st.metadata.get("step") if st.metadata else None,
+        "subtasks": sorted(
+            (t.name, _norm(t.state.values) if t.state is not None and hasattr(t.state, "values") else None)
+            for t in st.tasks
+        ),
+    }
+
+
+async def ahistory(graph: Any, config: dict[str, Any]) -> list[Any]:
+    return [
+        (h.metadata.get("source"), h.metadata.get("step"), _norm(h.values), list(h.next), h.parent_config is not None)
+        async for h in graph.aget_state_history(config)
+    ]
+
+
+# ------------------------------------------------------------------------------------------ graphs
+
+
+def subgraph_with_interrupt() -> Any:
+    """parent: a -> sub(s1 -> s2[interrupt]) -> c."""
+    sub = StateGraph(SubState)
+    sub.add_node("s1", lambda s: {"sub_trail": ["s1"]})
+
+    def s2(s: SubState) -> dict[str, Any]:
+        ok = interrupt("approve?")
+        return {"sub_trail": [f"s2:{ok}"], "answer": f"approved={ok}"}
+
+    sub.add_node("s2", s2)
+    sub.add_edge(START, "s1")
+    sub.add_edge("s1", "s2")
+    sub.add_edge("s2", END)
+
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"trail": ["a"]})
+    g.add_node("sub", sub.compile())
+    g.add_node("c", lambda s: {"trail": ["c"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "sub")
+    g.add_edge("sub", "c")
+    g.add_edge("c", END)
+    return g
+
+
+def parallel_with_failure(fail_times: int) -> Any:
+    """fan-out x, y, z in parallel; y fails ``fail_times`` times, then succeeds.
+
+    y fails only after x and z have finished (events, not sleeps), so every saver sees the same
+    run: x's and z's writes stored, y's error stored, and the retry re-runs y alone.
+    """
+    calls = {"y": 0}
+    done = {"x": threading.Event(), "z": threading.Event()}
+
+    def sibling(name: str) -> Callable[[State], dict[str, Any]]:
+        def node(s: State) -> dict[str, Any]:
+            done[name].set()
+            return {"trail": [name]}
+
+        return node
+
+    def y(s: State) -> dict[str, Any]:
+        calls["y"] += 1
+        if calls["y"] <= fail_times:
+            for ev in done.values():
+                assert ev.wait(30), "sibling task never ran"
+            raise ValueError("boom")
+        return {"trail": ["y"]}
+
+    g = StateGraph(State)
+    g.add_node("x", sibling("x"))
+    g.add_node("y", y)
+    g.add_node("z", sibling("z"))
+    g.add_node("join", lambda s: {"answer": ",".join(sorted(s["trail"]))})
+    for n in ("x", "y", "z"):
+        g.add_edge(START, n)
+        g.add_edge(n, "join")
+    g.add_edge("join", END)
+    return g
+
+
+def send_fanout() -> Any:
+    """Send API: one task per item, results reduced."""
+
+    def route(s: State) -> list[Send]:
+        return [Send("work", {"trail": [f"item{i}"]}) for i in range(4)]
+
+    g = StateGraph(State)
+    g.add_node("plan", lambda s: {"trail": ["plan"]})
+    g.add_node("work", lambda s: {"trail": [s["trail"][-1].upper()]})
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", route, ["work"])
+    g.add_edge("work", END)
+    return g
+
+
+# ---------------------------------------------------------------------------------------- scenarios
+
+
+def scenario_interrupt_resume(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = subgraph_with_interrupt().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    out.append(_norm(graph.invoke({"trail": ["in"]}, cfg, durability=durability)))
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke(Command(resume="yes"), cfg, durability=durability)))
+    out.append(snapshot(graph, cfg))
+    out.append(history(graph, cfg))
+    return out
+
+
+def scenario_update_and_time_travel(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = subgraph_with_interrupt().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    graph.invoke({"trail": ["in"]}, cfg, durability=durability)
+    graph.invoke(Command(resume="yes"), cfg, durability=durability)
+    # update_state as if node c had written it
+    graph.update_state(cfg, {"answer": "edited"}, as_node="c")
+    out.append(snapshot(graph, cfg))
+    # time travel: back to the checkpoint before "sub" ran, replay from there (a fork)
+    hist = list(graph.get_state_history(cfg))
+    before_sub = next(h for h in hist if h.next == ("sub",))
+    out.append(_norm(graph.invoke(None, before_sub.config, durability=durability)))
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke(Command(resume="again"), cfg, durability=durability)))
+    out.append(snapshot(graph, cfg))
+    # update_state on an old checkpoint (explicit fork from the past)
+    graph.update_state(before_sub.config, {"trail": ["forked"]})
+    out.append(snapshot(graph, cfg))
+    out.append(history(graph, cfg))
+    return out
+
+
+def scenario_parallel_error_retry(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = parallel_with_failure(fail_times=1).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    try:
+        graph.invoke({"trail": ["in"]}, cfg, durability=durability)
+        out.append("no error")
+    except ValueError as exc:
+        out.append(f"raised {exc}")
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke(None, cfg, durability=durability)))
+    out.append(snapshot(graph, cfg))
+    out.append(history(graph, cfg))
+    return out
+
+
+def scenario_send_fanout(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = send_fanout().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out = [_norm(graph.invoke({"trail": ["in"]}, cfg, durability=durability))]
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke({"trail": ["again"]}, cfg, durability=durability)))
+    out.append(history(graph, cfg))
+    return out
+
+
+async def ascenario_interrupt_resume(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = subgraph_with_interrupt().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    out.append(_norm(await graph.ainvoke({"trail": ["in"]}, cfg, durability=durability)))
+    out.append(await asnapshot(graph, cfg))
+    out.append(_norm(await graph.ainvoke(Command(resume="yes"), cfg, durability=durability)))
+    out.append(await asnapshot(graph, cfg))
+    await graph.aupdate_state(cfg, {"answer": "edited"}, as_node="c")
+    out.append(await asnapshot(graph, cfg))
+    out.append(await ahistory(graph, cfg))
+    return out
+
+
+async def ascenario_parallel_error_retry(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    graph = parallel_with_failure(fail_times=1).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    try:
+        await graph.ainvoke({"trail": ["in"]}, cfg, durability=durability)
+    except ValueError as exc:
+        out.append(f"raised {exc}")
+    out.append(await asnapshot(graph, cfg))
+    out.append(_norm(await graph.ainvoke(None, cfg, durability=durability)))
+    out.append(await ahistory(graph, cfg))
+    return out
+
+
+SYNC_SCENARIOS: dict[str, Callable[[BaseCheckpointSaver, str, str], list[Any]]] = {
+    "interrupt_resume": scenario_interrupt_resume,
+    "update_and_time_travel": scenario_update_and_time_travel,
+    "parallel_error_retry": scenario_parallel_error_retry,
+    "send_fanout": scenario_send_fanout,
+}
+
+ASYNC_SCENARIOS = {
+    "interrupt_resume": ascenario_interrupt_resume,
+    "parallel_error_retry": ascenario_parallel_error_retry,
+}
+
+
+def run_async(coro: Any) -> Any:
+    return asyncio.run(coro)

@@ -1,0 +1,108 @@
+"""Racing real LangGraph runs on one thread, from threads or from separate OS processes.
+
+Each racer runs the same 3-node graph on the same thread id. A barrier inside ``get_tuple`` makes
+every racer read the thread's state *before any of them writes*, so all of them try to extend the
+same checkpoint: a real race, not a lucky schedule. The barrier only orders reads; the writes race
+freely through the store.
+
+Outcome per racer: ``"won"``, ``"stale"`` (StaleWriterError) or ``"error: ..."``.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from typing import Annotated, Any
+
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver, StaleWriterError
+from langgraph_handoff.stores import LocalStore, S3Store, StoreBase
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[str], operator.add]
+
+
+def build_graph(racer: str) -> StateGraph:
+    g = StateGraph(Chat)
+    for i in (1, 2, 3):
+        g.add_node(f"n{i}", lambda s, i=i: {"messages": [f"{racer}:n{i}"]})
+    g.add_edge(START, "n1")
+    g.add_edge("n1", "n2")
+    g.add_edge("n2", "n3")
+    g.add_edge("n3", END)
+    return g
+
+
+class BarrierSaver(ObjectStoreSaver):
+    """Waits on ``barrier`` after the first latest-state read of each racer."""
+
+    def __init__(self, store: StoreBase, barrier: Any) -> None:
+        super().__init__(store)
+        self._barrier = barrier
+        self._waited = threading.local()
+
+    def _rendezvous(self, config: Any) -> None:
+        if not config["configurable"].get("checkpoint_id") and not getattr(self._waited, "done", False):
+            self._waited.done = True
+            self._barrier.wait(timeout=60)
+
+    def get_tuple(self, config: Any) -> Any:
+        tup = super().get_tuple(config)
+        self._rendezvous(config)
+        return tup
+
+
+def make_store(spec: dict[str, Any]) -> StoreBase:
+    if spec["kind"] == "local":
+        return LocalStore(spec["path"])
+    if spec["kind"] == "s3":
+        return S3Store(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint_url"])
+    raise ValueError(spec)
+
+
+def race_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str) -> str:
+    graph = build_graph(racer).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    try:
+        graph.invoke({"messages": [f"{racer}:in"]}, cfg, durability=durability)
+        return "won"
+    except StaleWriterError:
+        return "stale"
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+        return f"error: {type(exc).__name__}: {exc}"
+
+
+def process_racer(spec: dict[str, Any], thread_id: str, racer: str, durability: str, barrier: Any) -> tuple[str, int]:
+    """Entry point for one OS process (multiprocessing, spawn)."""
+    saver = BarrierSaver(make_store(spec), barrier)
+    try:
+        return race_once(saver, thread_id, racer, durability), os.getpid()
+    finally:
+        saver.close()
+
+
+def check_linear_history(saver: ObjectStoreSaver, thread_id: str) -> list[str]:
+    """Assert the thread has one unbroken chain of checkpoints; return the final messages."""
+    hist = list(saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))
+    ids = [h.config["configurable"]["checkpoint_id"] for h in hist]
+    parents = [h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None for h in hist]
+    assert parents[:-1] == ids[1:], f"history is not one chain (a fork): ids={ids} parents={parents}"
+    assert parents[-1] is None
+    latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    assert latest is not None
+    return list(latest.checkpoint["channel_values"].get("messages", []))
+
+
+def winner_messages(messages: list[str], prefix: list[str]) -> str:
+    """The racer whose run produced everything after ``prefix``; asserts it is exactly one run."""
+    tail = messages[len(prefix) :]
+    assert messages[: len(prefix)] == prefix, f"seed state changed: {messages}"
+    owners = {m.split(":")[0] for m in tail}
+    assert len(owners) == 1, f"messages from several racers were mixed: {tail}"
+    (owner,) = owners
+    assert tail == [f"{owner}:in", f"{owner}:n1", f"{owner}:n2", f"{owner}:n3"], tail
+    return owner

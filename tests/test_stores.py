@@ -1,0 +1,129 @@
+"""MemoryStore and LocalStore against the store contract, plus LocalStore's cross-process CAS."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from langgraph_handoff.errors import PreconditionFailedError
+from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore, StoreBase
+from tests.store_contract import StoreContract
+
+
+class TestOfflineStores(StoreContract):
+    @pytest.fixture
+    def contract_store(self, store: StoreBase) -> StoreBase:
+        return store
+
+
+class TestCountingStore(StoreContract):
+    @pytest.fixture
+    def contract_store(self) -> StoreBase:
+        return CountingStore(MemoryStore())
+
+    def test_counts_requests_and_round_trips(self) -> None:
+        from langgraph_handoff.stores import Get, Put
+
+        store = CountingStore(MemoryStore())
+        store.run_many([Put("a", b"1"), Put("b", b"2")])
+        store.run(Get("a"))
+        snap = store.snapshot()
+        assert snap == {"PUT": 2, "GET": 1, "requests": 3, "round_trips": 2}
+
+
+def _cas_increment(root: str, n: int, barrier) -> int:  # type: ignore[no-untyped-def]
+    """Increment a counter object n times by compare-and-swap; returns the number of lost races."""
+    store = LocalStore(root)
+    barrier.wait()
+    lost = 0
+    done = 0
+    while done < n:
+        obj = store.get("counter")
+        assert obj is not None
+        try:
+            store.put("counter", str(int(obj.body) + 1).encode(), if_match=obj.etag)
+            done += 1
+        except PreconditionFailedError:
+            lost += 1
+    return lost
+
+
+def test_local_store_cas_holds_across_processes(tmp_path: Path) -> None:
+    """Four OS processes increment one counter by CAS: no increment may be lost."""
+    root = str(tmp_path / "store")
+    LocalStore(root).put("counter", b"0")
+    ctx = multiprocessing.get_context("spawn")
+    procs, per = 4, 60
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(procs)
+        with ctx.Pool(procs) as pool:
+            lost = pool.starmap(_cas_increment, [(root, per, barrier)] * procs)
+    assert int(LocalStore(root).get("counter").body) == procs * per
+    assert sum(lost) > 0, "the processes never contended; the test proved nothing"
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_cas_holds_across_threads(kind: str, tmp_path: Path) -> None:
+    store: StoreBase = MemoryStore() if kind == "memory" else LocalStore(tmp_path)
+    store.put("counter", b"0")
+    barrier = threading.Barrier(6)
+    lost = [0]
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(40):
+            while True:
+                obj = store.get("counter")
+                try:
+                    store.put("counter", str(int(obj.body) + 1).encode(), if_match=obj.etag)
+                    break
+                except PreconditionFailedError:
+                    lost[0] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(store.get("counter").body) == 240
+
+
+def test_local_store_write_is_atomic_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("x/y", b"a" * 10_000)
+    store.put("x/y", b"b" * 10)
+    assert store.get("x/y").body == b"b" * 10
+    leftovers = [n for n in os.listdir(tmp_path / "x") if n.startswith(".tmp")]
+    assert leftovers == []
+
+
+def test_local_store_delete_prunes_empty_directories(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("a/b/c/d", b"x")
+    store.delete("a/b/c/d")
+    assert not (tmp_path / "a").exists()
+    assert (tmp_path / ".locks").exists()
+
+
+def test_local_store_survives_another_process_reading_its_files(tmp_path: Path) -> None:
+    """Data written by one LocalStore instance is visible to a fresh instance (a new process)."""
+    LocalStore(tmp_path).put("k", b"persisted")
+    assert LocalStore(tmp_path).get("k").body == b"persisted"
+
+
+def test_local_store_refuses_a_key_that_is_also_a_prefix(tmp_path: Path) -> None:
+    from langgraph_handoff.errors import InvalidKeyError
+
+    store = LocalStore(tmp_path)
+    store.put("p/a", b"file")
+    with pytest.raises(InvalidKeyError, match="prefix of another key"):
+        store.put("p/a/b", b"x")
+    store.put("q/a/b", b"x")
+    with pytest.raises(InvalidKeyError):
+        store.put("q/a", b"file")
+    assert store.get("p/a").body == b"file" and store.get("q/a/b").body == b"x"
+    assert [o.key for o in store.list("")] == ["p/a", "q/a/b"]
