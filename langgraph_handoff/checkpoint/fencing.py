@@ -63,10 +63,18 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
         if not intent.continues_lineage or existing.parent == intent.parent_id:
             return None  # idempotent re-put / upsert of the same checkpoint
         return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent")
+    if intent.continues_lineage:
+        conflict = _lineage_conflict(head, intent, latest)
+        if conflict is not None:
+            return conflict
     if latest is not None and cid < latest:
         return CheckpointOrderError(intent.thread_id, intent.checkpoint_ns, cid, latest)
-    if not intent.continues_lineage:
-        return None
+    return None
+
+
+def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) -> StaleWriterError | None:
+    """Staleness is checked before id order: a run whose parent was superseded is stale, whatever
+    its checkpoint id (with async durability its put may arrive after the winner's newer ones)."""
     if intent.parent_id is None:
         if head is not None and intent.saw_empty:
             return _stale(

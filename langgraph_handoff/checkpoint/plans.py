@@ -660,21 +660,20 @@ class SaverPlans:
             # One round trip per thread: every namespace head plus the first page of its writes.
             ops: list[Any] = []
             for hk in group:
-                ops.append(Get(hk))
-            objs = list((yield Batch(tuple(ops))))
+                ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
+            results = list((yield Batch(tuple(ops))))
             streams: list[tuple[_RecordStream, _WritesCursor]] = []
-            for hk, obj in zip(group, objs):
+            for hk, obj, page in zip(group, results[0::2], results[1::2]):
                 if obj is None:
                     continue
                 head = rec_io.decode_head(obj.body, key=obj.key)
-                if not head.records:
-                    continue
                 if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
                     raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
                 self._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
+                if not head.records:
+                    continue
                 stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, before_id)
-                cursor = _WritesCursor(keys.writes_prefix(head.thread_id, head.checkpoint_ns))
-                streams.append((stream, cursor))
+                streams.append((stream, _WritesCursor(_writes_prefix_of_head(hk), page=page)))
             # k-way merge by checkpoint id, newest first, across the thread's namespaces
             heap: list[tuple[str, int]] = []
             for i, (stream, _c) in enumerate(streams):
@@ -972,6 +971,11 @@ class SaverPlans:
         for ch in channels:
             result[ch]["writes"] = list(reversed(collected[ch]))
         return result
+
+
+def _writes_prefix_of_head(head_key: str) -> str:
+    """``heads/{T}/{N}`` -> ``data/{T}/{N}/w/`` (no decoding needed, so it can be batched)."""
+    return "data/" + head_key[len("heads/") :] + "/w/"
 
 
 def _neg(checkpoint_id: str) -> str:
