@@ -1,0 +1,100 @@
+"""DeltaChannel (beta) threads: values are rebuilt from ancestor writes, so the saver's history
+walk, its write order and prune must all be exact."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff.stores import CountingStore, StoreBase
+
+
+def _extend(state: list[str] | None, writes: list[list[str]]) -> list[str]:
+    out = list(state or [])
+    for w in writes:
+        out.extend(w)
+    return out
+
+
+class S(TypedDict, total=False):
+    items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=3)]
+    n: int
+
+
+def delta_graph() -> StateGraph:
+    g = StateGraph(S)
+    g.add_node("left", lambda s: {"items": [f"L{s.get('n', 0)}"]})
+    g.add_node("right", lambda s: {"items": [f"R{s.get('n', 0)}"]})
+    g.add_node("count", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_edge(START, "left")
+    g.add_edge(START, "right")  # parallel writers: order must follow writes_sort_key
+    g.add_edge("left", "count")
+    g.add_edge("right", "count")
+    g.add_conditional_edges("count", lambda s: END if s["n"] >= 7 else ["left", "right"], ["left", "right", END])
+    return g
+
+
+def _run(saver: BaseCheckpointSaver, thread: str = "d") -> tuple[Any, list[Any]]:
+    graph = delta_graph().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    graph.invoke({"items": ["seed"], "n": 0}, cfg)
+    graph.invoke({"items": ["second-turn"], "n": 0}, cfg)
+    state = graph.get_state(cfg).values
+    hist = [h.values for h in graph.get_state_history(cfg)]
+    return state, hist
+
+
+def test_delta_runs_match_inmemory(store: StoreBase) -> None:
+    expected = _run(InMemorySaver())
+    assert len(expected[0]["items"]) == 1 + 14 + 1 + 14  # seed, 7 rounds x 2, second turn, 7 x 2
+    assert _run(ObjectStoreSaver(store)) == expected
+    # sealed history segments on the walk
+    assert _run(ObjectStoreSaver(store, layout=Layout(head_max_records=3, head_keep=1)), "d2") == expected
+
+
+def test_native_history_equals_the_base_walk_in_fewer_requests(store: StoreBase) -> None:
+    counted = CountingStore(store)
+    saver = ObjectStoreSaver(counted)
+    _run(saver)
+    tuples = list(saver.list({"configurable": {"thread_id": "d", "checkpoint_ns": ""}}))
+    native_requests = base_requests = 0
+    for tup in tuples:
+        counted.reset()
+        native = saver.get_delta_channel_history(config=tup.config, channels=["items", "n"])
+        native_requests += counted.requests
+        counted.reset()
+        base = BaseCheckpointSaver.get_delta_channel_history(saver, config=tup.config, channels=["items", "n"])
+        base_requests += counted.requests
+        assert native == base
+    assert native_requests < base_requests / 2, (native_requests, base_requests)
+
+
+async def test_async_history_equals_sync(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store)
+    _run(saver)
+    async for tup in saver.alist({"configurable": {"thread_id": "d", "checkpoint_ns": ""}}, limit=5):
+        sync = saver.get_delta_channel_history(config=tup.config, channels=["items"])
+        assert await saver.aget_delta_channel_history(config=tup.config, channels=["items"]) == sync
+
+
+@pytest.mark.parametrize("layout", [Layout(), Layout(head_max_records=3, head_keep=1)], ids=["wide", "sealed"])
+def test_prune_keep_latest_keeps_what_deltas_need(store: StoreBase, layout: Layout) -> None:
+    saver = ObjectStoreSaver(store, layout=layout)
+    state_before, hist_before = _run(saver)
+    saver.prune(["d"], strategy="keep_latest")
+    fresh = ObjectStoreSaver(store, layout=layout)
+    graph = delta_graph().compile(checkpointer=fresh)
+    cfg = {"configurable": {"thread_id": "d"}}
+    assert graph.get_state(cfg).values == state_before
+    kept = list(fresh.list({"configurable": {"thread_id": "d"}}))
+    assert 1 < len(kept) < len(hist_before)  # ancestors back to the last snapshot, not everything
+    # the thread keeps working after the prune
+    graph.invoke({"items": ["after-prune"], "n": 0}, cfg)
+    assert graph.get_state(cfg).values["items"][: len(state_before["items"])] == state_before["items"]

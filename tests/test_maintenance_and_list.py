@@ -1,0 +1,168 @@
+"""list() semantics the conformance suite does not check, and prune / delete_for_runs /
+copy_thread on threads with subgraph namespaces, sealed segments and blob values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff.errors import ThreadExistsError
+from langgraph_handoff.stores import StoreBase
+from tests.graph_scenarios import scenario_update_and_time_travel
+
+SEALING = Layout(head_max_records=3, head_keep=1, blob_threshold=64)
+
+
+def _put(saver: ObjectStoreSaver, thread: str, ns: str, parent: str | None, step: int, **md: Any) -> str:
+    cid = str(uuid6(clock_seq=step))
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    if parent:
+        cfg["configurable"]["checkpoint_id"] = parent
+    cp = {"v": 4, "id": cid, "ts": "", "channel_values": {"x": "v" * 100, "step": step},
+          "channel_versions": {"x": 1, "step": step + 1}, "versions_seen": {}, "updated_channels": None}
+    saver.put(cfg, cp, {"source": "loop", "step": step, "parents": {}, **md}, {"x": 1, "step": step + 1})
+    return cid
+
+
+def _ids(tuples: Any) -> list[str]:
+    return [t.config["configurable"]["checkpoint_id"] for t in tuples]
+
+
+@pytest.mark.parametrize("layout", [Layout(), SEALING], ids=["wide", "sealed"])
+def test_list_orders_globally_and_before_crosses_namespaces(store: StoreBase, layout: Layout) -> None:
+    saver = ObjectStoreSaver(store, layout=layout)
+    order = []
+    parents = {"": None, "sub:1": None}
+    for step in range(8):
+        ns = "" if step % 2 == 0 else "sub:1"
+        parents[ns] = _put(saver, "t", ns, parents[ns], step, run_id=f"run-{step % 3}")
+        order.append(parents[ns])
+    all_ = _ids(saver.list({"configurable": {"thread_id": "t"}}))
+    assert all_ == order[::-1]  # newest first across namespaces (SQL savers' order)
+    root = _ids(saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}))
+    assert root == order[-2::-2]  # steps 6, 4, 2, 0
+    # before= a *root* id, on the subgraph namespace: what LangGraph's replay does
+    before = {"configurable": {"checkpoint_id": order[4]}}
+    sub_before = _ids(saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": "sub:1"}}, before=before, limit=1))
+    assert sub_before == [order[3]]
+    # filter applies before limit; a missing key matches None (InMemorySaver's rule)
+    run1 = _ids(saver.list({"configurable": {"thread_id": "t"}}, filter={"run_id": "run-1"}, limit=2))
+    assert run1 == [order[7], order[4]]
+    assert len(list(saver.list(None, filter={"absent": None}))) == 8
+    # a specific checkpoint id in the config lists only that one
+    assert _ids(saver.list({"configurable": {"thread_id": "t", "checkpoint_id": order[2]}})) == [order[2]]
+    # list(None) covers every thread
+    _put(saver, "other", "", None, 50)
+    assert len(list(saver.list(None))) == 9
+
+
+@pytest.mark.parametrize("layout", [Layout(), SEALING], ids=["wide", "sealed"])
+def test_copy_thread_is_complete_and_refuses_to_merge(store: StoreBase, layout: Layout) -> None:
+    saver = ObjectStoreSaver(store, layout=layout)
+    scenario_update_and_time_travel(saver, "sync", "src")
+    src = list(saver.list({"configurable": {"thread_id": "src"}}))
+    saver.copy_thread("src", "dst")
+    dst = list(saver.list({"configurable": {"thread_id": "dst"}}))
+    strip = lambda ts: [(t.config["configurable"]["checkpoint_ns"], t.config["configurable"]["checkpoint_id"],  # noqa: E731
+                         t.checkpoint, t.metadata, t.pending_writes,
+                         t.parent_config and t.parent_config["configurable"]["checkpoint_id"]) for t in ts]
+    assert strip(dst) == strip(src) and len(src) > 10
+    with pytest.raises(ThreadExistsError):
+        saver.copy_thread("src", "dst")
+    # the copy is a working thread of its own
+    from langgraph.types import Command
+
+    from tests.graph_scenarios import subgraph_with_interrupt
+
+    graph = subgraph_with_interrupt().compile(checkpointer=saver)
+    graph.invoke(Command(resume="on-copy"), {"configurable": {"thread_id": "dst"}})
+    assert len(list(saver.list({"configurable": {"thread_id": "src"}}))) == len(src)
+
+
+@pytest.mark.parametrize("layout", [Layout(), SEALING], ids=["wide", "sealed"])
+def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: StoreBase, layout: Layout) -> None:
+    saver = ObjectStoreSaver(store, layout=layout)
+    scenario_update_and_time_travel(saver, "sync", "t")
+    scenario_update_and_time_travel(saver, "sync", "keep-me")
+    before = {ns: saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
+              for ns in {t.config["configurable"]["checkpoint_ns"] for t in saver.list({"configurable": {"thread_id": "t"}})}}
+    other_before = list(saver.list({"configurable": {"thread_id": "keep-me"}}))
+    saver.prune(["t"])
+    after = list(saver.list({"configurable": {"thread_id": "t"}}))
+    assert sorted(_ids(after)) == sorted(t.config["configurable"]["checkpoint_id"] for t in before.values())
+    for tup in after:
+        ns = tup.config["configurable"]["checkpoint_ns"]
+        assert tup.checkpoint == before[ns].checkpoint and tup.pending_writes == before[ns].pending_writes
+    # only the kept checkpoints' writes, segments and blobs remain under the thread
+    kept = set(_ids(after))
+    from langgraph_handoff import keys
+
+    for info in store.list(keys.thread_data_prefix("t")):
+        part = info.key.split("/")[3]
+        if part == "w":
+            assert keys.parse_writes_key(info.key)[0] in kept, info.key
+        elif part == "b":
+            assert keys.parse_blob_key(info.key) in kept, info.key
+        else:
+            pytest.fail(f"left behind: {info.key}")
+    assert [t.checkpoint for t in saver.list({"configurable": {"thread_id": "keep-me"}})] == [t.checkpoint for t in other_before]
+    # and the pruned thread still resumes
+    from tests.graph_scenarios import subgraph_with_interrupt
+
+    graph = subgraph_with_interrupt().compile(checkpointer=ObjectStoreSaver(store, layout=layout))
+    graph.invoke({"trail": ["more"]}, {"configurable": {"thread_id": "t"}})
+
+
+def test_prune_validates_arguments(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store)
+    with pytest.raises(TypeError, match="sequence"):
+        saver.prune("t")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown prune strategy"):
+        saver.prune(["t"], strategy="oldest")
+
+
+def test_delete_for_runs_matches_inmemory_semantics(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=SEALING)
+    ids = {}
+    parent = None
+    for step in range(6):
+        parent = ids[step] = _put(saver, "t", "", parent, step, run_id=f"run-{step % 2}")
+    sub = _put(saver, "t", "sub:1", None, 10, run_id="run-1")
+    _put(saver, "u", "", None, 11, run_id="run-1")
+    saver.delete_for_runs(["run-1"])
+    left = _ids(saver.list(None))
+    assert sorted(left) == sorted(ids[s] for s in (0, 2, 4)) and sub not in left
+    # the latest is now run-0's step 4: a run continuing from there is accepted
+    _put(saver, "t", "", ids[4], 20)
+
+
+def test_emptied_namespace_reads_as_empty_and_accepts_a_new_lineage(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store)
+    first = _put(saver, "t", "", None, 0, run_id="gone")
+    saver.delete_for_runs(["gone"])
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+    assert list(saver.list(None)) == []
+    from langgraph_handoff import StaleWriterError
+
+    with pytest.raises(StaleWriterError, match="no checkpoints any more"):
+        _put(ObjectStoreSaver(store), "t", "", first, 1)  # continuing a deleted checkpoint
+    _put(saver, "t", "", None, 2)  # a new run on the emptied thread
+    assert len(list(saver.list(None))) == 1
+
+
+def test_state_history_after_many_steps_equals_inmemory(store: StoreBase) -> None:
+    """A long thread crosses many sealed segments; history and state stay exact."""
+    from tests.test_request_counts import five_nodes
+
+    def run(saver: Any) -> Any:
+        graph = five_nodes().compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "long"}}
+        for i in range(12):
+            graph.invoke({"messages": [{"role": "user", "content": f"turn {i}"}]}, cfg)
+        return [(h.values, h.next, h.metadata["step"]) for h in graph.get_state_history(cfg)]
+
+    assert run(ObjectStoreSaver(store, layout=Layout(head_max_records=10, head_keep=3))) == run(InMemorySaver())
