@@ -93,7 +93,12 @@ class Layout:
             object instead of inline in the head.
         head_max_records: seal older checkpoints into a segment when the head holds more.
         head_max_bytes: ... or when the encoded head grows past this.
-        head_keep: how many newest checkpoints stay in the head after sealing.
+        head_max_overhead: ... or when it is this many times bigger than the latest checkpoint
+            alone (and over ``head_overhead_floor`` bytes): big states then cost a reader about
+            one copy of the state, not one per checkpoint in the window.
+        head_overhead_floor: heads smaller than this are never sealed for overhead.
+        head_keep: how many newest checkpoints stay in the head after sealing by count (sealing
+            by size keeps only the latest).
         fold_max_bytes: writes documents up to this size are folded into the head.
         writes_page: LIST page size used next to the head GET when reading the latest checkpoint.
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
@@ -104,6 +109,8 @@ class Layout:
     blob_threshold: int = 256 * 1024
     head_max_records: int = 64
     head_max_bytes: int = 1024 * 1024
+    head_max_overhead: float = 2.0
+    head_overhead_floor: int = 256 * 1024
     head_keep: int = 4
     fold_max_bytes: int = 16 * 1024
     writes_page: int = 100
@@ -126,9 +133,7 @@ class Layout:
 def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]:
     conf = (config or {}).get("configurable")
     if not isinstance(conf, Mapping):
-        raise InvalidConfigError(
-            f"{what} needs config={{'configurable': {{'thread_id': ...}}}}; got {config!r}"
-        )
+        raise InvalidConfigError(f"{what} needs config={{'configurable': {{'thread_id': ...}}}}; got {config!r}")
     if conf.get("thread_id") is None:
         raise InvalidConfigError(
             f"{what} needs config['configurable']['thread_id'] (the conversation's id); got keys "
@@ -153,6 +158,16 @@ def _tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig
 
 def _backoff(layout: Layout, attempt: int) -> float:
     return min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5)
+
+
+def _inline_size(rec: Record, table: PayloadTable) -> int:
+    """Bytes one checkpoint needs in a head: its record plus the inline values it references."""
+    size = len(rec.checkpoint[1]) + len(rec.metadata[1]) + 64
+    for ch, (origin, _v) in rec.values.items():
+        payload = table.get(origin, {}).get(ch)
+        if isinstance(payload, Inline):
+            size += len(payload.data) + len(ch)
+    return size
 
 
 def _folded_size(folded: Folded) -> int:
@@ -201,9 +216,7 @@ class _RecordStream:
             (r, head.payloads) for _, r in sorted(head.records.items(), reverse=True) if self._wanted(r.id)
         )
         self.seen = set(head.records)
-        self.segments: deque[SegmentRef] = deque(
-            s for s in head.segments if below is None or s.first_id < below
-        )
+        self.segments: deque[SegmentRef] = deque(s for s in head.segments if below is None or s.first_id < below)
 
     def _wanted(self, checkpoint_id: str) -> bool:
         return self.below is None or checkpoint_id < self.below
@@ -303,7 +316,9 @@ class SaverPlans:
             return self.serde.loads_typed((payload.type, payload.data))
         return self.serde.loads_typed((payload.type, blobs[blob_key]))
 
-    def _blob_gets(self, thread_id: str, ns: str, rec: Record, table: PayloadTable, channels: Iterable[str]) -> list[str]:
+    def _blob_gets(
+        self, thread_id: str, ns: str, rec: Record, table: PayloadTable, channels: Iterable[str]
+    ) -> list[str]:
         out = []
         for ch in channels:
             origin, _v = rec.values[ch]
@@ -347,7 +362,7 @@ class SaverPlans:
             tasks.append((doc.task_id, doc.task_path, doc.items))
             self._cache.remember_writes(thread_id, ns, rec.id, doc.task_id, Folded(obj.etag, doc.task_path, doc.items))
         blobs: dict[str, bytes] = {}
-        for key, obj in zip(blob_keys, results[len(want) :]):
+        for key, obj in zip(blob_keys, results[len(want) :], strict=True):
             if obj is None:
                 raise CorruptObjectError(key, f"checkpoint {rec.id!r} references this value but it is missing")
             blobs[key] = rec_io.decode_blob(obj.body, key=key)
@@ -436,7 +451,10 @@ class SaverPlans:
                 typ, data = self.serde.dumps_typed(value)
                 if len(data) >= self.layout.blob_threshold:
                     digest = hashlib.sha256(data).hexdigest()[:32]
-                    memo[ch] = (BlobRef(typ, digest, len(data)), rec_io.encode_blob(data, schema_version=self.layout.schema_version))
+                    memo[ch] = (
+                        BlobRef(typ, digest, len(data)),
+                        rec_io.encode_blob(data, schema_version=self.layout.schema_version),
+                    )
                 else:
                     memo[ch] = (Inline(typ, data), None)
             payload, blob_body = memo[ch]
@@ -466,7 +484,11 @@ class SaverPlans:
             target = records.get(cid)
             if target is None:
                 continue
-            add = {t: f for t, f in tasks.items() if target.writes.get(t) != f and _folded_size(f) <= self.layout.fold_max_bytes}
+            add = {
+                t: f
+                for t, f in tasks.items()
+                if target.writes.get(t) != f and _folded_size(f) <= self.layout.fold_max_bytes
+            }
             if add:
                 records[cid] = replace(target, writes={**target.writes, **add})
         new = Head(
@@ -479,19 +501,31 @@ class SaverPlans:
         )
         schema = self.layout.schema_version
         body = rec_io.encode_head(new, schema_version=schema)
-        too_many = len(records) > self.layout.head_max_records
-        too_big = len(body) > self.layout.head_max_bytes and len(records) > self.layout.head_keep
+        layout = self.layout
+        too_many = len(records) > layout.head_max_records
+        too_big = len(records) > 1 and (
+            len(body) > layout.head_max_bytes
+            or (
+                len(body) > layout.head_overhead_floor
+                and len(body) > layout.head_max_overhead * _inline_size(record, new.payloads)
+            )
+        )
         if not (too_many or too_big):
             return new, body, None
+        keep = 1 if too_big else layout.head_keep
         ids = sorted(records)
-        sealed, kept = ids[: -self.layout.head_keep], ids[-self.layout.head_keep :]
+        sealed, kept = ids[:-keep], ids[-keep:]
         seg_records = {i: records[i] for i in sealed}
         segment = Segment(thread_id, ns, seg_records, payloads_for(seg_records.values(), new.payloads))
         suffix = keys.segment_suffix(sealed[0], secrets.token_hex(4))
         ref = SegmentRef(suffix, sealed[0], sealed[-1], len(sealed))
         new = replace(new.with_records({i: records[i] for i in kept}, new.payloads), segments=(ref, *new.segments))
         body = rec_io.encode_head(new, schema_version=schema)
-        return new, body, (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema))
+        return (
+            new,
+            body,
+            (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema)),
+        )
 
     def _plan_put(
         self,
@@ -511,6 +545,10 @@ class SaverPlans:
         source = md.get("source")
         hkey = keys.head_key(thread_id, ns)
         state = self._cache.get(thread_id, ns)
+        # ``fresh``: the head was just read from the store. The cache is shared by every thread of
+        # this process and may lag behind (another thread's older read can land after our newer
+        # write), so a conflict is only ever decided against a fresh read.
+        fresh = not state.known
         if state.known:
             head, etag = state.head, state.etag
         else:
@@ -522,6 +560,11 @@ class SaverPlans:
             saw_empty = parent_id is None and state.empty_reads > 0
             intent = PutIntent(thread_id, ns, cid, parent_id, source, saw_empty=saw_empty)
             conflict = check_put(head, intent)
+            if conflict is not None and not fresh:
+                head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
+                self._cache.observe(thread_id, ns, head, etag)
+                fresh = True
+                conflict = check_put(head, intent)
             if conflict is not None:
                 if saw_empty:
                     self._cache.use_empty_read(thread_id, ns)
@@ -545,8 +588,13 @@ class SaverPlans:
             except (PreconditionFailedError, UnknownOutcomeError):
                 head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
                 self._cache.observe(thread_id, ns, head, etag)
+                fresh = True
                 landed = head.records.get(cid) if head is not None else None
-                if landed is not None and (landed.checkpoint, landed.metadata, landed.parent) == (cp_typed, md_typed, record.parent):
+                if landed is not None and (landed.checkpoint, landed.metadata, landed.parent) == (
+                    cp_typed,
+                    md_typed,
+                    record.parent,
+                ):
                     self._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
                     return _tuple_config(thread_id, ns, cid)  # our write had landed after all
                 if attempt + 1 < self.layout.max_attempts:
@@ -663,7 +711,7 @@ class SaverPlans:
                 ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
             results = list((yield Batch(tuple(ops))))
             streams: list[tuple[_RecordStream, _WritesCursor]] = []
-            for hk, obj, page in zip(group, results[0::2], results[1::2]):
+            for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
                 if obj is None:
                     continue
                 head = rec_io.decode_head(obj.body, key=obj.key)
@@ -708,12 +756,16 @@ class SaverPlans:
             ref = stream.segments.popleft()
             seg = yield from self._load_segment(stream.thread_id, stream.ns, ref)
             if seg is None:
-                fresh, _ = self._head_from((yield Get(keys.head_key(stream.thread_id, stream.ns))), stream.thread_id, stream.ns)
+                fresh, _ = self._head_from(
+                    (yield Get(keys.head_key(stream.thread_id, stream.ns))), stream.thread_id, stream.ns
+                )
                 if fresh is not None and ref in fresh.segments:
                     raise self._missing_segment(stream.thread_id, stream.ns, ref)
                 # pruned meanwhile: continue below what we already passed, from the new manifest
                 floor = ref.first_id
-                stream.segments = deque(s for s in (fresh.segments if fresh else ()) if s.first_id < floor and s not in stream.segments)
+                stream.segments = deque(
+                    s for s in (fresh.segments if fresh else ()) if s.first_id < floor and s not in stream.segments
+                )
                 continue
             stream.add_segment(seg)
         return None
@@ -737,7 +789,7 @@ class SaverPlans:
         segments: dict[str, Segment] = {}
         if head is not None and head.segments:
             objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
-            for ref, obj in zip(head.segments, objs):
+            for ref, obj in zip(head.segments, objs, strict=True):
                 if obj is None:
                     raise self._missing_segment(thread_id, ns, ref)
                 segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
@@ -787,13 +839,19 @@ class SaverPlans:
                 ids = sorted(left)
                 suffix = keys.segment_suffix(ids[0], secrets.token_hex(4))
                 new_seg = Segment(thread_id, ns, left, payloads_for(left.values(), seg.payloads))
-                new_segments.append((keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(new_seg, schema_version=schema)))
+                new_segments.append(
+                    (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(new_seg, schema_version=schema))
+                )
                 new_refs.append(SegmentRef(suffix, ids[0], ids[-1], len(ids)))
-            new_head = Head(thread_id, ns, kept_head, payloads_for(kept_head.values(), head.payloads), tuple(new_refs), head.extra)
+            new_head = Head(
+                thread_id, ns, kept_head, payloads_for(kept_head.values(), head.payloads), tuple(new_refs), head.extra
+            )
             for key, body in new_segments:
                 yield Put(key, body, if_none_match=True)
             try:
-                new_etag = yield Put(keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag)
+                new_etag = yield Put(
+                    keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag
+                )
             except (PreconditionFailedError, UnknownOutcomeError):
                 # A writer moved the head: our new segments are orphans; start over from fresh state.
                 if new_segments:
@@ -807,7 +865,7 @@ class SaverPlans:
                 parsed = keys.parse_writes_key(info.key)
                 if parsed is not None and parsed[0] in drop:
                     garbage.append(info.key)
-            still = set()
+            still: set[str] = set()
             for r in [*kept_head.values(), *(r for s in segments.values() for r in s.records.values())]:
                 if r.id not in drop:
                     still.update(o for o, _ in r.origins())
@@ -909,12 +967,17 @@ class SaverPlans:
                     if obj is None:
                         continue
                     doc = rec_io.decode_writes(obj.body, key=obj.key)
-                    puts.append(Put(keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id), rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema)))
+                    puts.append(
+                        Put(
+                            keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id),
+                            rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema),
+                        )
+                    )
             src_blobs, dst_blobs = keys.blobs_prefix(src, ns), keys.blobs_prefix(dst, ns)
             for chunk in _chunks([i.key for i in blobs], 64):
-                for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk)))):
+                for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk))), strict=True):
                     if obj is not None:
-                        puts.append(Put(dst_blobs + key[len(src_blobs):], obj.body))
+                        puts.append(Put(dst_blobs + key[len(src_blobs) :], obj.body))
             for chunk in _chunks(puts, 64):
                 yield Batch(tuple(chunk))
             # The head goes last and create-only: the copy becomes visible whole, or not at all.
@@ -922,14 +985,18 @@ class SaverPlans:
             # readers simply fetch them once.
             new_head = replace(head, thread_id=dst)
             try:
-                yield Put(keys.head_key(dst, ns), rec_io.encode_head(new_head, schema_version=schema), if_none_match=True)
+                yield Put(
+                    keys.head_key(dst, ns), rec_io.encode_head(new_head, schema_version=schema), if_none_match=True
+                )
             except PreconditionFailedError:
                 raise ThreadExistsError(dst) from None
         self._cache.forget_thread(dst)
         return None
 
     # -- get_delta_channel_history ---------------------------------------------------------------
-    def _plan_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Plan[dict[str, DeltaChannelHistory]]:
+    def _plan_delta_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Plan[dict[str, DeltaChannelHistory]]:
         if not channels:
             return {}
         thread_id, ns_or_none, cid = _target(config, "get_delta_channel_history")
