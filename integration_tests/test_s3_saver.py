@@ -67,10 +67,11 @@ def test_threads_racing_on_s3(fresh: bool, durability: str, s3_store: Any) -> No
             race_once(ObjectStoreSaver(s3_store), thread_id, "seed", "sync")
             prefix = check_linear_history(ObjectStoreSaver(s3_store), thread_id)
         outcomes: dict[str, str] = {}
-        threads = [
-            threading.Thread(target=lambda r=f"r{i}": outcomes.__setitem__(r, race_once(saver, thread_id, r, durability)))
-            for i in range(racers)
-        ]
+
+        def run(racer: str, saver: BarrierSaver = saver, thread_id: str = thread_id, outcomes: dict = outcomes) -> None:
+            outcomes[racer] = race_once(saver, thread_id, racer, durability)
+
+        threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(racers)]
         for t in threads:
             t.start()
         for t in threads:

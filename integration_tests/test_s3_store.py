@@ -30,9 +30,11 @@ def _race(store: S3Store, rounds: int, racers: int) -> dict[str, int]:
         key = f"race/{rnd}"
         etag = store.put(key, b"start", if_none_match=True)
         barrier = threading.Barrier(racers)
-        winners = []
+        winners: list[int] = []
 
-        def racer(i: int) -> None:
+        def racer(
+            i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
+        ) -> None:
             barrier.wait()
             try:
                 store.put(key, f"racer-{i}".encode(), if_match=etag)
@@ -68,7 +70,9 @@ def test_lost_races_reported_as_500_surface_as_unknown_outcome() -> None:
     """With client retries off, RGW answers most race losers with HTTP 500: they must surface as
     UnknownOutcomeError (never as success, never as an opaque error)."""
     client = boto3.client(
-        "s3", endpoint_url=S3_ENDPOINT, config=Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=16)
+        "s3",
+        endpoint_url=S3_ENDPOINT,
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=16),
     )
     store = S3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", client=client, max_workers=16)
     try:

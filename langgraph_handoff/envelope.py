@@ -128,6 +128,6 @@ def decode_msgpack(data: bytes, *, key: str, expect: Kind) -> tuple[Any, Envelop
     env = decode(data, key=key, expect=expect)
     try:
         obj = msgpack.unpackb(env.body, raw=False, strict_map_key=False)
-    except Exception as exc:  # msgpack raises several unrelated types
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
         raise CorruptObjectError(key, f"body is not valid msgpack: {exc}") from None
     return obj, env

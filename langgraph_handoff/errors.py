@@ -104,8 +104,7 @@ class StaleWriterError(ConflictError):
         self.checkpoint_id = checkpoint_id
         where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
         detail = reason or (
-            f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint "
-            f"is now {latest!r}"
+            f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint is now {latest!r}"
         )
         super().__init__(
             f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. "

@@ -119,9 +119,7 @@ def validate_thread_id(thread_id: object) -> str:
     non-ASCII ids are all encoded safely by :func:`encode_segment`.
     """
     if thread_id is None:
-        raise InvalidThreadIdError(
-            "thread_id is missing: pass config={'configurable': {'thread_id': '...'}}"
-        )
+        raise InvalidThreadIdError("thread_id is missing: pass config={'configurable': {'thread_id': '...'}}")
     tid = thread_id if isinstance(thread_id, str) else str(thread_id)
     if tid == "":
         raise InvalidThreadIdError("thread_id is empty: use a non-empty string such as a uuid4")
@@ -142,9 +140,7 @@ def validate_namespace(checkpoint_ns: object) -> str:
     try:
         ns.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidThreadIdError(
-            f"checkpoint_ns {ns!r} is not valid Unicode ({exc.reason})"
-        ) from None
+        raise InvalidThreadIdError(f"checkpoint_ns {ns!r} is not valid Unicode ({exc.reason})") from None
     return ns
 
 

@@ -118,38 +118,69 @@ def subgraph_with_interrupt() -> Any:
     return g
 
 
-def parallel_with_failure(fail_times: int) -> Any:
-    """fan-out x, y, z in parallel; y fails ``fail_times`` times, then succeeds.
+def _signal_stored_writes(saver: BaseCheckpointSaver, events: dict[str, threading.Event]) -> None:
+    """Set ``events[item]`` once the saver has *stored* a task write ``{"trail": [item]}``.
 
-    y fails only after x and z have finished (events, not sleeps), so every saver sees the same
-    run: x's and z's writes stored, y's error stored, and the retry re-runs y alone.
+    LangGraph commits a finished task's writes in a callback after the node returns; if a sibling
+    fails first, the loop may shut down before that commit (LangGraph logs "cannot schedule new
+    futures after shutdown") and the writes are gone, with any saver. Waiting for the stored
+    writes, not for the node function, makes the run the same for every saver.
+    """
+    put_writes, aput_writes = saver.put_writes, saver.aput_writes
+
+    def note(writes: Any) -> None:
+        for channel, value in writes:
+            if channel == "trail":
+                for item in value:
+                    if item in events:
+                        events[item].set()
+
+    def hooked(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        put_writes(config, writes, task_id, task_path)
+        note(writes)
+
+    async def ahooked(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await aput_writes(config, writes, task_id, task_path)
+        note(writes)
+
+    saver.put_writes = hooked  # type: ignore[method-assign]
+    saver.aput_writes = ahooked  # type: ignore[method-assign]
+
+
+def parallel_with_failure(saver: BaseCheckpointSaver, durability: str) -> Any:
+    """x, y, z in parallel; y fails once (after x's and z's writes are stored), then succeeds.
+
+    With ``durability="exit"`` nothing is stored mid-run, so there is no stored state to wait
+    for: y then runs after x (sequentially) and z is left out, which keeps the run deterministic.
     """
     calls = {"y": 0}
     done = {"x": threading.Event(), "z": threading.Event()}
-
-    def sibling(name: str) -> Callable[[State], dict[str, Any]]:
-        def node(s: State) -> dict[str, Any]:
-            done[name].set()
-            return {"trail": [name]}
-
-        return node
+    parallel = durability != "exit"
+    if parallel:
+        _signal_stored_writes(saver, done)
 
     def y(s: State) -> dict[str, Any]:
         calls["y"] += 1
-        if calls["y"] <= fail_times:
-            for ev in done.values():
-                assert ev.wait(30), "sibling task never ran"
+        if calls["y"] == 1:
+            if parallel:
+                for ev in done.values():
+                    assert ev.wait(30), "sibling writes were never stored"
             raise ValueError("boom")
         return {"trail": ["y"]}
 
     g = StateGraph(State)
-    g.add_node("x", sibling("x"))
+    g.add_node("x", lambda s: {"trail": ["x"]})
     g.add_node("y", y)
-    g.add_node("z", sibling("z"))
+    g.add_node("z", lambda s: {"trail": ["z"]})
     g.add_node("join", lambda s: {"answer": ",".join(sorted(s["trail"]))})
-    for n in ("x", "y", "z"):
-        g.add_edge(START, n)
-        g.add_edge(n, "join")
+    if parallel:
+        for n in ("x", "y", "z"):
+            g.add_edge(START, n)
+            g.add_edge(n, "join")
+    else:
+        g.add_edge(START, "x")
+        g.add_edge("x", "y")
+        g.add_edge("y", "join")
     g.add_edge("join", END)
     return g
 
@@ -208,7 +239,7 @@ def scenario_update_and_time_travel(saver: BaseCheckpointSaver, durability: str,
 
 
 def scenario_parallel_error_retry(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
-    graph = parallel_with_failure(fail_times=1).compile(checkpointer=saver)
+    graph = parallel_with_failure(saver, durability).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": thread}}
     out: list[Any] = []
     try:
@@ -248,7 +279,7 @@ async def ascenario_interrupt_resume(saver: BaseCheckpointSaver, durability: str
 
 
 async def ascenario_parallel_error_retry(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
-    graph = parallel_with_failure(fail_times=1).compile(checkpointer=saver)
+    graph = parallel_with_failure(saver, durability).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": thread}}
     out: list[Any] = []
     try:

@@ -87,7 +87,7 @@ def _saved_thread(store: StoreBase) -> ObjectStoreSaver:
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
 def test_corrupt_head_raises_naming_the_key(damage: str, store: StoreBase) -> None:
-    saver = _saved_thread(store)
+    _saved_thread(store)
     key = keys.head_key("t", "")
     body = store.get(key).body
     damaged = {
@@ -125,7 +125,7 @@ def test_future_envelope_format_is_refused(store: StoreBase) -> None:
     data = bytearray(store.get(key).body)
     struct.pack_into(">H", data, 4, 2)
     store.put(key, bytes(data))
-    with pytest.raises(EnvelopeVersionError, match="format 2.*up to 1.*Upgrade"):
+    with pytest.raises(EnvelopeVersionError, match=r"format 2.*up to 1.*Upgrade"):
         ObjectStoreSaver(store).get_tuple({"configurable": {"thread_id": "t"}})
 
 

@@ -51,7 +51,7 @@ def test_segments_are_safe_and_reversible(value: str) -> None:
 
 
 def test_segment_encoding_is_injective_and_case_safe() -> None:
-    values = HOSTILE + ["A", "a", "%61", "", "~", "-"]
+    values = [*HOSTILE, "A", "a", "%61", "", "~", "-"]
     segs = [keys.encode_segment(v) for v in values]
     assert len(set(segs)) == len(set(values))
     # "A" and "a" must differ even on a case-insensitive file system

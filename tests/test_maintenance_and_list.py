@@ -22,8 +22,15 @@ def _put(saver: ObjectStoreSaver, thread: str, ns: str, parent: str | None, step
     cfg: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
     if parent:
         cfg["configurable"]["checkpoint_id"] = parent
-    cp = {"v": 4, "id": cid, "ts": "", "channel_values": {"x": "v" * 100, "step": step},
-          "channel_versions": {"x": 1, "step": step + 1}, "versions_seen": {}, "updated_channels": None}
+    cp = {
+        "v": 4,
+        "id": cid,
+        "ts": "",
+        "channel_values": {"x": "v" * 100, "step": step},
+        "channel_versions": {"x": 1, "step": step + 1},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
     saver.put(cfg, cp, {"source": "loop", "step": step, "parents": {}, **md}, {"x": 1, "step": step + 1})
     return cid
 
@@ -47,7 +54,9 @@ def test_list_orders_globally_and_before_crosses_namespaces(store: StoreBase, la
     assert root == order[-2::-2]  # steps 6, 4, 2, 0
     # before= a *root* id, on the subgraph namespace: what LangGraph's replay does
     before = {"configurable": {"checkpoint_id": order[4]}}
-    sub_before = _ids(saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": "sub:1"}}, before=before, limit=1))
+    sub_before = _ids(
+        saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": "sub:1"}}, before=before, limit=1)
+    )
     assert sub_before == [order[3]]
     # filter applies before limit; a missing key matches None (InMemorySaver's rule)
     run1 = _ids(saver.list({"configurable": {"thread_id": "t"}}, filter={"run_id": "run-1"}, limit=2))
@@ -67,9 +76,20 @@ def test_copy_thread_is_complete_and_refuses_to_merge(store: StoreBase, layout: 
     src = list(saver.list({"configurable": {"thread_id": "src"}}))
     saver.copy_thread("src", "dst")
     dst = list(saver.list({"configurable": {"thread_id": "dst"}}))
-    strip = lambda ts: [(t.config["configurable"]["checkpoint_ns"], t.config["configurable"]["checkpoint_id"],  # noqa: E731
-                         t.checkpoint, t.metadata, t.pending_writes,
-                         t.parent_config and t.parent_config["configurable"]["checkpoint_id"]) for t in ts]
+
+    def strip(ts: list[Any]) -> list[Any]:
+        return [
+            (
+                t.config["configurable"]["checkpoint_ns"],
+                t.config["configurable"]["checkpoint_id"],
+                t.checkpoint,
+                t.metadata,
+                t.pending_writes,
+                t.parent_config and t.parent_config["configurable"]["checkpoint_id"],
+            )
+            for t in ts
+        ]
+
     assert strip(dst) == strip(src) and len(src) > 10
     with pytest.raises(ThreadExistsError):
         saver.copy_thread("src", "dst")
@@ -88,8 +108,10 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
     saver = ObjectStoreSaver(store, layout=layout)
     scenario_update_and_time_travel(saver, "sync", "t")
     scenario_update_and_time_travel(saver, "sync", "keep-me")
-    before = {ns: saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
-              for ns in {t.config["configurable"]["checkpoint_ns"] for t in saver.list({"configurable": {"thread_id": "t"}})}}
+    before = {
+        ns: saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ns}})
+        for ns in {t.config["configurable"]["checkpoint_ns"] for t in saver.list({"configurable": {"thread_id": "t"}})}
+    }
     other_before = list(saver.list({"configurable": {"thread_id": "keep-me"}}))
     saver.prune(["t"])
     after = list(saver.list({"configurable": {"thread_id": "t"}}))
@@ -109,7 +131,9 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
             assert keys.parse_blob_key(info.key) in kept, info.key
         else:
             pytest.fail(f"left behind: {info.key}")
-    assert [t.checkpoint for t in saver.list({"configurable": {"thread_id": "keep-me"}})] == [t.checkpoint for t in other_before]
+    assert [t.checkpoint for t in saver.list({"configurable": {"thread_id": "keep-me"}})] == [
+        t.checkpoint for t in other_before
+    ]
     # and the pruned thread still resumes
     from tests.graph_scenarios import subgraph_with_interrupt
 

@@ -34,7 +34,7 @@ def test_threads_racing_on_one_thread(kind: str, fresh: bool, durability: str, t
         prefix = [] if fresh else _seed(ObjectStoreSaver(store), thread_id)
         outcomes: dict[str, str] = {}
 
-        def run(racer: str) -> None:
+        def run(racer: str, saver: BarrierSaver = saver, thread_id: str = thread_id, outcomes: dict = outcomes) -> None:
             outcomes[racer] = race_once(saver, thread_id, racer, durability)
 
         threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(RACERS)]

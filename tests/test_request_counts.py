@@ -7,6 +7,7 @@ unchanged channel values never rewritten.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Annotated, Any
 
@@ -29,7 +30,7 @@ def five_nodes() -> StateGraph:
     for n in names:
         g.add_node(n, lambda s, n=n: {"messages": [{"role": "ai", "content": f"{n} " + "x" * 100}]})
     g.add_edge(START, names[0])
-    for a, b in zip(names, names[1:]):
+    for a, b in itertools.pairwise(names):
         g.add_edge(a, b)
     g.add_edge(names[-1], END)
     return g

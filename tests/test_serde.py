@@ -101,8 +101,15 @@ def test_with_allowlist_copy_shares_store_and_cache() -> None:
     assert clone.store is saver.store and clone._cache is saver._cache and clone.layout is saver.layout
     cfg = clone.put(
         {"configurable": {"thread_id": "t"}},
-        {"v": 4, "id": "1f0c0a2e-3b4d-6e5f-8a9b-0c1d2e3f4a5b", "ts": "", "channel_values": {"a": 1},
-         "channel_versions": {"a": 1}, "versions_seen": {}, "updated_channels": None},
+        {
+            "v": 4,
+            "id": "1f0c0a2e-3b4d-6e5f-8a9b-0c1d2e3f4a5b",
+            "ts": "",
+            "channel_values": {"a": 1},
+            "channel_versions": {"a": 1},
+            "versions_seen": {},
+            "updated_channels": None,
+        },
         {"source": "input"},
         {"a": 1},
     )

@@ -140,9 +140,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
                 kwargs.setdefault("region_name", query["region"])
             store = S3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
         else:
-            raise InvalidConfigError(
-                f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix"
-            )
+            raise InvalidConfigError(f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix")
         return cls(store, serde=serde, layout=layout)
 
     def setup(self) -> None:

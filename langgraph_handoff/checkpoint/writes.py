@@ -36,9 +36,7 @@ def slot_items(writes: Sequence[tuple[str, Any]], dumps_typed: Any) -> tuple[Wri
     return tuple(slots.values())
 
 
-def merge_items(
-    stored: Iterable[WriteItem], incoming: Iterable[WriteItem]
-) -> tuple[WriteItem, ...]:
+def merge_items(stored: Iterable[WriteItem], incoming: Iterable[WriteItem]) -> tuple[WriteItem, ...]:
     """Merge a repeated ``put_writes`` of the same task into what is stored.
 
     >>> a = WriteItem(0, "ch", "msgpack", b"1")

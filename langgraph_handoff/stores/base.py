@@ -137,15 +137,11 @@ class ObjectStore(Protocol):
 
     def get(self, key: str) -> StoredObject | None: ...
 
-    def put(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str: ...
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str: ...
 
     def delete(self, key: str, *, if_match: str | None = None) -> None: ...
 
-    def list_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult: ...
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult: ...
 
     def close(self) -> None: ...
 
@@ -156,15 +152,11 @@ class AsyncObjectStore(Protocol):
 
     async def aget(self, key: str) -> StoredObject | None: ...
 
-    async def aput(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str: ...
+    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str: ...
 
     async def adelete(self, key: str, *, if_match: str | None = None) -> None: ...
 
-    async def alist_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult: ...
+    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult: ...
 
     async def aclose(self) -> None: ...
 
@@ -184,9 +176,7 @@ class StoreBase(ABC):
         """The object at ``key`` with its ETag, or None."""
 
     @abstractmethod
-    def put(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         """Store ``body``; returns the new ETag."""
 
     @abstractmethod
@@ -194,9 +184,7 @@ class StoreBase(ABC):
         """Remove ``key`` (no error if missing)."""
 
     @abstractmethod
-    def list_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         """One page of keys under ``prefix``, ascending, strictly after ``start_after``."""
 
     def delete_many(self, keys: Sequence[str]) -> None:
@@ -204,29 +192,21 @@ class StoreBase(ABC):
         for key in keys:
             self.delete(key)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: stores without resources keep it empty
         """Release resources (thread pools, clients). Safe to call twice."""
 
     # -- async primitives ------------------------------------------------------------------------
     async def aget(self, key: str) -> StoredObject | None:
         return await asyncio.to_thread(self.get, key)
 
-    async def aput(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
-        return await asyncio.to_thread(
-            self.put, key, body, if_match=if_match, if_none_match=if_none_match
-        )
+    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        return await asyncio.to_thread(self.put, key, body, if_match=if_match, if_none_match=if_none_match)
 
     async def adelete(self, key: str, *, if_match: str | None = None) -> None:
         await asyncio.to_thread(self.delete, key, if_match=if_match)
 
-    async def alist_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
-        return await asyncio.to_thread(
-            self.list_page, prefix, start_after=start_after, max_keys=max_keys
-        )
+    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
+        return await asyncio.to_thread(self.list_page, prefix, start_after=start_after, max_keys=max_keys)
 
     async def adelete_many(self, keys: Sequence[str]) -> None:
         await asyncio.to_thread(self.delete_many, keys)
@@ -254,9 +234,7 @@ class StoreBase(ABC):
         if isinstance(op, Get):
             return await self.aget(op.key)
         if isinstance(op, Put):
-            return await self.aput(
-                op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match
-            )
+            return await self.aput(op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match)
         if isinstance(op, Delete):
             return await self.adelete(op.key, if_match=op.if_match)
         if isinstance(op, ListPage):
@@ -273,7 +251,7 @@ class StoreBase(ABC):
         for op in ops:
             try:
                 results.append(self.run(op))
-            except Exception as exc:  # noqa: BLE001 - re-raised below
+            except Exception as exc:  # noqa: BLE001 - re-raised once every operation finished
                 results.append(None)
                 first_error = first_error or exc
         if first_error is not None:
@@ -288,9 +266,7 @@ class StoreBase(ABC):
         return list(outcomes)
 
     # -- listings --------------------------------------------------------------------------------
-    def list(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
+    def list(self, prefix: str, *, start_after: str | None = None, page_size: int = 1000) -> Iterator[ObjectInfo]:
         """Every key under ``prefix`` in ascending order, fetching pages lazily."""
         cursor = start_after
         while True:

@@ -23,8 +23,8 @@ import fcntl
 import hashlib
 import os
 import secrets
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from langgraph_handoff.errors import InvalidKeyError, PreconditionFailedError, StoreError
@@ -121,9 +121,7 @@ class LocalStore(StoreBase):
             return None
         return StoredObject(key=key, body=body, etag=content_etag(body))
 
-    def put(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         path = self._path(key)
         body = bytes(body)
         with self._locked(key):
@@ -199,9 +197,7 @@ class LocalStore(StoreBase):
                 raise
             d = d.parent
 
-    def list_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
         # Walk only the deepest directory the prefix pins down, then sort full keys: a per-directory
         # sort would not give S3's global byte order ("a-b" < "a/b").

@@ -53,9 +53,7 @@ class MemoryStore(StoreBase):
             return None
         return StoredObject(key=key, body=found[0], etag=found[1])
 
-    def put(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         validate_key(key)
         body = bytes(body)
         etag = content_etag(body)
@@ -81,9 +79,7 @@ class MemoryStore(StoreBase):
             del self._objects[key]
             del self._keys[bisect.bisect_left(self._keys, key)]
 
-    def list_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
         with self._lock:
             lo = bisect.bisect_left(self._keys, prefix)
@@ -105,17 +101,13 @@ class MemoryStore(StoreBase):
     async def aget(self, key: str) -> StoredObject | None:
         return self.get(key)
 
-    async def aput(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         return self.put(key, body, if_match=if_match, if_none_match=if_none_match)
 
     async def adelete(self, key: str, *, if_match: str | None = None) -> None:
         self.delete(key, if_match=if_match)
 
-    async def alist_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         return self.list_page(prefix, start_after=start_after, max_keys=max_keys)
 
     async def adelete_many(self, keys) -> None:  # type: ignore[no-untyped-def]

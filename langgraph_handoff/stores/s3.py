@@ -29,9 +29,9 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from langgraph_handoff.errors import (
     PreconditionFailedError,
@@ -191,9 +191,7 @@ class S3Store(StoreBase):
 
         return self._retry_idempotent(f"GET {full}", call)
 
-    def put(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         full = self._full(key)
         if if_match is None and not if_none_match:
             resp = self._retry_idempotent(
@@ -202,9 +200,7 @@ class S3Store(StoreBase):
             return _strip(resp["ETag"])
         return self._conditional_put(key, full, body, if_match, if_none_match)
 
-    def _conditional_put(
-        self, key: str, full: str, body: bytes, if_match: str | None, if_none_match: bool
-    ) -> str:
+    def _conditional_put(self, key: str, full: str, body: bytes, if_match: str | None, if_none_match: bool) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, "Body": body}
@@ -277,19 +273,15 @@ class S3Store(StoreBase):
         fulls = [self._full(k) for k in keys]
         for i in range(0, len(fulls), 1000):
             chunk = [{"Key": k} for k in fulls[i : i + 1000]]
-            resp = self._retry_idempotent(
-                "DeleteObjects",
-                lambda chunk=chunk: self.client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}
-                ),
+            request = {"Objects": chunk, "Quiet": True}
+            resp: dict[str, Any] = self._retry_idempotent(
+                "DeleteObjects", functools.partial(self.client.delete_objects, Bucket=self.bucket, Delete=request)
             )
             errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
             if errors:
                 raise StoreError(f"DeleteObjects failed for {len(errors)} keys, e.g. {errors[0]}")
 
-    def list_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
         kwargs: dict[str, Any] = {
             "Bucket": self.bucket,
@@ -316,7 +308,7 @@ class S3Store(StoreBase):
         for fut in futures:
             try:
                 results.append(fut.result())
-            except Exception as exc:  # noqa: BLE001 - re-raised after all finished
+            except Exception as exc:  # noqa: BLE001 - re-raised once every operation finished
                 results.append(None)
                 first_error = first_error or exc
         if first_error is not None:
@@ -330,9 +322,7 @@ class S3Store(StoreBase):
     async def aget(self, key: str) -> StoredObject | None:
         return await self._in_pool(self.get, key)
 
-    async def aput(
-        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
+    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         return await self._in_pool(self.put, key, body, if_match=if_match, if_none_match=if_none_match)
 
     async def adelete(self, key: str, *, if_match: str | None = None) -> None:
@@ -341,9 +331,7 @@ class S3Store(StoreBase):
     async def adelete_many(self, keys: Sequence[str]) -> None:
         await self._in_pool(self.delete_many, keys)
 
-    async def alist_page(
-        self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000
-    ) -> ListResult:
+    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         return await self._in_pool(self.list_page, prefix, start_after=start_after, max_keys=max_keys)
 
     def close(self) -> None:

@@ -1,0 +1,38 @@
+"""The README's demo is part of the product: it must keep working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_resume_after_kill_demo(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "resume_after_kill.py"), "--store", str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "killed with SIGKILL" in out.stdout
+    assert "was refused" in out.stdout and "StaleWriterError" not in out.stderr
+    assert "one unbroken chain: True" in out.stdout
+    assert out.stdout.rstrip().endswith("no fork")
+
+
+def test_cli_inspects_the_demo_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "resume_after_kill.py"), "--store", str(store)],
+        check=True,
+        capture_output=True,
+    )
+    from langgraph_handoff.cli import main
+
+    assert main(["setup", f"file://{store}"]) == 0
+    assert main(["threads", f"file://{store}"]) == 0
+    assert main(["history", f"file://{store}", "customer-42/refund", "--limit", "2"]) == 0
+    assert main(["history", "bogus://x", "t"]) == 2
