@@ -17,7 +17,14 @@ from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
-from tests.race_helpers import BarrierSaver, check_linear_history, process_racer, race_once, winner_messages
+from tests.race_helpers import (
+    BarrierSaver,
+    check_linear_history,
+    process_racer,
+    race_once,
+    race_threads,
+    winner_messages,
+)
 from tests.test_request_counts import five_nodes
 
 
@@ -66,16 +73,7 @@ def test_threads_racing_on_s3(fresh: bool, durability: str, s3_store: Any) -> No
         if not fresh:
             race_once(ObjectStoreSaver(s3_store), thread_id, "seed", "sync")
             prefix = check_linear_history(ObjectStoreSaver(s3_store), thread_id)
-        outcomes: dict[str, str] = {}
-
-        def run(racer: str, saver: BarrierSaver = saver, thread_id: str = thread_id, outcomes: dict = outcomes) -> None:
-            outcomes[racer] = race_once(saver, thread_id, racer, durability)
-
-        threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(racers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = race_threads(saver, thread_id, racers, durability)
         assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
         winner = winner_messages(check_linear_history(ObjectStoreSaver(s3_store), thread_id), prefix)
         assert outcomes[winner] == "won"

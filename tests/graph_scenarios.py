@@ -46,8 +46,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def snapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
-    st = graph.get_state(config, subgraphs=True)
+def _snapshot(st: Any) -> dict[str, Any]:
     return {
         "values": _norm(st.values),
         "next": list(st.next),
@@ -59,35 +58,32 @@ def snapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
             for t in st.tasks
         ),
     }
+
+
+def _history_entry(h: Any) -> tuple[Any, ...]:
+    return (
+        h.metadata.get("source"),
+        h.metadata.get("step"),
+        _norm(h.values),
+        list(h.next),
+        h.parent_config is not None,
+    )
+
+
+def snapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
+    return _snapshot(graph.get_state(config, subgraphs=True))
 
 
 def history(graph: Any, config: dict[str, Any]) -> list[Any]:
-    return [
-        (h.metadata.get("source"), h.metadata.get("step"), _norm(h.values), list(h.next), h.parent_config is not None)
-        for h in graph.get_state_history(config)
-    ]
+    return [_history_entry(h) for h in graph.get_state_history(config)]
 
 
 async def asnapshot(graph: Any, config: dict[str, Any]) -> dict[str, Any]:
-    st = await graph.aget_state(config, subgraphs=True)
-    return {
-        "values": _norm(st.values),
-        "next": list(st.next),
-        "interrupts": [_norm(i.value) for i in st.interrupts],
-        "source": st.metadata.get("source") if st.metadata else None,
-        "step": st.metadata.get("step") if st.metadata else None,
-        "subtasks": sorted(
-            (t.name, _norm(t.state.values) if t.state is not None and hasattr(t.state, "values") else None)
-            for t in st.tasks
-        ),
-    }
+    return _snapshot(await graph.aget_state(config, subgraphs=True))
 
 
 async def ahistory(graph: Any, config: dict[str, Any]) -> list[Any]:
-    return [
-        (h.metadata.get("source"), h.metadata.get("step"), _norm(h.values), list(h.next), h.parent_config is not None)
-        async for h in graph.aget_state_history(config)
-    ]
+    return [_history_entry(h) async for h in graph.aget_state_history(config)]
 
 
 # ------------------------------------------------------------------------------------------ graphs

@@ -85,6 +85,21 @@ def process_racer(spec: dict[str, Any], thread_id: str, racer: str, durability: 
         saver.close()
 
 
+def race_threads(saver: ObjectStoreSaver, thread_id: str, racers: int, durability: str) -> dict[str, str]:
+    """Run ``racers`` racer threads sharing ``saver``; returns racer -> outcome."""
+    outcomes: dict[str, str] = {}
+
+    def run(racer: str) -> None:
+        outcomes[racer] = race_once(saver, thread_id, racer, durability)
+
+    threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
 def check_linear_history(saver: ObjectStoreSaver, thread_id: str) -> list[str]:
     """Assert the thread has one unbroken chain of checkpoints; return the final messages."""
     hist = list(saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))

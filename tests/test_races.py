@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
-from tests.race_helpers import BarrierSaver, check_linear_history, process_racer, race_once, winner_messages
+from tests.race_helpers import (
+    BarrierSaver,
+    check_linear_history,
+    process_racer,
+    race_once,
+    race_threads,
+    winner_messages,
+)
 
 RACERS = 4
 ROUNDS = 5
@@ -32,16 +39,7 @@ def test_threads_racing_on_one_thread(kind: str, fresh: bool, durability: str, t
         barrier = threading.Barrier(RACERS)
         saver = BarrierSaver(store, barrier)  # one saver shared by all racer threads
         prefix = [] if fresh else _seed(ObjectStoreSaver(store), thread_id)
-        outcomes: dict[str, str] = {}
-
-        def run(racer: str, saver: BarrierSaver = saver, thread_id: str = thread_id, outcomes: dict = outcomes) -> None:
-            outcomes[racer] = race_once(saver, thread_id, racer, durability)
-
-        threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(RACERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = race_threads(saver, thread_id, RACERS, durability)
         results = sorted(outcomes.values())
         assert results == ["stale"] * (RACERS - 1) + ["won"], outcomes
         winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), prefix)

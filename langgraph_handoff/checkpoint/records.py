@@ -223,6 +223,13 @@ def _table_in(raw: dict[str, Any]) -> PayloadTable:
     return {str(o): {str(ch): _payload_in(p) for ch, p in chs.items()} for o, chs in raw.items()}
 
 
+def _records_in(obj: dict[str, Any]) -> dict[str, Record]:
+    return {r.id: r for r in (_record_in(x) for x in obj["r"])}
+
+
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
 _HEAD_KEYS = {"t", "n", "r", "x", "s"}
 
 
@@ -241,16 +248,15 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
 def decode_head(data: bytes, *, key: str) -> Head:
     obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.HEAD)
     try:
-        records = {r.id: r for r in (_record_in(x) for x in obj["r"])}
         return Head(
             thread_id=str(obj["t"]),
             checkpoint_ns=str(obj["n"]),
-            records=records,
+            records=_records_in(obj),
             payloads=_table_in(obj["x"]),
             segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
             extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
         )
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed head ({type(exc).__name__}: {exc})") from None
 
 
@@ -270,10 +276,10 @@ def decode_segment(data: bytes, *, key: str) -> Segment:
         return Segment(
             thread_id=str(obj["t"]),
             checkpoint_ns=str(obj["n"]),
-            records={r.id: r for r in (_record_in(x) for x in obj["r"])},
+            records=_records_in(obj),
             payloads=_table_in(obj["x"]),
         )
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed segment ({type(exc).__name__}: {exc})") from None
 
 
@@ -300,7 +306,7 @@ def decode_writes(data: bytes, *, key: str) -> WritesDoc:
             task_path=str(obj["p"]),
             items=_items_in(obj["i"]),
         )
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed writes ({type(exc).__name__}: {exc})") from None
 
 
