@@ -34,10 +34,13 @@ class MemoryStore(StoreBase):
     >>> etag = store.put("a/b", b"one", if_none_match=True)
     >>> store.get("a/b").body
     b'one'
-    >>> store.put("a/b", b"two", if_match="not-the-etag")
-    Traceback (most recent call last):
-    ...
-    langgraph_handoff.errors.PreconditionFailedError: conditional write to 'a/b' lost a race (ETag differs); re-read the object and retry the decision
+    >>> try:
+    ...     store.put("a/b", b"two", if_match="not-the-etag")
+    ... except PreconditionFailedError as exc:
+    ...     print(exc)
+    conditional write to 'a/b' lost a race (ETag differs); re-read the object and retry the decision
+    >>> store.put("a/b", b"two", if_match=etag) != etag
+    True
     """
 
     def __init__(self) -> None:
