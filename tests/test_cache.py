@@ -39,3 +39,17 @@ def test_a_real_conflict_is_still_refused_after_the_re_read() -> None:
         raise AssertionError("a stale continuation was accepted")
     except StaleWriterError as exc:
         assert exc.expected_parent == cfg1["configurable"]["checkpoint_id"]
+
+
+def test_cache_is_bounded_by_bytes_and_eviction_only_costs_a_read() -> None:
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store, cache_bytes=200_000)
+    big = "x" * 50_000
+    for i in range(10):
+        cp = dict(_cp(i), channel_values={"doc": big + str(i)}, channel_versions={"doc": 1})
+        saver.put({"configurable": {"thread_id": f"t{i}"}}, cp, {"source": "input"}, {"doc": 1})
+    assert saver._cache.bytes <= 200_000 and 1 <= len(saver._cache) < 10
+    store.reset()
+    tup = saver.get_tuple({"configurable": {"thread_id": "t0"}})  # evicted long ago: still correct
+    assert tup.checkpoint["channel_values"]["doc"] == big + "0"
+    assert store.snapshot()["requests"] == 2

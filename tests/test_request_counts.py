@@ -169,3 +169,20 @@ def test_sealing_costs_one_segment_put_per_window() -> None:
     # without checkpoint_ns every namespace is listed: one more LIST discovers them
     assert len(list(ObjectStoreSaver(store).list({"configurable": {"thread_id": "big"}}))) == 25
     assert store.snapshot() == {"GET": 4, "LIST": 2, "requests": 6, "round_trips": 5}
+
+
+def test_list_all_threads_streams_instead_of_listing_the_whole_store() -> None:
+    """list(None, limit=1) reads one page of head keys, not all of them (1 100 threads here)."""
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store)
+    for i in range(1100):
+        cp = {"v": 4, "id": str(uuid6(clock_seq=i)), "ts": "", "channel_values": {}, "channel_versions": {},
+              "versions_seen": {}, "updated_channels": None}  # fmt: skip
+        saver.put({"configurable": {"thread_id": f"t{i:05d}"}}, cp, {"source": "input", "step": -1}, {})
+    store.reset()
+    (first,) = list(saver.list(None, limit=1))
+    assert first.config["configurable"]["thread_id"] == "t00000"
+    assert store.snapshot() == {"LIST": 2, "GET": 1, "requests": 3, "round_trips": 2}
+    store.reset()
+    assert len(list(saver.list(None))) == 1100
+    assert store.counts["LIST"] == 2 + 1100  # two pages of heads, then one writes page per thread

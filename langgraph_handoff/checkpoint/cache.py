@@ -10,7 +10,8 @@
   copied into the head. The next ``put`` folds them into their checkpoint's record, so history
   reads find them in the head instead of paying one GET per task.
 
-Bounded (LRU over namespaces) and shared by shallow copies of the saver (``with_allowlist``).
+Bounded (LRU over namespaces, by count and by the approximate bytes of the heads held) and shared
+by shallow copies of the saver (``with_allowlist``). An evicted namespace only costs one GET later.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from langgraph_handoff.checkpoint.records import Folded, Head
+from langgraph_handoff.checkpoint.records import Folded, Head, Inline
 
 __all__ = ["HeadCache", "NsState"]
 
@@ -35,10 +36,27 @@ class NsState:
     unfolded: dict[str, dict[str, Folded]] = field(default_factory=dict)
 
 
+def approx_size(state: NsState) -> int:
+    """Bytes a cached state keeps alive, roughly: the serialised data it references."""
+    size = 256
+    head = state.head
+    if head is not None:
+        for rec in head.records.values():
+            size += 128 + len(rec.checkpoint[1]) + len(rec.metadata[1])
+            size += sum(len(w.data) for f in rec.writes.values() for w in f.items)
+        for chs in head.payloads.values():
+            size += sum(len(p.data) if isinstance(p, Inline) else 64 for p in chs.values())
+    size += sum(len(w.data) for tasks in state.unfolded.values() for f in tasks.values() for w in f.items)
+    return size
+
+
 class HeadCache:
-    def __init__(self, max_namespaces: int = 1024) -> None:
+    def __init__(self, max_namespaces: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
         self._lock = threading.Lock()
         self._max = max_namespaces
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._sizes: dict[tuple[str, str], int] = {}
         self._states: OrderedDict[tuple[str, str], NsState] = OrderedDict()
 
     def get(self, thread_id: str, ns: str) -> NsState:
@@ -50,10 +68,21 @@ class HeadCache:
             return state
 
     def _set(self, key: tuple[str, str], state: NsState) -> None:
+        size = approx_size(state)
+        self._bytes += size - self._sizes.get(key, 0)
+        self._sizes[key] = size
         self._states[key] = state
         self._states.move_to_end(key)
-        while len(self._states) > self._max:
-            self._states.popitem(last=False)
+        while len(self._states) > 1 and (len(self._states) > self._max or self._bytes > self._max_bytes):
+            old, _ = self._states.popitem(last=False)
+            self._bytes -= self._sizes.pop(old)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._states)
 
     def observe(
         self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, empty_read: bool = False
@@ -126,7 +155,10 @@ class HeadCache:
         with self._lock:
             for key in [k for k in self._states if k[0] == thread_id]:
                 del self._states[key]
+                self._bytes -= self._sizes.pop(key)
 
     def clear(self) -> None:
         with self._lock:
             self._states.clear()
+            self._sizes.clear()
+            self._bytes = 0

@@ -206,6 +206,29 @@ class _WritesCursor:
         return out
 
 
+@dataclass
+class _ListQuery:
+    only_id: str | None
+    filter: dict[str, Any] | None
+    before_id: str | None
+    limit: int | None
+    emitted: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.limit is not None and self.emitted >= self.limit
+
+    def matches(self, rec: Record, loads_typed: Callable[[tuple[str, bytes]], Any]) -> bool:
+        """The config's checkpoint id, then top-level metadata equality (missing == None), as
+        InMemorySaver filters; metadata is only decoded when there is a filter."""
+        if self.only_id is not None and rec.id != self.only_id:
+            return False
+        if not self.filter:
+            return True
+        md = loads_typed(rec.metadata)
+        return all(md.get(k) == v for k, v in self.filter.items())
+
+
 class _RecordStream:
     """One namespace's records, newest first: the head's, then each sealed segment's."""
 
@@ -659,25 +682,6 @@ class SaverPlans:
         )
 
     # -- list ------------------------------------------------------------------------------------
-    def _scope_heads(self, config: RunnableConfig | None) -> Plan[list[list[str]]]:
-        """Head keys to read, grouped by thread, in listing order."""
-        if config is None:
-            prefix = keys.heads_prefix()
-        else:
-            thread_id, ns, _ = _target(config, "list")
-            if ns is not None:
-                return [[keys.head_key(thread_id, ns)]]
-            prefix = keys.heads_prefix(thread_id)
-        groups: list[list[str]] = []
-        last_thread = None
-        for info in (yield from self._list_all(prefix)):
-            thread_seg = info.key.split("/")[1]
-            if thread_seg != last_thread:
-                groups.append([])
-                last_thread = thread_seg
-            groups[-1].append(info.key)
-        return groups
-
     def _list_all(self, prefix: str) -> Plan[list[ObjectInfo]]:
         out: list[ObjectInfo] = []
         after = None
@@ -695,59 +699,77 @@ class SaverPlans:
         before: RunnableConfig | None,
         limit: int | None,
     ) -> Plan[None]:
-        only_id = None
+        only_id = ns = None
         if config is not None:
-            _, _, only_id = _target(config, "list")
+            thread_id, ns, only_id = _target(config, "list")
         before_id = None
         if before is not None:
             before_id = ((before.get("configurable") or {}).get("checkpoint_id")) or None
-        remaining = limit
-        if remaining is not None and remaining <= 0:
+        if limit is not None and limit <= 0:
             return None
-        for group in (yield from self._scope_heads(config)):
-            # One round trip per thread: every namespace head plus the first page of its writes.
-            ops: list[Any] = []
-            for hk in group:
-                ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
-            results = list((yield Batch(tuple(ops))))
-            streams: list[tuple[_RecordStream, _WritesCursor]] = []
-            for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
-                if obj is None:
-                    continue
-                head = rec_io.decode_head(obj.body, key=obj.key)
-                if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
-                    raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
-                self._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
-                if not head.records:
-                    continue
-                stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, before_id)
-                streams.append((stream, _WritesCursor(_writes_prefix_of_head(hk), page=page)))
-            # k-way merge by checkpoint id, newest first, across the thread's namespaces
-            heap: list[tuple[str, int]] = []
-            for i, (stream, _c) in enumerate(streams):
-                yield from self._fill(stream)
-                if stream.items:
-                    heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
-            while heap:
-                _, i = heapq.heappop(heap)
-                stream, cursor = streams[i]
-                rec, table = stream.items.popleft()
-                yield from self._fill(stream)
-                if stream.items:
-                    heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
-                if only_id is not None and rec.id != only_id:
-                    continue
-                if filter:
-                    md = self.serde.loads_typed(rec.metadata)
-                    if not all(md.get(k) == v for k, v in filter.items()):
-                        continue
-                infos = yield from self._writes_for(cursor, rec.id)
-                tup = yield from self._assemble(stream.thread_id, stream.ns, rec, table, infos)
-                yield Emit(tup)
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining <= 0:
+        query = _ListQuery(only_id, filter, before_id, limit)
+        if config is not None and ns is not None:
+            yield from self._list_thread([keys.head_key(thread_id, ns)], query)
+            return None
+        # Head keys arrive thread by thread (keys are grouped by thread); each thread is listed as
+        # soon as its last namespace is seen, so results stream without listing the whole store.
+        prefix = keys.heads_prefix(thread_id if config is not None else None)
+        group: list[str] = []
+        after = None
+        while True:
+            page = yield ListPage(prefix, start_after=after, max_keys=1000)
+            for info in page.items:
+                if group and info.key.split("/")[1] != group[-1].split("/")[1]:
+                    yield from self._list_thread(group, query)
+                    if query.done:
                         return None
+                    group = []
+                group.append(info.key)
+            if not page.truncated or not page.items:
+                break
+            after = page.items[-1].key
+        if group:
+            yield from self._list_thread(group, query)
+        return None
+
+    def _list_thread(self, group: list[str], query: _ListQuery) -> Plan[None]:
+        """Emit one thread's matching checkpoints (heads ``group``), newest first across its
+        namespaces. One round trip reads every head plus the first page of its writes."""
+        ops: list[Any] = []
+        for hk in group:
+            ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
+        results = list((yield Batch(tuple(ops))))
+        streams: list[tuple[_RecordStream, _WritesCursor]] = []
+        for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
+            if obj is None:
+                continue
+            head = rec_io.decode_head(obj.body, key=obj.key)
+            if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
+                raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
+            self._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
+            if head.records:
+                stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, query.before_id)
+                streams.append((stream, _WritesCursor(_writes_prefix_of_head(hk), page=page)))
+        # k-way merge by checkpoint id, newest first, across the thread's namespaces
+        heap: list[tuple[str, int]] = []
+        for i, (stream, _c) in enumerate(streams):
+            yield from self._fill(stream)
+            if stream.items:
+                heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+        while heap:
+            _, i = heapq.heappop(heap)
+            stream, cursor = streams[i]
+            rec, table = stream.items.popleft()
+            yield from self._fill(stream)
+            if stream.items:
+                heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+            if not query.matches(rec, self.serde.loads_typed):
+                continue
+            infos = yield from self._writes_for(cursor, rec.id)
+            yield Emit((yield from self._assemble(stream.thread_id, stream.ns, rec, table, infos)))
+            query.emitted += 1
+            if query.done:
+                return None
         return None
 
     def _fill(self, stream: _RecordStream) -> Plan[None]:

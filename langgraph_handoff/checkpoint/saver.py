@@ -54,7 +54,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         serde: the serializer (default ``JsonPlusSerializer``). Checkpoints, metadata, channel
             values and writes all go through it, so an ``EncryptedSerializer`` covers them all.
         layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.Layout`).
-        cache_size: namespaces whose head is remembered between calls.
+        cache_size: namespaces whose head is remembered between calls ...
+        cache_bytes: ... and the approximate memory those heads may use.
 
     Example:
         >>> from langgraph.graph import StateGraph, START, END
@@ -81,13 +82,14 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         layout: Layout | None = None,
         cache_size: int = 1024,
+        cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
         if not isinstance(store, StoreBase):
             raise TypeError(f"store must be a langgraph_handoff.stores store, got {type(store).__name__}")
         self.store = store
         self.layout = layout or Layout()
-        self._cache = HeadCache(cache_size)
+        self._cache = HeadCache(cache_size, cache_bytes)
 
     def __repr__(self) -> str:
         return f"ObjectStoreSaver({self.store!r})"
