@@ -288,11 +288,46 @@ async def ascenario_parallel_error_retry(saver: BaseCheckpointSaver, durability:
     return out
 
 
+def ask_graph() -> Any:
+    """a -> ask[interrupt] -> b."""
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"trail": ["a"]})
+    g.add_node("ask", lambda s: {"answer": interrupt("?")})
+    g.add_node("b", lambda s: {"trail": ["b:" + s.get("answer", "")]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "ask")
+    g.add_edge("ask", "b")
+    g.add_edge("b", END)
+    return g
+
+
+def scenario_run_from_old_checkpoint(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    """Runs addressed at a checkpoint the thread has moved past branch from it (time travel):
+    with new input, with a resume of its old interrupt, and with ``None``."""
+    graph = ask_graph().compile(checkpointer=saver)
+    out: list[Any] = []
+    actions = {
+        "input": {"trail": ["in2"]},
+        "resume": Command(resume="again"),
+        "none": None,
+    }
+    for name, payload in actions.items():
+        cfg = {"configurable": {"thread_id": f"{thread}-{name}"}}
+        graph.invoke({"trail": ["in"]}, cfg, durability=durability)
+        waiting = graph.get_state(cfg).config  # the checkpoint paused at "ask"
+        graph.invoke(Command(resume="yes"), cfg, durability=durability)  # the thread moves on
+        out.append(_norm(graph.invoke(payload, waiting, durability=durability)))
+        out.append(snapshot(graph, cfg))
+        out.append(history(graph, cfg))
+    return out
+
+
 SYNC_SCENARIOS: dict[str, Callable[[BaseCheckpointSaver, str, str], list[Any]]] = {
     "interrupt_resume": scenario_interrupt_resume,
     "update_and_time_travel": scenario_update_and_time_travel,
     "parallel_error_retry": scenario_parallel_error_retry,
     "send_fanout": scenario_send_fanout,
+    "run_from_old_checkpoint": scenario_run_from_old_checkpoint,
 }
 
 ASYNC_SCENARIOS = {

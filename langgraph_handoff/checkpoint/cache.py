@@ -6,6 +6,9 @@
 * **Empty reads**: how many ``get_tuple`` calls found the namespace empty and have not yet been
   followed by a parentless put. That is how a run that started from an empty thread is told apart
   from direct API use when the thread turns out to exist after all (see ``fencing``).
+* **Branch points**: checkpoints a LangGraph run loaded *by id* while they were not the latest
+  (time travel with new input, or a resume at an old interrupt). The run's first put may branch
+  from such a checkpoint; a run that loaded the latest and then lost a race may not.
 * **Unfolded writes**: writes documents this process wrote or read whose content is not yet
   copied into the head. The next ``put`` folds them into their checkpoint's record, so history
   reads find them in the head instead of paying one GET per task.
@@ -32,6 +35,8 @@ class NsState:
     head: Head | None = None
     etag: str | None = None
     empty_reads: int = 0
+    #: superseded checkpoints a run loaded by id (it may branch from each once)
+    branch_points: frozenset[str] = frozenset()
     #: checkpoint id -> task id -> folded copy of its writes document
     unfolded: dict[str, dict[str, Folded]] = field(default_factory=dict)
 
@@ -132,6 +137,20 @@ class HeadCache:
             old = self._states.get(key)
             if old is not None and old.empty_reads:
                 self._set(key, replace(old, empty_reads=old.empty_reads - 1))
+
+    def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key, NsState())
+            points = sorted({*old.branch_points, checkpoint_id})[-32:]
+            self._set(key, replace(old, branch_points=frozenset(points)))
+
+    def use_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key)
+            if old is not None and checkpoint_id in old.branch_points:
+                self._set(key, replace(old, branch_points=old.branch_points - {checkpoint_id}))
 
     def remember_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, folded: Folded) -> None:
         key = (thread_id, ns)

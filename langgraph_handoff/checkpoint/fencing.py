@@ -13,7 +13,8 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
   meanwhile: stale. Callers that never read first (direct API use, the conformance suite) may add
   parentless checkpoints to an existing namespace.
 * **Explicit forks** (``"fork"``, ``"update"``: time travel, ``update_state``) may start from any
-  parent.
+  parent. So may a run that LangGraph *addressed* at a superseded checkpoint (new input or a
+  resume on an old checkpoint id): its first put branches from there (``branches_from_history``).
 * Re-putting the id that is already stored (a retry whose first attempt landed) is an upsert.
 * Every new id must sort after the latest: "latest" means "greatest id", and a checkpoint that
   sorts before it could never become visible (:class:`CheckpointOrderError`, a clock-skew symptom).
@@ -41,10 +42,12 @@ class PutIntent:
     source: str | None
     #: this saver saw the namespace empty on a read that has not been "used up" by a put yet
     saw_empty: bool = False
+    #: the parent is a superseded checkpoint this run was explicitly addressed at (time travel)
+    branches_from_history: bool = False
 
     @property
     def continues_lineage(self) -> bool:
-        return self.source in LINEAGE_SOURCES
+        return self.source in LINEAGE_SOURCES and not self.branches_from_history
 
 
 def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:

@@ -152,6 +152,12 @@ def _target(config: RunnableConfig | None, what: str) -> tuple[str, str | None, 
     return thread_id, ns, cid
 
 
+def _in_run(config: RunnableConfig) -> bool:
+    """True for reads LangGraph's run loop makes (their config carries ``__pregel_*`` entries);
+    ``get_state`` and direct API calls carry none."""
+    return any(str(k).startswith("__pregel_") for k in (config.get("configurable") or {}))
+
+
 def _tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 
@@ -204,6 +210,22 @@ class _WritesCursor:
         while self.buf and self.buf[0][0] == checkpoint_id:
             out.append(self.buf.popleft()[1])
         return out
+
+
+class _Vanished(Exception):
+    """A value a record references was missing. Usually a concurrent prune, delete_for_runs or
+    delete_thread removed the record a moment ago; readers re-read the head to tell that apart from
+    real damage (then it becomes CorruptObjectError)."""
+
+    def __init__(self, key: str, checkpoint_id: str) -> None:
+        super().__init__(key)
+        self.key = key
+        self.checkpoint_id = checkpoint_id
+
+    def corrupt(self) -> CorruptObjectError:
+        return CorruptObjectError(
+            self.key, f"checkpoint {self.checkpoint_id!r} references this value but it is missing"
+        )
 
 
 @dataclass
@@ -387,7 +409,7 @@ class SaverPlans:
         blobs: dict[str, bytes] = {}
         for key, obj in zip(blob_keys, results[len(want) :], strict=True):
             if obj is None:
-                raise CorruptObjectError(key, f"checkpoint {rec.id!r} references this value but it is missing")
+                raise _Vanished(key, rec.id)
             blobs[key] = rec_io.decode_blob(obj.body, key=key)
         values = {}
         for ch in channels:
@@ -417,6 +439,16 @@ class SaverPlans:
 
     # -- get_tuple -------------------------------------------------------------------------------
     def _plan_get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        """Read once more from a fresh head if a referenced value vanished under a concurrent
+        prune; a value still missing then is real damage."""
+        for _ in range(3):
+            try:
+                return (yield from self._get_tuple_once(config))
+            except _Vanished as gone:
+                vanished = gone
+        raise vanished.corrupt()
+
+    def _get_tuple_once(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         thread_id, ns_or_none, cid = _target(config, "get_tuple")
         ns = ns_or_none or ""
         if cid is not None and not keys.is_checkpoint_id(cid):
@@ -438,6 +470,10 @@ class SaverPlans:
             if found is None:
                 return None
             rec, table, _ = found
+            if cid != head.latest_id and _in_run(config):
+                # A LangGraph run addressed at a superseded checkpoint: time travel. Its first put
+                # may branch from here (fencing), unlike a run that lost a race for the latest.
+                self._cache.note_branch_point(thread_id, ns, cid)
         infos = yield from self._writes_for(_WritesCursor(wprefix, page=page), rec.id)
         return (yield from self._assemble(thread_id, ns, rec, table, infos))
 
@@ -466,8 +502,10 @@ class SaverPlans:
         blobs: list[tuple[str, bytes]] = []
         for ch, value in checkpoint["channel_values"].items():
             version = versions.get(ch)
+            if version is None:
+                continue  # a value without a version is not part of the checkpoint (as InMemorySaver)
             inherited = parent_values.get(ch)
-            if ch not in new_versions and inherited is not None and version is not None and inherited[1] == version:
+            if ch not in new_versions and inherited is not None and inherited[1] == version:
                 values[ch] = inherited
                 continue
             if ch not in memo:
@@ -502,7 +540,9 @@ class SaverPlans:
         records = dict(head.records) if head is not None else {}
         table: PayloadTable = dict(head.payloads) if head is not None else {}
         records[record.id] = record
-        table[record.id] = payloads
+        # An upsert (same id again) may drop a channel that children still point at: keep the
+        # old payloads and let the new ones win, as InMemorySaver's version-keyed blobs do.
+        table[record.id] = {**table.get(record.id, {}), **payloads}
         for cid, tasks in unfolded.items():
             target = records.get(cid)
             if target is None:
@@ -581,7 +621,10 @@ class SaverPlans:
         for attempt in range(self.layout.max_attempts):
             state = self._cache.get(thread_id, ns)
             saw_empty = parent_id is None and state.empty_reads > 0
-            intent = PutIntent(thread_id, ns, cid, parent_id, source, saw_empty=saw_empty)
+            branches = parent_id is not None and parent_id in state.branch_points
+            intent = PutIntent(
+                thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches
+            )
             conflict = check_put(head, intent)
             if conflict is not None and not fresh:
                 head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
@@ -604,7 +647,7 @@ class SaverPlans:
             if blobs:
                 yield Batch(tuple(Put(k, b) for k, b in blobs))
             if seal is not None:
-                yield Put(seal[0], seal[1], if_none_match=True)
+                yield Put(seal[0], seal[1])  # a fresh nonce-named key: nobody else writes it
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
             try:
                 new_etag = yield op
@@ -624,6 +667,8 @@ class SaverPlans:
                     yield Sleep(_backoff(self.layout, attempt))
                 continue
             self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
+            if branches:
+                self._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
             return _tuple_config(thread_id, ns, cid)
         raise ConflictError(
             f"put of checkpoint {cid!r} on thread {thread_id!r} lost {self.layout.max_attempts} "
@@ -766,7 +811,24 @@ class SaverPlans:
             if not query.matches(rec, self.serde.loads_typed):
                 continue
             infos = yield from self._writes_for(cursor, rec.id)
-            yield Emit((yield from self._assemble(stream.thread_id, stream.ns, rec, table, infos)))
+            try:
+                tup = yield from self._assemble(stream.thread_id, stream.ns, rec, table, infos)
+            except _Vanished as gone:
+                # Pruned while we listed? Then it is simply no longer part of the history.
+                hkey = keys.head_key(stream.thread_id, stream.ns)
+                fresh, _ = self._head_from((yield Get(hkey)), stream.thread_id, stream.ns)
+                found = (
+                    None
+                    if fresh is None
+                    else (yield from self._find_record(stream.thread_id, stream.ns, fresh, rec.id))
+                )
+                if found is None:
+                    continue
+                try:
+                    tup = yield from self._assemble(stream.thread_id, stream.ns, found[0], found[1], infos)
+                except _Vanished:
+                    raise gone.corrupt() from None
+            yield Emit(tup)
             query.emitted += 1
             if query.done:
                 return None
@@ -807,15 +869,23 @@ class SaverPlans:
 
     # -- rewriting history: delete_for_runs and prune --------------------------------------------
     def _plan_load_namespace(self, thread_id: str, ns: str) -> Plan[tuple[Head | None, str | None, dict[str, Segment]]]:
-        head, etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-        segments: dict[str, Segment] = {}
-        if head is not None and head.segments:
-            objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
-            for ref, obj in zip(head.segments, objs, strict=True):
-                if obj is None:
-                    raise self._missing_segment(thread_id, ns, ref)
-                segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
-        return head, etag, segments
+        """The head and every sealed segment of a namespace, as one consistent snapshot. A
+        segment that vanished was replaced by a concurrent rewrite: read the new head."""
+        for _ in range(5):
+            head, etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+            segments: dict[str, Segment] = {}
+            missing = None
+            if head is not None and head.segments:
+                objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
+                for ref, obj in zip(head.segments, objs, strict=True):
+                    if obj is None:
+                        missing = ref
+                        break
+                    segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
+            if missing is None:
+                return head, etag, segments
+        assert missing is not None
+        raise self._missing_segment(thread_id, ns, missing)
 
     def _plan_rewrite_namespace(
         self,
@@ -844,14 +914,24 @@ class SaverPlans:
             drop = choose_drop(everything) & set(everything)
             if not drop:
                 return 0
+            # Readers take the head's newest record as the latest: if every checkpoint left in the
+            # head is dropped, the newest survivor moves up from its segment into the head.
+            survivors = set(everything) - drop
+            promote = {max(survivors)} - set(head.records) if survivors else set()
             kept_head = {i: r for i, r in head.records.items() if i not in drop}
+            table: PayloadTable = dict(head.payloads)
+            for seg in segments.values():
+                for i in promote & set(seg.records):
+                    kept_head[i] = seg.records[i]
+                    for origin, chs in payloads_for([seg.records[i]], seg.payloads).items():
+                        table[origin] = {**table.get(origin, {}), **chs}
             new_refs: list[SegmentRef] = []
             new_segments: list[tuple[str, bytes]] = []
             replaced: list[str] = []
             schema = self.layout.schema_version
             for ref in head.segments:
                 seg = segments[ref.key]
-                left = {i: r for i, r in seg.records.items() if i not in drop and i not in head.records}
+                left = {i: r for i, r in seg.records.items() if i not in drop and i not in kept_head}
                 if len(left) == len(seg.records):
                     new_refs.append(ref)
                     continue
@@ -866,20 +946,23 @@ class SaverPlans:
                 )
                 new_refs.append(SegmentRef(suffix, ids[0], ids[-1], len(ids)))
             new_head = Head(
-                thread_id, ns, kept_head, payloads_for(kept_head.values(), head.payloads), tuple(new_refs), head.extra
+                thread_id, ns, kept_head, payloads_for(kept_head.values(), table), tuple(new_refs), head.extra
             )
             for key, body in new_segments:
-                yield Put(key, body, if_none_match=True)
+                yield Put(key, body)
             try:
                 new_etag = yield Put(
                     keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag
                 )
             except (PreconditionFailedError, UnknownOutcomeError):
-                # A writer moved the head: our new segments are orphans; start over from fresh state.
-                if new_segments:
-                    yield DeleteMany(tuple(k for k, _ in new_segments))
-                yield Sleep(_backoff(self.layout, attempt))
-                continue
+                fresh, fresh_etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+                if fresh is None or fresh.segments != new_head.segments or set(fresh.records) != set(kept_head):
+                    # A writer moved the head first: our new segments are orphans; start over.
+                    if new_segments:
+                        yield DeleteMany(tuple(k for k, _ in new_segments))
+                    yield Sleep(_backoff(self.layout, attempt))
+                    continue
+                new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
             self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
             # Garbage: replaced segments, writes of dropped checkpoints, blobs only they owned.
             garbage = list(replaced)
@@ -965,58 +1048,112 @@ class SaverPlans:
 
     # -- copy_thread -----------------------------------------------------------------------------
     def _plan_copy_thread(self, source_thread_id: Any, target_thread_id: Any) -> Plan[None]:
+        """Copy every namespace of ``src`` to ``dst``:
+
+        1. check ``dst`` holds no checkpoints (an emptied head counts as empty);
+        2. per namespace, read a consistent snapshot of ``src`` (head, segments, writes documents
+           and the blobs the records reference) and write it under ``dst``; if anything it
+           references vanishes meanwhile (a concurrent prune), start that namespace again;
+        3. write the heads last, create-only (or over an emptied head by compare-and-swap), so a
+           namespace of the copy is visible whole or not at all.
+        """
         src = keys.validate_thread_id(source_thread_id)
         dst = keys.validate_thread_id(target_thread_id)
         if src == dst:
             raise InvalidConfigError("copy_thread needs two different thread ids")
-        for ns in (yield from self._plan_namespaces(dst)):
-            head, _, _ = yield from self._plan_load_namespace(dst, ns)
-            if head is not None and (head.records or head.segments):
-                raise ThreadExistsError(dst)
-        schema = self.layout.schema_version
-        for ns in (yield from self._plan_namespaces(src)):
-            head, _etag, segments = yield from self._plan_load_namespace(src, ns)
-            if head is None:
+        emptied: dict[str, str] = {}  # dst namespace -> ETag of its emptied head
+        for info in (yield from self._list_all(keys.heads_prefix(dst))):
+            obj = yield Get(info.key)
+            if obj is None:
                 continue
-            puts: list[Put] = []
-            for ref in head.segments:
-                seg = replace(segments[ref.key], thread_id=dst)
-                puts.append(Put(keys.segment_key(dst, ns, ref.key), rec_io.encode_segment(seg, schema_version=schema)))
-            wdocs = yield from self._list_all(keys.writes_prefix(src, ns))
-            blobs = yield from self._list_all(keys.blobs_prefix(src, ns))
-            for chunk in _chunks([i.key for i in wdocs], 64):
-                for obj in (yield Batch(tuple(Get(k) for k in chunk))):
-                    if obj is None:
-                        continue
-                    doc = rec_io.decode_writes(obj.body, key=obj.key)
-                    puts.append(
-                        Put(
-                            keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id),
-                            rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema),
-                        )
-                    )
-            src_blobs, dst_blobs = keys.blobs_prefix(src, ns), keys.blobs_prefix(dst, ns)
-            for chunk in _chunks([i.key for i in blobs], 64):
-                for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk))), strict=True):
-                    if obj is not None:
-                        puts.append(Put(dst_blobs + key[len(src_blobs) :], obj.body))
-            for chunk in _chunks(puts, 64):
-                yield Batch(tuple(chunk))
-            # The head goes last and create-only: the copy becomes visible whole, or not at all.
-            # Folded writes keep the source's ETags; re-encoded documents have new ones, so
-            # readers simply fetch them once.
-            new_head = replace(head, thread_id=dst)
-            try:
-                yield Put(
-                    keys.head_key(dst, ns), rec_io.encode_head(new_head, schema_version=schema), if_none_match=True
+            head = rec_io.decode_head(obj.body, key=obj.key)
+            if head.records or head.segments:
+                raise ThreadExistsError(dst)
+            emptied[head.checkpoint_ns] = obj.etag
+        heads: list[tuple[str, bytes]] = []
+        for ns in (yield from self._plan_namespaces(src)):
+            for attempt in range(self.layout.max_attempts):
+                try:
+                    body = yield from self._copy_namespace(src, dst, ns)
+                    break
+                except _Vanished:
+                    yield Sleep(_backoff(self.layout, attempt))
+            else:
+                raise ConflictError(
+                    f"thread {src!r} namespace {ns!r} kept changing while it was copied "
+                    f"({self.layout.max_attempts} attempts); retry when it is idle"
                 )
-            except PreconditionFailedError:
-                raise ThreadExistsError(dst) from None
+            if body is not None:
+                heads.append((ns, body))
+        for ns, body in heads:
+            key = keys.head_key(dst, ns)
+            etag = emptied.get(ns)
+            try:
+                yield Put(key, body, if_match=etag) if etag else Put(key, body, if_none_match=True)
+            except (PreconditionFailedError, UnknownOutcomeError):
+                obj = yield Get(key)
+                if obj is None or obj.body != body:
+                    raise ThreadExistsError(dst) from None  # someone wrote to the target meanwhile
         self._cache.forget_thread(dst)
         return None
 
+    def _copy_namespace(self, src: str, dst: str, ns: str) -> Plan[bytes | None]:
+        """Write one namespace's data objects under ``dst``; return its head, re-encoded for
+        ``dst`` (None if the namespace vanished). Raises _Vanished if the source moved."""
+        head, _etag, segments = yield from self._plan_load_namespace(src, ns)
+        if head is None:
+            return None
+        schema = self.layout.schema_version
+        puts: list[Put] = []
+        tables = [(head.records.values(), head.payloads)]
+        for ref in head.segments:
+            seg = segments[ref.key]
+            tables.append((seg.records.values(), seg.payloads))
+            puts.append(
+                Put(
+                    keys.segment_key(dst, ns, ref.key),
+                    rec_io.encode_segment(replace(seg, thread_id=dst), schema_version=schema),
+                )
+            )
+        blob_refs = {
+            (origin, payload.digest)
+            for recs, table in tables
+            for origin, chs in payloads_for(list(recs), table).items()
+            for payload in chs.values()
+            if isinstance(payload, BlobRef)
+        }
+        blob_keys = [(keys.blob_key(src, ns, o, d), keys.blob_key(dst, ns, o, d)) for o, d in sorted(blob_refs)]
+        for chunk in _chunks(blob_keys, 64):
+            for (from_key, to_key), obj in zip(chunk, (yield Batch(tuple(Get(k) for k, _ in chunk))), strict=True):
+                if obj is None:
+                    raise _Vanished(from_key, "")
+                puts.append(Put(to_key, obj.body))
+        wdocs = [i.key for i in (yield from self._list_all(keys.writes_prefix(src, ns)))]
+        for chunk in _chunks(wdocs, 64):
+            for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk))), strict=True):
+                if obj is None:
+                    raise _Vanished(key, "")
+                doc = rec_io.decode_writes(obj.body, key=obj.key)
+                to_key = keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id)
+                puts.append(Put(to_key, rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema)))
+        for chunk in _chunks(puts, 64):
+            yield Batch(tuple(chunk))
+        # Folded writes keep the source's ETags; the re-encoded documents have new ones, so readers
+        # of the copy simply fetch them once.
+        return rec_io.encode_head(replace(head, thread_id=dst), schema_version=schema)
+
     # -- get_delta_channel_history ---------------------------------------------------------------
     def _plan_delta_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Plan[dict[str, DeltaChannelHistory]]:
+        for _ in range(3):
+            try:
+                return (yield from self._delta_history_once(config, channels))
+            except _Vanished as gone:
+                vanished = gone
+        raise vanished.corrupt()
+
+    def _delta_history_once(
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[dict[str, DeltaChannelHistory]]:
         if not channels:

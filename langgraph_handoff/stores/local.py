@@ -91,18 +91,28 @@ class LocalStore(StoreBase):
             os.close(fd)
 
     def _makedirs(self, directory: Path) -> None:
-        """Create missing parents, fsyncing each new entry's directory so it survives a crash."""
-        missing: list[Path] = []
-        d = directory
-        while not d.exists():
-            missing.append(d)
-            d = d.parent
-        for d in reversed(missing):
+        """Create missing parents, fsyncing each new entry's directory so it survives a crash.
+
+        A concurrent delete may prune an empty parent between our check and our mkdir
+        (FileNotFoundError): walk up again and recreate it.
+        """
+        for _attempt in range(20):
+            missing: list[Path] = []
+            d = directory
+            while not d.exists():
+                missing.append(d)
+                d = d.parent
             try:
-                d.mkdir()
-            except FileExistsError:
+                for d in reversed(missing):
+                    try:
+                        d.mkdir()
+                    except FileExistsError:
+                        continue
+                    self._fsync_dir(d.parent)
+                return
+            except FileNotFoundError:
                 continue
-            self._fsync_dir(d.parent)
+        raise StoreError(f"could not create {directory} in {self.root}: it keeps being removed")
 
     @staticmethod
     def _read(path: Path) -> bytes | None:
