@@ -96,9 +96,9 @@ class HookStore(MemoryStore):
             hook, self.hook = self.hook, None
             hook()
 
-    def run_many(self, ops: Any) -> list[Any]:
+    def run_many(self, ops: Any, *, return_exceptions: bool = False) -> list[Any]:
         self._maybe(ops)
-        return super().run_many(ops)
+        return super().run_many(ops, return_exceptions=return_exceptions)
 
     def run(self, op: Any) -> Any:
         self._maybe([op])

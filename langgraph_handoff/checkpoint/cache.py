@@ -10,7 +10,9 @@
   (time travel with new input, or a resume at an old interrupt). The run's first put may branch
   from such a checkpoint; a run that loaded the latest and then lost a race may not.
 * **Unfolded writes**: writes documents this process wrote or read whose content is not yet
-  copied into the head. The next ``put`` folds them into their checkpoint's record, so history
+  copied into the head.
+* **Confirmed spills**: blobs this process saw written successfully. Only such a blob may replace
+  the inline copy of a value in a head (see ``plans._spill``). The next ``put`` folds them into their checkpoint's record, so history
   reads find them in the head instead of paying one GET per task.
 
 Bounded (LRU over namespaces, by count and by the approximate bytes of the heads held) and shared
@@ -39,6 +41,8 @@ class NsState:
     branch_points: frozenset[str] = frozenset()
     #: checkpoint id -> task id -> folded copy of its writes document
     unfolded: dict[str, dict[str, Folded]] = field(default_factory=dict)
+    #: blob keys this process saw written successfully
+    spilled: frozenset[str] = frozenset()
 
 
 def approx_size(state: NsState) -> int:
@@ -137,6 +141,14 @@ class HeadCache:
             old = self._states.get(key)
             if old is not None and old.empty_reads:
                 self._set(key, replace(old, empty_reads=old.empty_reads - 1))
+
+    def confirm_spills(self, thread_id: str, ns: str, blob_keys: list[str]) -> None:
+        if not blob_keys:
+            return
+        key = (thread_id, ns)
+        with self._lock:
+            old = self._states.get(key, NsState())
+            self._set(key, replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:])))
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         key = (thread_id, ns)

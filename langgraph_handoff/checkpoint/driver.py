@@ -6,7 +6,8 @@ receives the outcome (httpx's one-core, two-front-ends model):
 * a store :data:`~langgraph_handoff.stores.base.Op` -> its result, or the exception it raised is
   thrown back into the plan at the ``yield``;
 * :class:`Batch` -> a list of results; the operations are independent and run in parallel where the
-  store can (one round trip);
+  store can (one round trip). With ``outcomes=True`` a failed operation's exception takes its
+  place in the list instead of being thrown;
 * :class:`Sleep` -> back off before a retry;
 * :class:`Emit` -> hand one item to the caller (streaming ``list``).
 
@@ -32,6 +33,7 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class Batch:
     ops: tuple[Op, ...]
+    outcomes: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def _advance(plan: Plan[Any], value: Any, error: BaseException | None) -> Step:
 
 def _perform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
-        return store.run_many(step.ops)
+        return store.run_many(step.ops, return_exceptions=step.outcomes)
     if isinstance(step, Sleep):
         time.sleep(step.seconds)
         return None
@@ -73,7 +75,7 @@ def _perform(store: StoreBase, step: Step) -> Any:
 
 async def _aperform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
-        return await store.arun_many(step.ops)
+        return await store.arun_many(step.ops, return_exceptions=step.outcomes)
     if isinstance(step, Sleep):
         await asyncio.sleep(step.seconds)
         return None

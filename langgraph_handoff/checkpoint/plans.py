@@ -89,8 +89,12 @@ class Layout:
     """Storage layout knobs. The defaults meet the request targets for states up to 256 KiB.
 
     Attributes:
-        blob_threshold: a serialised channel value at least this large is stored once as its own
-            object instead of inline in the head.
+        spill_threshold: a serialised value at least this large that the latest checkpoint no
+            longer uses is moved out of the head into its own object, written *behind* the head
+            (in parallel with a head write that still carries it, and dropped from the head only
+            by a later put): large states keep one round trip per put.
+        blob_threshold: a new value at least this large is written as its own object *before*
+            the head that references it (two round trips), instead of riding in the head.
         head_max_records: seal older checkpoints into a segment when the head holds more.
         head_max_bytes: ... or when the encoded head grows past this.
         head_max_overhead: ... or when it is this many times bigger than the latest checkpoint
@@ -106,7 +110,8 @@ class Layout:
         schema_version: the user state-schema version recorded in every object written.
     """
 
-    blob_threshold: int = 256 * 1024
+    spill_threshold: int = 32 * 1024
+    blob_threshold: int = 1024 * 1024
     head_max_records: int = 64
     head_max_bytes: int = 1024 * 1024
     head_max_overhead: float = 2.0
@@ -535,8 +540,11 @@ class SaverPlans:
         record: Record,
         payloads: dict[str, Payload],
         unfolded: Mapping[str, Mapping[str, Folded]],
-    ) -> tuple[Head, bytes, tuple[str, bytes] | None]:
-        """The head after adding ``record``: fold known writes, seal old records if too big."""
+        spilled: frozenset[str] = frozenset(),
+    ) -> tuple[Head, bytes, tuple[str, bytes] | None, list[tuple[str, bytes]]]:
+        """The head after adding ``record``: fold known writes, spill large superseded values
+        behind it, seal old records if it is still too big. Also returns the segment to write
+        first (if sealing) and the blobs to write alongside it (spills)."""
         records = dict(head.records) if head is not None else {}
         table: PayloadTable = dict(head.payloads) if head is not None else {}
         records[record.id] = record
@@ -554,27 +562,30 @@ class SaverPlans:
             }
             if add:
                 records[cid] = replace(target, writes={**target.writes, **add})
+        latest = records[max(records)]
+        table, spills = self._spill(thread_id, ns, payloads_for(records.values(), table), latest, spilled)
         new = Head(
             thread_id=thread_id,
             checkpoint_ns=ns,
             records=records,
-            payloads=payloads_for(records.values(), table),
+            payloads=table,
             segments=head.segments if head is not None else (),
             extra=head.extra if head is not None else {},
         )
         schema = self.layout.schema_version
         body = rec_io.encode_head(new, schema_version=schema)
         layout = self.layout
+        in_flight = sum(len(b) for _, b in spills)  # spilled copies leave the head on the next put
         too_many = len(records) > layout.head_max_records
         too_big = len(records) > 1 and (
             len(body) > layout.head_max_bytes
             or (
-                len(body) > layout.head_overhead_floor
-                and len(body) > layout.head_max_overhead * _inline_size(record, new.payloads)
+                len(body) - in_flight > layout.head_overhead_floor
+                and len(body) - in_flight > layout.head_max_overhead * _inline_size(latest, new.payloads)
             )
         )
         if not (too_many or too_big):
-            return new, body, None
+            return new, body, None, spills
         keep = 1 if too_big else layout.head_keep
         ids = sorted(records)
         sealed, kept = ids[:-keep], ids[-keep:]
@@ -584,11 +595,46 @@ class SaverPlans:
         ref = SegmentRef(suffix, sealed[0], sealed[-1], len(sealed))
         new = replace(new.with_records({i: records[i] for i in kept}, new.payloads), segments=(ref, *new.segments))
         body = rec_io.encode_head(new, schema_version=schema)
-        return (
-            new,
-            body,
-            (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema)),
-        )
+        segment_write = (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema))
+        # spills of records now sealed travel in the segment itself
+        kept_spills = {keys.blob_key(thread_id, ns, o, p.spill) for o, chs in new.payloads.items() for p in chs.values()
+                       if isinstance(p, Inline) and p.spill}  # fmt: skip
+        return new, body, segment_write, [(k, b) for k, b in spills if k in kept_spills]
+
+    def _spill(
+        self, thread_id: str, ns: str, table: PayloadTable, latest: Record, confirmed: frozenset[str]
+    ) -> tuple[PayloadTable, list[tuple[str, bytes]]]:
+        """Move large values the latest checkpoint no longer uses out of the head, one round trip
+        at a time and never ahead of the data:
+
+        * a value not yet spilled keeps its inline copy and gets a blob written alongside this
+          head (``spill`` records the digest);
+        * a spilled value whose blob *this process* saw written (``confirmed``) becomes a
+          reference to that blob, and its inline copy goes;
+        * a spill another process started (we cannot know it landed) is written again: blob keys
+          are content-addressed per owner, so rewriting is idempotent.
+
+        So no head ever points at a blob that may not exist, and a failed or interrupted spill
+        write loses nothing. The latest checkpoint's own values always stay inline: reading it is
+        one GET.
+        """
+        keep = latest.origins()
+        out: PayloadTable = {}
+        writes: list[tuple[str, bytes]] = []
+        for origin, chs in table.items():
+            moved: dict[str, Payload] = {}
+            for ch, p in chs.items():
+                if isinstance(p, Inline) and len(p.data) >= self.layout.spill_threshold and (origin, ch) not in keep:
+                    digest = p.spill or hashlib.sha256(p.data).hexdigest()[:32]
+                    key = keys.blob_key(thread_id, ns, origin, digest)
+                    if key in confirmed:
+                        p = BlobRef(p.type, digest, len(p.data))
+                    else:
+                        p = Inline(p.type, p.data, digest)
+                        writes.append((key, rec_io.encode_blob(p.data, schema_version=self.layout.schema_version)))
+                moved[ch] = p
+            out[origin] = moved
+        return out, writes
 
     def _plan_put(
         self,
@@ -641,17 +687,35 @@ class SaverPlans:
             )
             if parent is None and parent_id is not None:
                 record = replace(record, parent=parent_id)
-            new_head, body, seal = self._next_head(head, thread_id, ns, record, payloads, state.unfolded)
-            # Order matters for crash safety: everything the new head references is durable
-            # before the head points at it.
+            new_head, body, seal, spills = self._next_head(
+                head, thread_id, ns, record, payloads, state.unfolded, state.spilled
+            )
+            # Crash safety: what the new head *references* is durable before the head points at
+            # it (huge new values, a sealed segment); spilled copies ride alongside the head,
+            # which still carries them inline.
             if blobs:
                 yield Batch(tuple(Put(k, b) for k, b in blobs))
             if seal is not None:
                 yield Put(seal[0], seal[1])  # a fresh nonce-named key: nobody else writes it
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
-            try:
-                new_etag = yield op
-            except (PreconditionFailedError, UnknownOutcomeError):
+            if spills:
+                outcomes = yield Batch((op, *(Put(k, b) for k, b in spills)), outcomes=True)
+                written = [
+                    k for (k, _), o in zip(spills, outcomes[1:], strict=True) if not isinstance(o, BaseException)
+                ]
+                self._cache.confirm_spills(thread_id, ns, written)
+                head_outcome = outcomes[0]
+            else:
+                try:
+                    head_outcome = yield op
+                except (PreconditionFailedError, UnknownOutcomeError) as exc:
+                    head_outcome = exc
+            if isinstance(head_outcome, BaseException) and not isinstance(
+                head_outcome, (PreconditionFailedError, UnknownOutcomeError)
+            ):
+                raise head_outcome
+            new_etag = head_outcome
+            if isinstance(head_outcome, (PreconditionFailedError, UnknownOutcomeError)):
                 head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
                 self._cache.observe(thread_id, ns, head, etag)
                 fresh = True

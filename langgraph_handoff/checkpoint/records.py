@@ -48,6 +48,9 @@ Version = str | int | float
 class Inline:
     type: str
     data: bytes
+    #: set while a copy of this value is being written behind the head as a blob (its digest);
+    #: the inline copy stays until a writer that saw that blob write succeed drops it
+    spill: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,13 +173,13 @@ class WritesDoc:
 
 def _payload_out(p: Payload) -> Any:
     if isinstance(p, Inline):
-        return [p.type, p.data]
+        return [p.type, p.data] if p.spill is None else [p.type, p.data, p.spill]
     return {"b": p.digest, "t": p.type, "n": p.size}
 
 
 def _payload_in(raw: Any) -> Payload:
     if isinstance(raw, list):
-        return Inline(type=str(raw[0]), data=bytes(raw[1]))
+        return Inline(type=str(raw[0]), data=bytes(raw[1]), spill=str(raw[2]) if len(raw) > 2 else None)
     return BlobRef(type=str(raw["t"]), digest=str(raw["b"]), size=int(raw["n"]))
 
 

@@ -131,6 +131,15 @@ class ListPage:
 Op = Get | Put | Delete | DeleteMany | ListPage
 
 
+def settle(outcomes: list[Any], return_exceptions: bool) -> list[Any]:
+    """Results of a batch: as they are, or raising the first exception among them."""
+    if not return_exceptions:
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+    return outcomes
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     """Synchronous half of the store protocol."""
@@ -243,27 +252,21 @@ class StoreBase(ABC):
             return await self.adelete_many(op.keys)
         raise TypeError(f"not a store operation: {op!r}")
 
-    def run_many(self, ops: Sequence[Op]) -> list[Any]:
-        """Perform independent operations; results in order. Raises the first failure after all
-        operations have finished, so no write is left running in the background."""
-        results: list[Any] = []
-        first_error: BaseException | None = None
+    def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
+        """Perform independent operations; results in order. All operations finish before this
+        returns, so no write is left running in the background. Then the first failure is raised,
+        or, with ``return_exceptions``, each failure takes its operation's place in the list."""
+        outcomes: list[Any] = []
         for op in ops:
             try:
-                results.append(self.run(op))
-            except Exception as exc:  # noqa: BLE001 - re-raised once every operation finished
-                results.append(None)
-                first_error = first_error or exc
-        if first_error is not None:
-            raise first_error
-        return results
+                outcomes.append(self.run(op))
+            except Exception as exc:  # noqa: BLE001 - returned or re-raised below
+                outcomes.append(exc)
+        return settle(outcomes, return_exceptions)
 
-    async def arun_many(self, ops: Sequence[Op]) -> list[Any]:
+    async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return list(outcomes)
+        return settle(list(outcomes), return_exceptions)
 
     # -- listings --------------------------------------------------------------------------------
     def list(self, prefix: str, *, start_after: str | None = None, page_size: int = 1000) -> Iterator[ObjectInfo]:

@@ -122,13 +122,13 @@ class CountingStore(StoreBase):
         self._note([op])
         return await self.inner.arun(op)
 
-    def run_many(self, ops: Sequence[Op]) -> list[Any]:
+    def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         self._note(ops)
-        return self.inner.run_many(ops)
+        return self.inner.run_many(ops, return_exceptions=return_exceptions)
 
-    async def arun_many(self, ops: Sequence[Op]) -> list[Any]:
+    async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         self._note(ops)
-        return await self.inner.arun_many(ops)
+        return await self.inner.arun_many(ops, return_exceptions=return_exceptions)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

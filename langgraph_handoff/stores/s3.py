@@ -45,6 +45,7 @@ from langgraph_handoff.stores.base import (
     Op,
     StoreBase,
     StoredObject,
+    settle,
     validate_key,
     validate_prefix,
 )
@@ -299,21 +300,17 @@ class S3Store(StoreBase):
         return ListResult(items=items, truncated=bool(resp.get("IsTruncated")))
 
     # -- parallel and async ----------------------------------------------------------------------
-    def run_many(self, ops: Sequence[Op]) -> list[Any]:
+    def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         if len(ops) <= 1:
-            return [self.run(op) for op in ops]
+            return super().run_many(ops, return_exceptions=return_exceptions)
         futures = [self._pool.submit(self.run, op) for op in ops]
-        results: list[Any] = []
-        first_error: BaseException | None = None
+        outcomes: list[Any] = []
         for fut in futures:
             try:
-                results.append(fut.result())
-            except Exception as exc:  # noqa: BLE001 - re-raised once every operation finished
-                results.append(None)
-                first_error = first_error or exc
-        if first_error is not None:
-            raise first_error
-        return results
+                outcomes.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 - returned or re-raised by settle()
+                outcomes.append(exc)
+        return settle(outcomes, return_exceptions)
 
     async def _in_pool(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
