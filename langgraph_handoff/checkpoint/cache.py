@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from langgraph_handoff.checkpoint.records import Folded, Head, Inline
@@ -93,84 +94,64 @@ class HeadCache:
     def __len__(self) -> int:
         return len(self._states)
 
+    def _update(self, thread_id: str, ns: str, change: Callable[[NsState], NsState]) -> None:
+        """Apply ``change`` to a namespace's state (a fresh one if unknown), atomically."""
+        key = (thread_id, ns)
+        with self._lock:
+            self._set(key, change(self._states.get(key, NsState())))
+
     def observe(
         self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, empty_read: bool = False
     ) -> None:
         """Record a head we just read. (If a concurrent write of ours landed after this read, the
         next put loses one CAS and re-reads: a cost, never a correctness problem.)"""
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key, NsState())
-            self._set(
-                key,
-                replace(
-                    old,
-                    known=True,
-                    head=head,
-                    etag=etag,
-                    empty_reads=old.empty_reads + (1 if empty_read else 0),
-                ),
-            )
+        self._update(
+            thread_id,
+            ns,
+            lambda old: replace(old, known=True, head=head, etag=etag, empty_reads=old.empty_reads + int(empty_read)),
+        )
 
     def wrote(self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, used_empty_read: bool) -> None:
         """Record a head we just wrote and drop the writes we folded into it."""
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key, NsState())
+
+        def change(old: NsState) -> NsState:
             unfolded = {}
             for cid, tasks in old.unfolded.items():
                 rec = head.records.get(cid) if head is not None else None
                 left = {t: f for t, f in tasks.items() if rec is None or rec.writes.get(t) != f}
                 if left and (head is None or not head.records or cid >= min(head.records)):
                     unfolded[cid] = left
-            self._set(
-                key,
-                replace(
-                    old,
-                    known=True,
-                    head=head,
-                    etag=etag,
-                    empty_reads=max(0, old.empty_reads - (1 if used_empty_read else 0)),
-                    unfolded=unfolded,
-                ),
-            )
+            empty_reads = max(0, old.empty_reads - int(used_empty_read))
+            return replace(old, known=True, head=head, etag=etag, empty_reads=empty_reads, unfolded=unfolded)
+
+        self._update(thread_id, ns, change)
 
     def use_empty_read(self, thread_id: str, ns: str) -> None:
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key)
-            if old is not None and old.empty_reads:
-                self._set(key, replace(old, empty_reads=old.empty_reads - 1))
+        self._update(thread_id, ns, lambda old: replace(old, empty_reads=max(0, old.empty_reads - 1)))
 
     def confirm_spills(self, thread_id: str, ns: str, blob_keys: list[str]) -> None:
-        if not blob_keys:
-            return
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key, NsState())
-            self._set(key, replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:])))
+        if blob_keys:
+            self._update(
+                thread_id, ns, lambda old: replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:]))
+            )
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key, NsState())
-            points = sorted({*old.branch_points, checkpoint_id})[-32:]
-            self._set(key, replace(old, branch_points=frozenset(points)))
+        self._update(
+            thread_id,
+            ns,
+            lambda old: replace(old, branch_points=frozenset(sorted({*old.branch_points, checkpoint_id})[-32:])),
+        )
 
     def use_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key)
-            if old is not None and checkpoint_id in old.branch_points:
-                self._set(key, replace(old, branch_points=old.branch_points - {checkpoint_id}))
+        self._update(thread_id, ns, lambda old: replace(old, branch_points=old.branch_points - {checkpoint_id}))
 
     def remember_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, folded: Folded) -> None:
-        key = (thread_id, ns)
-        with self._lock:
-            old = self._states.get(key, NsState())
+        def change(old: NsState) -> NsState:
             unfolded = dict(old.unfolded)
             unfolded[checkpoint_id] = {**unfolded.get(checkpoint_id, {}), task_id: folded}
-            self._set(key, replace(old, unfolded=unfolded))
+            return replace(old, unfolded=unfolded)
+
+        self._update(thread_id, ns, change)
 
     def known_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str) -> Folded | None:
         state = self.get(thread_id, ns)

@@ -236,15 +236,20 @@ _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 _HEAD_KEYS = {"t", "n", "r", "x", "s"}
 
 
+def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: PayloadTable) -> dict[str, Any]:
+    """The part heads and segments share: whose records, the records, their payloads."""
+    return {
+        "t": thread_id,
+        "n": ns,
+        "r": [_record_out(r) for _, r in sorted(records.items())],
+        "x": _table_out(table),
+    }
+
+
 def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
     obj: dict[str, Any] = dict(head.extra)
-    obj.update(
-        t=head.thread_id,
-        n=head.checkpoint_ns,
-        r=[_record_out(r) for _, r in sorted(head.records.items())],
-        x=_table_out(head.payloads),
-        s=[[s.key, s.first_id, s.last_id, s.count] for s in head.segments],
-    )
+    obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
+    obj["s"] = [[s.key, s.first_id, s.last_id, s.count] for s in head.segments]
     return envelope.encode_msgpack(Kind.HEAD, obj, schema_version=schema_version)
 
 
@@ -264,12 +269,7 @@ def decode_head(data: bytes, *, key: str) -> Head:
 
 
 def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
-    obj = {
-        "t": seg.thread_id,
-        "n": seg.checkpoint_ns,
-        "r": [_record_out(r) for _, r in sorted(seg.records.items())],
-        "x": _table_out(seg.payloads),
-    }
+    obj = _records_out(seg.thread_id, seg.checkpoint_ns, seg.records, seg.payloads)
     return envelope.encode_msgpack(Kind.SEGMENT, obj, schema_version=schema_version)
 
 
