@@ -131,3 +131,16 @@ def test_request_counts_on_the_wire(s3_store: Any) -> None:
     assert counter.take() == {"GetObject": 1, "ListObjectsV2": 1}
     saver.delete_thread("counted")
     assert counter.take() == {"ListObjectsV2": 2, "DeleteObjects": 2}
+
+
+def test_from_url_s3_with_endpoint_and_setup() -> None:
+    from conftest import _need_s3
+
+    _need_s3()
+    url = f"s3://{S3_BUCKET}/t-{uuid.uuid4().hex}/nested?endpoint_url={S3_ENDPOINT}"
+    with ObjectStoreSaver.from_url(url) as saver:
+        saver.setup()
+        assert saver.store.prefix.endswith("/nested/")
+        graph = five_nodes().compile(checkpointer=saver)
+        graph.invoke({"messages": []}, {"configurable": {"thread_id": "u"}})
+        assert [i.key for i in saver.store.list("heads/")] == ["heads/u/="]
