@@ -190,3 +190,17 @@ def test_state_history_after_many_steps_equals_inmemory(store: StoreBase) -> Non
         return [(h.values, h.next, h.metadata["step"]) for h in graph.get_state_history(cfg)]
 
     assert run(ObjectStoreSaver(store, layout=Layout(head_max_records=10, head_keep=3))) == run(InMemorySaver())
+
+
+def test_administrative_operations_report_progress(store: StoreBase, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    saver = ObjectStoreSaver(store)
+    for t in range(3):
+        _put(saver, f"t{t}", "", None, t, run_id=f"run-{t}")
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff"):
+        saver.delete_for_runs(["run-1"])
+        saver.copy_thread("t0", "copy")
+    messages = [r.getMessage() for r in caplog.records]
+    assert "delete_for_runs: done; 3 namespaces scanned, 1 checkpoints removed" in messages
+    assert "copy_thread: 't0' -> 'copy', 1 namespaces" in messages

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import logging
 import random
 import secrets
 from collections import deque
@@ -82,6 +83,10 @@ from langgraph_handoff.stores.base import (
 )
 
 __all__ = ["Layout", "SaverPlans"]
+
+#: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.
+log = logging.getLogger("langgraph_handoff")
+_PROGRESS_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -1070,12 +1075,17 @@ class SaverPlans:
         def choose(records: dict[str, Record]) -> set[str]:
             return {i for i, r in records.items() if self.serde.loads_typed(r.metadata).get("run_id") in wanted}
 
+        scanned = removed = 0
         for info in (yield from self._list_all(keys.heads_prefix())):
             obj = yield Get(info.key)
             if obj is None:
                 continue
             head = rec_io.decode_head(obj.body, key=obj.key)
-            yield from self._plan_rewrite_namespace(head.thread_id, head.checkpoint_ns, choose)
+            removed += yield from self._plan_rewrite_namespace(head.thread_id, head.checkpoint_ns, choose)
+            scanned += 1
+            if scanned % _PROGRESS_EVERY == 0:
+                log.info("delete_for_runs: %d namespaces scanned, %d checkpoints removed so far", scanned, removed)
+        log.info("delete_for_runs: done; %d namespaces scanned, %d checkpoints removed", scanned, removed)
         return None
 
     def _plan_prune(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
@@ -1083,13 +1093,17 @@ class SaverPlans:
             raise TypeError("prune takes a sequence of thread ids, not a single string; wrap it in a list")
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        for raw in thread_ids:
+        for done, raw in enumerate(thread_ids, 1):
             tid = keys.validate_thread_id(raw)
             if strategy == "delete":
                 yield from self._plan_delete_thread(tid)
-                continue
-            for ns in (yield from self._plan_namespaces(tid)):
-                yield from self._plan_rewrite_namespace(tid, ns, self._keep_latest_drop)
+            else:
+                removed = 0
+                for ns in (yield from self._plan_namespaces(tid)):
+                    removed += yield from self._plan_rewrite_namespace(tid, ns, self._keep_latest_drop)
+                log.debug("prune: thread %r: %d checkpoints removed", tid, removed)
+            if done % _PROGRESS_EVERY == 0:
+                log.info("prune(%s): %d of %d threads done", strategy, done, len(thread_ids))
         return None
 
     def _keep_latest_drop(self, records: dict[str, Record]) -> set[str]:
@@ -1159,6 +1173,7 @@ class SaverPlans:
                 if obj is None or obj.body != body:
                     raise ThreadExistsError(dst) from None  # someone wrote to the target meanwhile
         self._cache.forget_thread(dst)
+        log.info("copy_thread: %r -> %r, %d namespaces", src, dst, len(heads))
         return None
 
     def _copy_namespace(self, src: str, dst: str, ns: str) -> Plan[bytes | None]:
