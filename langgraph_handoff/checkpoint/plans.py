@@ -1055,17 +1055,23 @@ class SaverPlans:
             f"({self.layout.max_attempts} attempts). Retry when the thread is idle."
         )
 
+    def _plan_heads_ids(self, prefix: str) -> Plan[list[tuple[str, str]]]:
+        """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from
+        the keys; only a hashed (over-long) segment costs a GET of the head that stores the id."""
+        infos = yield from self._list_all(prefix)
+        decoded = [_ids_of_head_key(i.key) for i in infos]
+        hashed = [i.key for i, ids in zip(infos, decoded, strict=True) if ids is None]
+        found: dict[str, tuple[str, str]] = {}
+        if hashed:
+            for obj in (yield Batch(tuple(Get(k) for k in hashed))):
+                if obj is not None:
+                    head = rec_io.decode_head(obj.body, key=obj.key)
+                    found[obj.key] = (head.thread_id, head.checkpoint_ns)
+        return [ids or found[i.key] for i, ids in zip(infos, decoded, strict=True) if ids or i.key in found]
+
     def _plan_namespaces(self, thread_id: str) -> Plan[list[str]]:
-        """Every namespace of a thread (read from the heads, so hashed keys are handled)."""
-        infos = yield from self._list_all(keys.heads_prefix(thread_id))
-        if not infos:
-            return []
-        objs = yield Batch(tuple(Get(i.key) for i in infos))
-        out = []
-        for obj in objs:
-            if obj is not None:
-                out.append(rec_io.decode_head(obj.body, key=obj.key).checkpoint_ns)
-        return out
+        """Every namespace of a thread."""
+        return [ns for _t, ns in (yield from self._plan_heads_ids(keys.heads_prefix(thread_id)))]
 
     def _plan_delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
         wanted = {str(r) for r in run_ids}
@@ -1076,12 +1082,8 @@ class SaverPlans:
             return {i for i, r in records.items() if self.serde.loads_typed(r.metadata).get("run_id") in wanted}
 
         scanned = removed = 0
-        for info in (yield from self._list_all(keys.heads_prefix())):
-            obj = yield Get(info.key)
-            if obj is None:
-                continue
-            head = rec_io.decode_head(obj.body, key=obj.key)
-            removed += yield from self._plan_rewrite_namespace(head.thread_id, head.checkpoint_ns, choose)
+        for thread_id, ns in (yield from self._plan_heads_ids(keys.heads_prefix())):
+            removed += yield from self._plan_rewrite_namespace(thread_id, ns, choose)
             scanned += 1
             if scanned % _PROGRESS_EVERY == 0:
                 log.info("delete_for_runs: %d namespaces scanned, %d checkpoints removed so far", scanned, removed)
@@ -1276,6 +1278,13 @@ class SaverPlans:
         for ch in channels:
             result[ch]["writes"] = list(reversed(collected[ch]))
         return result
+
+
+def _ids_of_head_key(head_key: str) -> tuple[str, str] | None:
+    """``heads/{T}/{N}`` -> (thread id, namespace), or None if a segment is hashed."""
+    _, t, n = head_key.split("/")
+    thread_id, ns = keys.decode_segment(t), keys.decode_segment(n)
+    return None if thread_id is None or ns is None else (thread_id, ns)
 
 
 def _writes_prefix_of_head(head_key: str) -> str:
