@@ -19,7 +19,10 @@ broadly or as narrowly as they need::
         ├── InvalidThreadIdError
         ├── InvalidCheckpointIdError
         ├── InvalidConfigError
-        └── InvalidKeyError
+        ├── InvalidKeyError
+        ├── InvalidRouteError            a router was built or asked with routes it does not have
+        ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
+        └── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
 
 Nothing in this package raises a bare ``KeyError`` for bad input, and no error path drops data.
 """
@@ -34,8 +37,11 @@ __all__ = [
     "EnvelopeVersionError",
     "InvalidCheckpointIdError",
     "InvalidConfigError",
+    "InvalidHandoffError",
+    "InvalidHistoryError",
     "InvalidInputError",
     "InvalidKeyError",
+    "InvalidRouteError",
     "InvalidThreadIdError",
     "LangGraphHandoffError",
     "PreconditionFailedError",
@@ -233,3 +239,37 @@ class InvalidConfigError(InvalidInputError):
 
 class InvalidKeyError(InvalidInputError):
     """An object-store key outside the portable key alphabet."""
+
+
+class InvalidRouteError(InvalidInputError):
+    """A router was configured with, or asked about, a route it does not know.
+
+    Raised at construction (duplicate route names, a threshold for a missing route, a fallback that
+    is not a string) and by ``fit``/``evaluate`` for labels that name no route. Routing a message
+    never raises it: an unconfident decision goes to the fallback instead.
+    """
+
+
+class InvalidHandoffError(InvalidInputError):
+    """A handoff that cannot be executed: unknown or disabled target, or a payload that fails the
+    target's schema.
+
+    Inside a running graph this is never raised at the user: the handoff tool answers the model
+    with the error text so it can correct itself, and the router sends a bad request from a plain
+    node to the fallback agent. It is raised by code you call directly (``Handoff.create``,
+    ``create_handoff_graph`` with an unknown ``fallback``, ...).
+    """
+
+
+class InvalidHistoryError(InvalidInputError):
+    """A message history that chat-model providers reject, e.g. a tool call with no ``ToolMessage``
+    answering it, or a ``ToolMessage`` answering no call.
+
+    ``problems`` lists every defect found. Use ``repair_history`` to answer orphaned calls with
+    stub messages, or fix the code that produced them.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        shown = "; ".join(self.problems[:5]) + (f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else "")
+        super().__init__(f"invalid message history: {shown}")

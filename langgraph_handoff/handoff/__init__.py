@@ -1,0 +1,54 @@
+"""Handoffs between agents inside one LangGraph graph.
+
+- :class:`Handoff`: the record (source, target, briefing, payload, chain, hop, ...).
+- :func:`create_handoff_tool`: the ``transfer_to_<agent>`` tool an LLM agent calls.
+- :func:`create_handoff_graph`: agents + a router + circuit breakers + a fallback agent.
+- :func:`validate_history` / :func:`assert_valid_history`: every tool call answered exactly once.
+
+>>> from langgraph_handoff.handoff import HandoffAgent, create_handoff_graph
+>>> from langgraph_handoff.testing import ScriptedChatModel
+>>> graph = create_handoff_graph([HandoffAgent("helper", ScriptedChatModel(["Hi!"]))])
+>>> graph.invoke({"messages": [("user", "hello")]})["messages"][-1].content
+'Hi!'
+"""
+
+from langgraph_handoff.handoff.agents import HandoffAgent, build_tool_agent, handoff_middleware, handoff_to
+from langgraph_handoff.handoff.context import BriefingOnly, FullHistory, LastN, StripTools
+from langgraph_handoff.handoff.graph import (
+    EVENT,
+    HandoffState,
+    build_handoff_graph,
+    create_handoff_graph,
+    handoff_log,
+    routing_log,
+)
+from langgraph_handoff.handoff.history import HistoryProblem, assert_valid_history, validate_history
+from langgraph_handoff.handoff.model import SERDE_ALLOWLIST, Handoff, is_handoff_message, validate_payload
+from langgraph_handoff.handoff.tools import create_handoff_tool, handoff_pending, handoff_tools
+
+__all__ = [
+    "EVENT",
+    "SERDE_ALLOWLIST",
+    "BriefingOnly",
+    "FullHistory",
+    "Handoff",
+    "HandoffAgent",
+    "HandoffState",
+    "HistoryProblem",
+    "LastN",
+    "StripTools",
+    "assert_valid_history",
+    "build_handoff_graph",
+    "build_tool_agent",
+    "create_handoff_graph",
+    "create_handoff_tool",
+    "handoff_log",
+    "handoff_middleware",
+    "handoff_pending",
+    "handoff_to",
+    "handoff_tools",
+    "is_handoff_message",
+    "routing_log",
+    "validate_history",
+    "validate_payload",
+]

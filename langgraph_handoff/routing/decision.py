@@ -1,0 +1,94 @@
+"""The data a router works on: ``Route`` (what it can choose) and ``RouteDecision`` (what it chose).
+
+Both are pydantic models so a decision can be stored in graph state, survive LangGraph's
+serializer, be logged as JSON and be compared in tests.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from langgraph_handoff.errors import InvalidRouteError
+
+Method = Literal["rule", "semantic", "llm", "fallback", "sticky"]
+
+
+class Route(BaseModel):
+    """One destination a router can pick, usually an agent.
+
+    ``examples`` are in-language sample requests (the semantic router's index); ``description``
+    is what an LLM stage and a handoff tool show the model.
+
+    >>> Route(name="orders", examples=["where is my parcel"]).name
+    'orders'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    examples: tuple[str, ...] = ()
+
+    def __init__(
+        self, name: str | None = None, description: str = "", examples: tuple[str, ...] | list[str] = (), **kw
+    ):
+        # positional ``Route("orders", "desc", [...])`` as well as keywords
+        if name is not None:
+            kw["name"] = name
+        try:
+            super().__init__(description=description, examples=tuple(examples), **kw)
+        except ValidationError as exc:
+            raise InvalidRouteError(f"invalid route: {exc}") from None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not v or not v.strip():
+            raise ValueError("a route needs a non-empty name")
+        return v
+
+
+class RouteDecision(BaseModel):
+    """Where a router sends a message, and the evidence.
+
+    - ``target``: the chosen route, or the router's fallback when nothing was confident enough
+      (then ``method == "fallback"`` and ``reason`` says which test failed). It is ``None`` only
+      when the router has no fallback configured.
+    - ``score``: the winning route's score (1.0 for a rule hit).
+    - ``scores``: every route's score, so a rejected decision still shows how close it was.
+    - ``method``: which stage decided: ``rule``, ``semantic``, ``llm``, ``fallback`` or ``sticky``
+      (the conversation stayed with its active agent).
+
+    >>> d = RouteDecision(target="orders", score=0.42, scores={"orders": 0.42, "tech": 0.1}, method="semantic")
+    >>> d.matched
+    'orders'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    target: str | None
+    score: float = 0.0
+    scores: dict[str, float] = Field(default_factory=dict)
+    method: Method
+    reason: str = ""
+    threshold: float | None = None
+    margin: float | None = None
+
+    @property
+    def is_fallback(self) -> bool:
+        """True when no route was confident enough and ``target`` is the fallback."""
+        return self.method == "fallback"
+
+    @property
+    def matched(self) -> str | None:
+        """The route that matched, or ``None`` for a fallback decision (what ``evaluate`` scores)."""
+        return None if self.is_fallback else self.target
+
+    def best(self) -> tuple[str | None, float]:
+        """The highest-scoring route and its score, whether or not it was accepted."""
+        if not self.scores:
+            return None, 0.0
+        name = max(self.scores, key=lambda k: self.scores[k])
+        return name, self.scores[name]

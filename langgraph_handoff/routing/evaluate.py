@@ -1,0 +1,115 @@
+"""Measure a router on labelled messages: accuracy, off-topic rejection, per-route precision and
+recall, and a confusion matrix. Use held-out messages, not the routes' own examples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_handoff.errors import InvalidRouteError
+from langgraph_handoff.routing.decision import RouteDecision
+
+OFF_TOPIC = "(none)"
+
+
+@dataclass(frozen=True)
+class RouteStats:
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Result of :func:`evaluate`. ``confusion[true][predicted]`` counts messages; off-topic
+    (label ``None``, or a fallback decision) is the ``"(none)"`` row/column."""
+
+    n: int
+    accuracy: float
+    in_scope_accuracy: float
+    off_topic_rejection: float | None
+    false_rejection: float
+    per_route: dict[str, RouteStats]
+    confusion: dict[str, dict[str, int]]
+    errors: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.n} messages: accuracy {self.accuracy:.1%}, in-scope {self.in_scope_accuracy:.1%}, "
+            + (f"off-topic rejected {self.off_topic_rejection:.1%}, " if self.off_topic_rejection is not None else "")
+            + f"in-scope wrongly rejected {self.false_rejection:.1%}",
+            f"{'route':<16}{'precision':>10}{'recall':>8}{'f1':>7}{'n':>5}",
+        ]
+        for name, st in self.per_route.items():
+            lines.append(f"{name:<16}{st.precision:>10.2f}{st.recall:>8.2f}{st.f1:>7.2f}{st.support:>5}")
+        cols = list(self.confusion)
+        lines.append("confusion (rows true, columns predicted): " + " ".join(cols))
+        for row in cols:
+            lines.append(f"  {row:<14}" + " ".join(f"{self.confusion[row].get(c, 0):>{len(c)}}" for c in cols))
+        return "\n".join(lines)
+
+
+def _report(items: list[tuple[str, str | None]], decisions: list[RouteDecision], routes: list[str]) -> EvalReport:
+    pairs = [(lab, d.matched) for (_, lab), d in zip(items, decisions, strict=True)]
+    key = lambda x: OFF_TOPIC if x is None else x  # noqa: E731
+    labels = list(
+        dict.fromkeys([*routes, *(lab for lab, _ in pairs if lab is not None), *(p for _, p in pairs if p is not None)])
+    )
+    confusion = {k: dict.fromkeys([*labels, OFF_TOPIC], 0) for k in [*labels, OFF_TOPIC]}
+    for lab, pred in pairs:
+        confusion[key(lab)][key(pred)] += 1
+    per_route: dict[str, RouteStats] = {}
+    for name in labels:
+        tp = confusion[name][name]
+        predicted = sum(confusion[r][name] for r in confusion)
+        support = sum(confusion[name].values())
+        p = tp / predicted if predicted else 0.0
+        r = tp / support if support else 0.0
+        per_route[name] = RouteStats(round(p, 4), round(r, 4), round(2 * p * r / (p + r), 4) if p + r else 0.0, support)
+    in_scope = [(lab, pred) for lab, pred in pairs if lab is not None]
+    off = [(lab, pred) for lab, pred in pairs if lab is None]
+    return EvalReport(
+        n=len(pairs),
+        accuracy=sum(lab == pred for lab, pred in pairs) / len(pairs),
+        in_scope_accuracy=sum(lab == pred for lab, pred in in_scope) / len(in_scope) if in_scope else 0.0,
+        off_topic_rejection=sum(pred is None for _, pred in off) / len(off) if off else None,
+        false_rejection=sum(pred is None for _, pred in in_scope) / len(in_scope) if in_scope else 0.0,
+        per_route=per_route,
+        confusion=confusion,
+        errors=[(t, lab, pred) for (t, lab), (_, pred) in zip(items, pairs, strict=True) if lab != pred],
+    )
+
+
+def _items(labelled: Iterable[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    items = [(t, lab) for t, lab in labelled]
+    if not items:
+        raise InvalidRouteError("evaluate needs at least one labelled message")
+    return items
+
+
+def _route_names(router: Any) -> list[str]:
+    routes = getattr(router, "routes", None) or []
+    return [r.name for r in routes] or list(getattr(router, "targets", []))
+
+
+def evaluate(router: Any, labelled: Iterable[tuple[str, str | None]]) -> EvalReport:
+    """Route every ``(text, expected_route_or_None)`` pair and score the decisions.
+
+    >>> from langgraph_handoff.routing import Rule, RuleRouter
+    >>> report = evaluate(RuleRouter([Rule("human", keywords=["human"])]), [("a human please", "human"), ("hi", None)])
+    >>> report.accuracy, report.off_topic_rejection
+    (1.0, 1.0)
+    """
+    items = _items(labelled)
+    return _report(items, [router.route(t) for t, _ in items], _route_names(router))
+
+
+async def aevaluate(router: Any, labelled: Iterable[tuple[str, str | None]]) -> EvalReport:
+    """Async twin of :func:`evaluate`; routes the messages concurrently."""
+    items = _items(labelled)
+    decisions = await asyncio.gather(*(router.aroute(t) for t, _ in items))
+    return _report(items, list(decisions), _route_names(router))

@@ -1,0 +1,68 @@
+"""Text normalisation shared by the rule and the semantic routers.
+
+Routing must not depend on case, accents, Unicode width, Hebrew niqqud or runs of whitespace:
+"REFUND", "refund", "réfund" and full-width "ｒｅｆｕｎｄ" are the same request.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_SPACE = re.compile(r"\s+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_HEBREW = re.compile(r"[\u05d0-\u05ea]")
+
+
+def normalize(text: str) -> str:
+    """Casefold, drop combining marks (accents, niqqud), fold compatibility forms, squeeze spaces.
+
+    >>> normalize("  Réfund   ＮＯＷ ")
+    'refund now'
+    """
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", stripped).casefold()).strip()
+
+
+def has_cjk(text: str) -> bool:
+    """True if ``text`` contains Chinese, Japanese or Korean characters (no spaces between words)."""
+    return bool(_CJK.search(text))
+
+
+def has_hebrew(text: str) -> bool:
+    """True if ``text`` contains Hebrew letters (which take one-letter prefixes such as ל, ה, ו)."""
+    return bool(_HEBREW.search(text))
+
+
+_CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)")
+
+
+def char_ngrams(text: str, low: int, high: int, cjk: tuple[int, int] = (1, 2)) -> list[str]:
+    """Character n-grams: ``low``..``high`` inside word boundaries (each word padded with one
+    space), and ``cjk`` (default 1-2) for runs of Chinese, Japanese or Korean characters.
+
+    CJK text has no spaces and one character often carries a word's meaning (退 "return",
+    货 "goods"), so short grams work best there (measured in ``bench/routing.py``: 3-5 grams
+    over whole Chinese sentences routed 18 % of held-out Chinese messages correctly, 1-2 grams 63 %).
+
+    >>> char_ngrams("ab", 2, 3)
+    [' a', 'ab', 'b ', ' ab', 'ab ']
+    >>> char_ngrams("退货", 3, 5)
+    ['退', '货', '退货']
+    """
+    grams: list[str] = []
+    for part in _CJK_RUN.split(text):
+        if not part:
+            continue
+        if _CJK_RUN.fullmatch(part):
+            for n in range(cjk[0], cjk[1] + 1):
+                grams.extend(part[i : i + n] for i in range(len(part) - n + 1))
+            continue
+        for word in part.split():
+            padded = f" {word} "
+            for n in range(low, high + 1):
+                if n > len(padded):
+                    break
+                grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
+    return grams

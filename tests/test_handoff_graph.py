@@ -1,0 +1,608 @@
+"""Handoff graphs: valid history, first-handoff-wins, payload errors back to the model, circuit
+breakers, sticky turns, context policies, observability and persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
+
+from langgraph_handoff.errors import InvalidHandoffError
+from langgraph_handoff.handoff import (
+    EVENT,
+    HandoffAgent,
+    assert_valid_history,
+    create_handoff_graph,
+    handoff_log,
+    handoff_to,
+    is_handoff_message,
+    routing_log,
+    validate_history,
+)
+from langgraph_handoff.routing import Route, Rule, RuleRouter, SemanticRouter
+from langgraph_handoff.testing import ScriptedChatModel, reply, tool_call
+
+
+class OrderRef(BaseModel):
+    order_id: str
+    status: str
+
+
+@tool
+def lookup_order(order_id: str) -> str:
+    """Look up an order's status."""
+    return f"order {order_id}: delivered"
+
+
+def cfg(thread: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def transfer(target: str, briefing: str = "please take over", **args: Any) -> AIMessage:
+    return tool_call(f"transfer_to_{target}", {"briefing": briefing, **args})
+
+
+def desk(after_sales: list, orders: list | None = None, tech: list | None = None, **options: Any):
+    models = {
+        "after_sales": ScriptedChatModel(after_sales),
+        "orders": ScriptedChatModel(orders or ["orders here"]),
+        "tech": ScriptedChatModel(tech or ["tech here"]),
+        "human": ScriptedChatModel(["a human will call you"]),
+    }
+    agents = [
+        HandoffAgent("after_sales", models["after_sales"], tools=[lookup_order], description="returns"),
+        HandoffAgent("orders", models["orders"], payload_schema=OrderRef, description="order changes"),
+        HandoffAgent("tech", models["tech"], description="broken devices"),
+        HandoffAgent("human", models["human"], description="a person"),
+    ]
+    options.setdefault("fallback", "human")
+    options.setdefault("checkpointer", InMemorySaver())
+    graph = create_handoff_graph(agents, **options)
+    return graph, models
+
+
+# -- one handoff, end to end ---------------------------------------------------------------------
+
+
+def test_handoff_with_payload_reaches_the_receiving_model() -> None:
+    graph, m = desk(
+        [
+            tool_call("lookup_order", {"order_id": "A-1"}),
+            transfer(
+                "orders",
+                "Customer wants the black colour instead",
+                payload={"order_id": "A-1", "status": "delivered"},
+                reason="order change",
+            ),
+        ],
+        orders=["Done: A-1 now ships in black."],
+    )
+    result = graph.invoke({"messages": [("user", "swap my headphones for the black ones")]}, cfg())
+    assert_valid_history(result["messages"])
+    assert result["active_agent"] == "orders" and result["messages"][-1].content == "Done: A-1 now ships in black."
+    seen = m["orders"].calls[0]
+    briefing = [x for x in seen if is_handoff_message(x)]
+    assert len(briefing) == 1 and briefing[-1] is seen[-1]
+    assert "Customer wants the black colour instead" in briefing[0].content
+    assert '"order_id": "A-1"' in briefing[0].content and '"status": "delivered"' in briefing[0].content
+    h = handoff_log(result)[-1]
+    assert (h.source, h.target, h.hop, h.chain, h.trigger) == (
+        "after_sales",
+        "orders",
+        1,
+        ["after_sales", "orders"],
+        "tool",
+    )
+    assert h.payload == {"order_id": "A-1", "status": "delivered"} and h.reason == "order change"
+    assert result["turn_chain"] == ["after_sales", "orders"]
+    # the lookup's real result is in the history
+    assert any(isinstance(x, ToolMessage) and x.content == "order A-1: delivered" for x in result["messages"])
+
+
+def test_invalid_payload_goes_back_to_the_model_which_corrects_it() -> None:
+    graph, m = desk(
+        [
+            transfer("orders", payload={"status": "delivered"}),  # order_id missing
+            transfer("orders", payload={"order_id": "A-1", "status": "delivered"}),
+        ]
+    )
+    result = graph.invoke({"messages": [("user", "change my order")]}, cfg())
+    assert_valid_history(result["messages"])
+    errors = [x for x in result["messages"] if isinstance(x, ToolMessage) and x.status == "error"]
+    assert len(errors) == 1 and "order_id: Field required" in errors[0].content
+    # the model's second call saw the error text
+    assert any(
+        isinstance(x, ToolMessage) and "order_id: Field required" in x.content for x in m["after_sales"].calls[1]
+    )
+    assert result["active_agent"] == "orders" and handoff_log(result)[-1].payload["order_id"] == "A-1"
+
+
+def test_missing_briefing_and_disabled_target_are_tool_errors_not_crashes() -> None:
+    enabled = {"tech": False}
+    models = {
+        "a": ScriptedChatModel([tool_call("transfer_to_b", {}), transfer("tech"), "I'll help you myself."]),
+        "tech": ScriptedChatModel(["tech"]),
+    }
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("a", models["a"]),
+            HandoffAgent("b", lambda s: {}),
+            HandoffAgent("tech", models["tech"], enabled=lambda: enabled["tech"]),
+        ]
+    )
+    result = graph.invoke({"messages": [("user", "help")]})
+    assert_valid_history(result["messages"])
+    errors = [x.content for x in result["messages"] if isinstance(x, ToolMessage)]
+    assert "needs a 'briefing'" in errors[0] and "not available right now" in errors[1]
+    assert result["active_agent"] == "a" and result["messages"][-1].content == "I'll help you myself."
+    assert not models["tech"].calls
+
+
+# -- several handoffs in one message ---------------------------------------------------------------
+
+
+def parallel_desk():
+    return desk(
+        [
+            reply(
+                "",
+                tool_call("lookup_order", {"order_id": "A-1"}),
+                transfer("tech", "first"),
+                transfer("orders", "second", payload={"order_id": "A-1", "status": "x"}),
+            )
+        ]
+    )
+
+
+def check_parallel_result(result: dict[str, Any]) -> None:
+    msgs = result["messages"]
+    assert validate_history(msgs) == []
+    ai = next(x for x in msgs if isinstance(x, AIMessage) and len(x.tool_calls) == 3)
+    answers = {x.tool_call_id: x for x in msgs if isinstance(x, ToolMessage)}
+    assert set(answers) == {c["id"] for c in ai.tool_calls}  # every call answered exactly once
+    lookup, first, second = (answers[c["id"]] for c in ai.tool_calls)
+    assert lookup.content == "order A-1: delivered"  # sibling tool keeps its real result
+    assert first.content == "Handing the conversation to tech."
+    assert second.status == "error" and "only the first handoff" in second.content
+    assert result["active_agent"] == "tech" and result["turn_chain"] == ["after_sales", "tech"]
+
+
+def test_first_handoff_wins_and_every_call_is_answered_20_runs() -> None:
+    for i in range(20):
+        graph, m = parallel_desk()
+        result = graph.invoke({"messages": [("user", "it broke, refund or swap")]}, cfg(f"t{i}"))
+        check_parallel_result(result)
+        assert not m["orders"].calls
+
+
+async def test_first_handoff_wins_async_20_concurrent_runs() -> None:
+    graphs = [parallel_desk()[0] for _ in range(20)]
+    results = await asyncio.gather(
+        *(g.ainvoke({"messages": [("user", "x")]}, cfg(f"a{i}")) for i, g in enumerate(graphs))
+    )
+    for result in results:
+        check_parallel_result(result)
+
+
+def test_invalid_first_handoff_lets_the_next_valid_one_win() -> None:
+    graph, _ = desk([reply("", transfer("orders", payload={}), transfer("tech", "valid"))])
+    result = graph.invoke({"messages": [("user", "x")]}, cfg())
+    assert_valid_history(result["messages"])
+    assert result["active_agent"] == "tech"
+
+
+# -- circuit breakers -------------------------------------------------------------------------------
+
+
+def test_max_handoffs_per_turn_sends_the_conversation_to_the_fallback() -> None:
+    chain = ["a", "b", "c", "d", "e"]
+    models = {
+        n: ScriptedChatModel([transfer(chain[i + 1])] if i + 1 < len(chain) else ["end"]) for i, n in enumerate(chain)
+    }
+    models["human"] = ScriptedChatModel(["A person will help."])
+    graph = create_handoff_graph([HandoffAgent(n, models[n]) for n in [*chain, "human"]], fallback="human")
+    result = graph.invoke({"messages": [("user", "go")]})
+    assert_valid_history(result["messages"])
+    assert result["turn_chain"] == ["a", "b", "c", "d", "human"]
+    last = handoff_log(result)[-1]
+    assert (last.trigger, last.source, last.target) == ("breaker", "d", "human")
+    assert "3 handoffs this turn reached the limit of 3" in last.reason
+    assert "d had asked to hand over to e" in last.briefing
+    assert not models["e"].calls and result["messages"][-1].content == "A person will help."
+    refused = [x for x in result["messages"] if isinstance(x, ToolMessage) and x.status == "error"]
+    assert len(refused) == 1 and "Not transferred to e" in refused[0].content
+
+
+def test_ping_pong_is_cut_to_the_fallback() -> None:
+    graph, m = desk([transfer("tech", "it's a device problem")], tech=[transfer("after_sales", "they want money back")])
+    result = graph.invoke({"messages": [("user", "my app crashes and I want a refund")]}, cfg())
+    assert_valid_history(result["messages"])
+    assert result["turn_chain"] == ["after_sales", "tech", "human"]
+    last = handoff_log(result)[-1]
+    assert last.trigger == "breaker" and last.reason == "ping-pong: after_sales -> tech -> after_sales"
+    assert len(m["after_sales"].calls) == 1 and result["messages"][-1].content == "a human will call you"
+
+
+def test_ping_pong_can_be_allowed() -> None:
+    graph, _ = desk([transfer("tech"), "back with after-sales"], tech=[transfer("after_sales")], ping_pong=False)
+    result = graph.invoke({"messages": [("user", "x")]}, cfg())
+    assert result["turn_chain"] == ["after_sales", "tech", "after_sales"] and result["active_agent"] == "after_sales"
+
+
+def test_time_budget_is_checked_at_every_handoff() -> None:
+    now = [1000.0]
+
+    def slow(messages: list) -> AIMessage:
+        now[0] += 31.0  # this agent "takes" 31 s of wall clock
+        return transfer("orders", payload={"order_id": "A", "status": "x"})
+
+    graph, m = desk([slow], time_budget=30.0, clock=lambda: now[0])
+    result = graph.invoke({"messages": [("user", "x")]}, cfg())
+    last = handoff_log(result)[-1]
+    assert last.target == "human" and "time budget of 30s for this turn is spent (31.0s elapsed)" in last.reason
+    assert not m["orders"].calls
+
+
+def test_breaker_in_the_fallback_itself_ends_the_turn_with_a_message() -> None:
+    models = {"a": ScriptedChatModel([transfer("human")]), "human": ScriptedChatModel([transfer("a")])}
+    graph = create_handoff_graph(
+        [HandoffAgent("a", models["a"]), HandoffAgent("human", models["human"])], fallback="human"
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert_valid_history(result["messages"])
+    last = result["messages"][-1]
+    assert isinstance(last, AIMessage) and last.name == "handoff_router" and "ping-pong" in last.content
+    assert result["active_agent"] == "human"
+
+
+def test_without_fallback_a_breach_ends_the_turn_politely() -> None:
+    models = {"a": ScriptedChatModel([transfer("b")]), "b": ScriptedChatModel([transfer("a")])}
+    graph = create_handoff_graph([HandoffAgent("a", models["a"]), HandoffAgent("b", models["b"])])
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["messages"][-1].name == "handoff_router" and result["active_agent"] == "b"
+    assert_valid_history(result["messages"])
+
+
+def test_breaker_counts_reset_each_user_turn() -> None:
+    graph, _ = desk(
+        [transfer("tech"), "after-sales again"],
+        tech=["tech answer", transfer("after_sales", "refund please")],
+        ping_pong=False,
+        max_handoffs_per_turn=1,
+    )
+    first = graph.invoke({"messages": [("user", "x")]}, cfg())
+    assert first["turn_chain"] == ["after_sales", "tech"] and first["turn_hops"] == 1
+    second = graph.invoke({"messages": [("user", "y")]}, cfg())  # starts at tech, one more hop allowed
+    assert second["turn_chain"] == ["tech", "after_sales"] and handoff_log(second)[-1].trigger == "tool"
+
+
+# -- routing at the entry, sticky turns --------------------------------------------------------------
+
+
+ROUTER = SemanticRouter(
+    [
+        Route(
+            "orders", examples=["where is my order", "change my delivery address", "我的订单到哪了", "איפה ההזמנה שלי"]
+        ),
+        Route("tech", examples=["the app crashes", "wifi will not connect", "蓝牙连不上", "האפליקציה קורסת"]),
+    ],
+    fallback="human",
+)
+
+
+@pytest.mark.parametrize(
+    "text,agent",
+    [
+        ("where is my order??", "orders"),
+        ("我的订单到哪里了", "orders"),
+        ("האפליקציה שלי קורסת", "tech"),
+        ("tell me a poem about cats", "human"),
+    ],
+)
+def test_entry_routes_the_first_message_and_records_the_scores(text: str, agent: str) -> None:
+    graph, _ = desk(["after-sales"], router=ROUTER)
+    result = graph.invoke({"messages": [("user", text)]}, cfg())
+    assert result["active_agent"] == agent
+    decision = routing_log(result)[0]
+    assert decision.target == agent and set(decision.scores) == {"orders", "tech"}
+    assert handoff_log(result)[0].trigger == "route"
+
+
+def test_next_turn_stays_with_the_last_active_agent_but_rules_still_apply() -> None:
+    router = RuleRouter([Rule("human", commands=["talk to a human"])])
+    graph, _ = desk([transfer("orders", payload={"order_id": "A", "status": "x"})], orders=["o1", "o2"], router=router)
+    graph.invoke({"messages": [("user", "help")]}, cfg())
+    second = graph.invoke({"messages": [("user", "and the invoice?")]}, cfg())
+    assert second["active_agent"] == "orders" and routing_log(second)[-1].method == "sticky"
+    third = graph.invoke({"messages": [("user", "I want to TALK to a human now")]}, cfg())
+    assert third["active_agent"] == "human" and routing_log(third)[-1].method == "rule"
+    assert [h.target for h in handoff_log(third)] == ["after_sales", "orders", "human"]
+
+
+def test_reroute_always_routes_every_turn() -> None:
+    graph, _ = desk(["a1"], orders=["o1"], tech=["t1"], router=ROUTER, reroute="always")
+    assert graph.invoke({"messages": [("user", "where is my order")]}, cfg())["active_agent"] == "orders"
+    assert graph.invoke({"messages": [("user", "the app crashes")]}, cfg())["active_agent"] == "tech"
+
+
+# -- context policies ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "policy,expect",
+    [
+        ("full", ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "HumanMessage"]),
+        ("briefing", ["HumanMessage"]),
+        ("no_tools", ["HumanMessage", "HumanMessage"]),
+        (2, ["AIMessage", "ToolMessage", "HumanMessage"]),
+    ],
+)
+def test_context_policy_shapes_what_the_receiver_sees(policy: Any, expect: list[str]) -> None:
+    a = ScriptedChatModel([tool_call("lookup_order", {"order_id": "A"}), transfer("b", "the briefing")])
+    b = ScriptedChatModel(["ok"])
+    graph = create_handoff_graph([HandoffAgent("a", a, tools=[lookup_order]), HandoffAgent("b", b, context=policy)])
+    result = graph.invoke({"messages": [("user", "hi")]})
+    seen = b.calls[0]
+    assert [type(x).__name__ for x in seen] == expect
+    assert validate_history(seen) == []
+    assert "the briefing" in seen[-1].content
+    assert len(result["messages"]) == 7  # the shared transcript keeps everything
+
+
+# -- plain function agents --------------------------------------------------------------------------------
+
+
+def test_plain_function_agents_hand_off_with_handoff_to() -> None:
+    def triage(state: dict) -> dict:
+        return handoff_to(
+            "orders",
+            briefing="order question",
+            payload=OrderRef(order_id="Z", status="new"),
+            messages=[AIMessage("Let me pass you to orders.")],
+        )
+
+    def orders(state: dict) -> dict:
+        return {"messages": [AIMessage(f"orders saw: {state['messages'][-1].content.splitlines()[0]}")]}
+
+    graph = create_handoff_graph(
+        [HandoffAgent("triage", triage), HandoffAgent("orders", orders, payload_schema=OrderRef)]
+    )
+    result = graph.invoke({"messages": [("user", "hi")]})
+    assert result["messages"][-1].content == "orders saw: [Handoff from triage to orders]"
+    assert handoff_log(result)[-1].trigger == "node" and handoff_log(result)[-1].payload == {
+        "order_id": "Z",
+        "status": "new",
+    }
+
+
+def test_plain_function_with_invalid_request_goes_to_fallback() -> None:
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("triage", lambda s: handoff_to("orders", briefing="x", payload={"bad": 1})),
+            HandoffAgent("orders", lambda s: {"messages": [AIMessage("o")]}, payload_schema=OrderRef),
+            HandoffAgent("human", lambda s: {"messages": [AIMessage("human here")]}),
+        ],
+        fallback="human",
+    )
+    result = graph.invoke({"messages": [("user", "hi")]})
+    last = handoff_log(result)[-1]
+    assert last.target == "human" and last.trigger == "breaker" and "invalid handoff" in last.reason
+    assert "order_id: Field required" in last.reason and result["messages"][-1].content == "human here"
+
+
+async def test_async_function_agents() -> None:
+    async def a(state: dict) -> dict:
+        return handoff_to("b", briefing="async")
+
+    async def b(state: dict) -> dict:
+        return {"messages": [AIMessage("b done")]}
+
+    graph = create_handoff_graph([HandoffAgent("a", a), HandoffAgent("b", b)])
+    result = await graph.ainvoke({"messages": [("user", "hi")]})
+    assert result["messages"][-1].content == "b done" and result["turn_chain"] == ["a", "b"]
+
+
+def test_orphaned_calls_from_a_custom_agent_are_answered() -> None:
+    def sloppy(state: dict) -> dict:
+        return {"messages": [AIMessage("", tool_calls=[{"name": "x", "args": {}, "id": "c9"}])]}
+
+    result = create_handoff_graph([HandoffAgent("s", sloppy)]).invoke({"messages": [("user", "hi")]})
+    assert_valid_history(result["messages"])
+    assert result["messages"][-1].tool_call_id == "c9" and "Not executed" in result["messages"][-1].content
+
+
+def test_allowed_handoffs_limit_the_tools_an_agent_gets() -> None:
+    a = ScriptedChatModel(["hi"])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("a", a, handoffs=["c"]),
+            HandoffAgent("b", ScriptedChatModel(["b"])),
+            HandoffAgent("c", ScriptedChatModel(["c"])),
+        ]
+    )
+    graph.invoke({"messages": [("user", "x")]})
+    assert a.bound_tools == ["transfer_to_c"]
+
+
+# -- observability -----------------------------------------------------------------------------------------
+
+
+class MetadataSpy(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.chat_metadata: list[dict] = []
+        self.custom: list[tuple[str, Any]] = []
+
+    def on_chat_model_start(self, serialized, messages, *, metadata=None, **kw):  # type: ignore[no-untyped-def]
+        self.chat_metadata.append(dict(metadata or {}))
+
+    def on_custom_event(self, name, data, **kw):  # type: ignore[no-untyped-def]
+        self.custom.append((name, data))
+
+
+def test_decisions_and_handoffs_are_streamed_logged_and_tagged(caplog: pytest.LogCaptureFixture) -> None:
+    graph, _ = desk(["after-sales here"], tech=[transfer("after_sales", "refund request")], router=ROUTER)
+    spy = MetadataSpy()
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff"):
+        chunks = list(
+            graph.stream(
+                {"messages": [("user", "the app crashes again")]}, {**cfg(), "callbacks": [spy]}, stream_mode="custom"
+            )
+        )
+    kinds = [c[EVENT] for c in chunks]
+    assert kinds == ["route", "handoff"]
+    assert chunks[0]["scores"] and chunks[0]["method"] == "semantic"
+    assert chunks[1]["chain"] == ["tech", "after_sales"] and chunks[1]["briefing"] == "refund request"
+    assert [n for n, _ in spy.custom] == ["langgraph_handoff.route", "langgraph_handoff.handoff"]
+    assert any(md.get("handoff_agent") == "tech" for md in spy.chat_metadata)
+    text = caplog.text
+    assert "route -> tech via semantic" in text and "handoff tech -> after_sales" in text
+
+
+# -- persistence ---------------------------------------------------------------------------------------------
+
+
+def test_state_persists_in_the_object_store_saver(tmp_path) -> None:
+    from langgraph_handoff import ObjectStoreSaver
+
+    url = f"file://{tmp_path / 'store'}"
+    graph, _ = desk(
+        [transfer("orders", "swap", payload={"order_id": "A-1", "status": "delivered"})],
+        orders=["done", "second turn"],
+        checkpointer=ObjectStoreSaver.from_url(url),
+    )
+    graph.invoke({"messages": [("user", "swap")]}, cfg("c-1"))
+    reloaded = ObjectStoreSaver.from_url(url)  # a new process would do this
+    state = graph.builder.compile(checkpointer=reloaded).get_state(cfg("c-1")).values
+    assert state["active_agent"] == "orders"
+    assert handoff_log(state)[-1].payload == {"order_id": "A-1", "status": "delivered"}
+    assert routing_log(state)[0].target == "after_sales"
+    assert_valid_history(state["messages"])
+
+
+def test_handoff_round_trips_through_langgraph_serializer() -> None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from langgraph_handoff.handoff import SERDE_ALLOWLIST, Handoff
+
+    h = Handoff(source="a", target="b", briefing="ü 中文 עברית", payload={"n": [1, 2]}, chain=["a", "b"], hop=1)
+    strict = JsonPlusSerializer(allowed_msgpack_modules=list(SERDE_ALLOWLIST))
+    assert strict.loads_typed(strict.dumps_typed(h)) == h
+    assert Handoff.model_validate(strict.loads_typed(strict.dumps_typed(h.model_dump(mode="json")))) == h
+
+
+# -- building ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(agents=[]), "at least one agent"),
+        (dict(agents=[HandoffAgent("a", lambda s: {}), HandoffAgent("a", lambda s: {})]), "unique"),
+        (dict(agents=[HandoffAgent("handoff_router", lambda s: {})]), "rename"),
+        (dict(agents=[HandoffAgent("a", lambda s: {})], fallback="human"), "fallback 'human' is not an agent"),
+        (dict(agents=[HandoffAgent("a", lambda s: {}, handoffs=["zz"])]), "unknown agents"),
+        (dict(agents=[HandoffAgent("a", lambda s: {})], router=ROUTER), "not agents"),
+        (dict(agents=[HandoffAgent("a", lambda s: {})], max_handoffs_per_turn=0), "at least 1"),
+    ],
+)
+def test_bad_graph_configuration_is_a_typed_error(kwargs: dict, match: str) -> None:
+    with pytest.raises(InvalidHandoffError, match=match):
+        create_handoff_graph(**kwargs)
+
+
+def test_bad_agent_specs_are_typed_errors() -> None:
+    with pytest.raises(InvalidHandoffError):
+        HandoffAgent("", lambda s: {})
+    with pytest.raises(InvalidHandoffError):
+        HandoffAgent("__x", lambda s: {})
+    with pytest.raises(InvalidHandoffError):
+        _ = HandoffAgent("a", 42).kind
+    with pytest.raises(InvalidHandoffError, match="unknown context policy"):
+        HandoffAgent("a", lambda s: {}, context="some")
+
+
+def test_the_user_message_is_never_lost() -> None:
+    graph, _ = desk(
+        [transfer("tech"), "after-sales again"],
+        tech=[transfer("orders", payload={"order_id": "1", "status": "s"})],
+        orders=[transfer("after_sales")],
+    )
+    result = graph.invoke({"messages": [HumanMessage("my exact words")]}, cfg())
+    assert result["messages"][0].content == "my exact words"
+    assert sum(1 for x in result["messages"] if isinstance(x, HumanMessage) and not is_handoff_message(x)) == 1
+
+
+# -- property campaign: random mixes of tool calls in one message --------------------------------------------
+
+
+def test_random_parallel_call_mixes_keep_history_valid_and_pick_the_first_valid_handoff() -> None:
+    """300 random assistant messages mixing ordinary calls, valid handoffs and invalid ones (bad
+    payload), in random order. Invariants: every call answered exactly once, ordinary results
+    real, the first *valid* handoff wins, nobody else runs."""
+    import random
+
+    rng = random.Random(20261130)
+    orphans = 0
+    for run in range(300):
+        calls, expected = [], None
+        for _ in range(rng.randint(1, 5)):
+            kind = rng.choice(["lookup", "orders_ok", "orders_bad", "tech"])
+            if kind == "lookup":
+                calls.append(tool_call("lookup_order", {"order_id": f"O{run}"}))
+            elif kind == "orders_ok":
+                calls.append(transfer("orders", payload={"order_id": "A", "status": "s"}))
+                expected = expected or "orders"
+            elif kind == "orders_bad":
+                calls.append(transfer("orders", payload={"order_id": "A"}))
+            else:
+                calls.append(transfer("tech"))
+                expected = expected or "tech"
+        script = [reply("", *calls)]
+        if expected is None:
+            script.append("done")  # no valid handoff: the model sees the errors/results and answers
+        graph, m = desk(script)
+        result = graph.invoke({"messages": [("user", "x")]}, cfg(f"r{run}"))
+        problems = validate_history(result["messages"])
+        orphans += sum(p.kind == "orphaned_call" for p in problems)
+        assert problems == [], (run, problems)
+        assert result["active_agent"] == (expected or "after_sales"), run
+        ai = next(x for x in result["messages"] if isinstance(x, AIMessage) and x.tool_calls)
+        answers = {x.tool_call_id: x for x in result["messages"] if isinstance(x, ToolMessage)}
+        for c in ai.tool_calls:
+            if c["name"] == "lookup_order":
+                assert answers[c["id"]].content == f"order O{run}: delivered"
+        ran = {n for n in ("orders", "tech") if m[n].calls}
+        assert ran == ({expected} if expected else set()), run
+    assert orphans == 0
+
+
+# -- human in the loop inside an agent --------------------------------------------------------------------------
+
+
+def test_an_agent_can_interrupt_for_a_human_and_resume() -> None:
+    from langgraph.types import Command, interrupt
+
+    def approver(state: dict) -> dict:
+        answer = interrupt({"question": "approve refund?"})
+        return {"messages": [AIMessage(f"refund {answer}")]}
+
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("triage", ScriptedChatModel([transfer("approver", "refund 20 EUR")])),
+            HandoffAgent("approver", approver),
+        ],
+        checkpointer=InMemorySaver(),
+    )
+    first = graph.invoke({"messages": [("user", "refund please")]}, cfg())
+    assert first["__interrupt__"][0].value == {"question": "approve refund?"}
+    done = graph.invoke(Command(resume="approved"), cfg())
+    assert done["messages"][-1].content == "refund approved" and done["active_agent"] == "approver"
+    assert_valid_history(done["messages"])
+    assert len(handoff_log(done)) == 2  # the resume did not replay the handoff
