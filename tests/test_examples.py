@@ -36,3 +36,26 @@ def test_cli_inspects_the_demo_store(tmp_path: Path) -> None:
     assert main(["threads", f"file://{store}"]) == 0
     assert main(["history", f"file://{store}", "customer-42/refund", "--limit", "2"]) == 0
     assert main(["history", "bogus://x", "t"]) == 2
+
+
+def test_support_desk_demo(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "support_desk.py"), "--store", str(tmp_path / "desk")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "navigator -> after_sales via semantic" in text
+    assert "tool transfer_to_orders (error): payload for 'orders' is invalid: status: Field required" in text
+    assert 'Payload: {"order_id": "A-1001", "status": "delivered"}' in text
+    assert "[c-1001, served by worker B] navigator -> orders via sticky" in text
+    assert "hop 1 tool    after_sales -> orders" in text
+    assert "chain this turn: tech_support -> after_sales -> human" in text
+    assert "navigator -> human via rule" in text and "[c-1004, served by worker B] navigator -> orders" in text
+    assert out.stderr == ""
+    # the state is in the local store, readable by the CLI
+    from langgraph_handoff.cli import main
+
+    assert main(["threads", f"file://{tmp_path / 'desk'}"]) == 0
