@@ -271,5 +271,7 @@ class InvalidHistoryError(InvalidInputError):
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
-        shown = "; ".join(self.problems[:5]) + (f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else "")
+        shown = "; ".join(self.problems[:5]) + (
+            f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
+        )
         super().__init__(f"invalid message history: {shown}")

@@ -197,3 +197,18 @@ def test_scripted_model_reports_exhaustion_and_can_cycle() -> None:
 def test_scripted_model_replies_can_depend_on_the_conversation() -> None:
     m = ScriptedChatModel([lambda msgs: f"you said {msgs[-1].content}"])
     assert m.invoke("ping").content == "you said ping"
+
+
+def test_bad_records_raise_typed_errors_not_pydantic_ones() -> None:
+    from langgraph_handoff.errors import InvalidRouteError
+    from langgraph_handoff.handoff import handoff_log, routing_log
+    from langgraph_handoff.routing import Route, RouteDecision
+
+    with pytest.raises(InvalidRouteError):
+        Route("")
+    with pytest.raises(InvalidRouteError):
+        RouteDecision(target="x", method="guess")  # type: ignore[arg-type]
+    with pytest.raises(InvalidHandoffError, match="invalid stored Handoff"):
+        handoff_log({"handoffs": [{"source": "a"}]})
+    with pytest.raises(InvalidRouteError, match="invalid stored RouteDecision"):
+        routing_log({"routing": [{"target": "a", "method": 3}]})

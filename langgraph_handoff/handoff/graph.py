@@ -76,12 +76,12 @@ class HandoffState(TypedDict, total=False):
 
 def handoff_log(state: Mapping[str, Any]) -> list[Handoff]:
     """Every handoff recorded in a handoff graph's state, oldest first, as :class:`Handoff` models."""
-    return [h if isinstance(h, Handoff) else Handoff.model_validate(h) for h in state.get("handoffs") or []]
+    return [Handoff.from_data(h) for h in state.get("handoffs") or []]
 
 
 def routing_log(state: Mapping[str, Any]) -> list[RouteDecision]:
     """Every routing decision recorded in a handoff graph's state, oldest first."""
-    return [d if isinstance(d, RouteDecision) else RouteDecision.model_validate(d) for d in state.get("routing") or []]
+    return [RouteDecision.from_data(d) for d in state.get("routing") or []]
 
 
 def _text(message: BaseMessage) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from langgraph_handoff._records import Record
 from langgraph_handoff.errors import InvalidHandoffError
 
 Trigger = Literal["tool", "node", "route", "breaker"]
@@ -35,7 +36,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Handoff(BaseModel):
+class Handoff(Record):
     """One transfer of the conversation from ``source`` to ``target``.
 
     - ``briefing``: what the receiver must know: why it got the task, what is known, what to do next.
@@ -55,6 +56,7 @@ class Handoff(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    invalid_error = InvalidHandoffError
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     source: str | None
@@ -67,12 +69,6 @@ class Handoff(BaseModel):
     trigger: Trigger = "tool"
     tool_call_id: str | None = None
     created_at: datetime = Field(default_factory=_now)
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise InvalidHandoffError(f"invalid handoff: {exc}") from None
 
     @field_validator("target")
     @classmethod

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from langgraph_handoff._records import Record
 from langgraph_handoff.errors import InvalidRouteError
 
 Method = Literal["rule", "semantic", "llm", "fallback", "sticky"]
 
 
-class Route(BaseModel):
+class Route(Record):
     """One destination a router can pick, usually an agent.
 
     ``examples`` are in-language sample requests (the semantic router's index); ``description``
@@ -26,6 +27,7 @@ class Route(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    invalid_error = InvalidRouteError
 
     name: str
     description: str = ""
@@ -37,10 +39,7 @@ class Route(BaseModel):
         # positional ``Route("orders", "desc", [...])`` as well as keywords
         if name is not None:
             kw["name"] = name
-        try:
-            super().__init__(description=description, examples=tuple(examples), **kw)
-        except ValidationError as exc:
-            raise InvalidRouteError(f"invalid route: {exc}") from None
+        super().__init__(description=description, examples=tuple(examples), **kw)
 
     @field_validator("name")
     @classmethod
@@ -50,7 +49,7 @@ class Route(BaseModel):
         return v
 
 
-class RouteDecision(BaseModel):
+class RouteDecision(Record):
     """Where a router sends a message, and the evidence.
 
     - ``target``: the chosen route, or the router's fallback when nothing was confident enough
@@ -67,6 +66,7 @@ class RouteDecision(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    invalid_error = InvalidRouteError
 
     target: str | None
     score: float = 0.0
