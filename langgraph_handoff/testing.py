@@ -26,6 +26,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
 from langgraph_handoff.errors import LangGraphHandoffError
@@ -86,6 +87,7 @@ class ScriptedChatModel(BaseChatModel):
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _bound: list[str] = PrivateAttr(default_factory=list)
+    _schemas: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     def __init__(self, script: Sequence[Step], *, cycle: bool = False, **kw: Any):
         super().__init__(script=list(script), cycle=cycle, **kw)  # type: ignore[call-arg]
@@ -102,8 +104,16 @@ class ScriptedChatModel(BaseChatModel):
     def bound_tools(self) -> list[str]:
         return self._bound
 
+    @property
+    def bound_tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI-format schemas of the tools last bound (what a provider would be sent)."""
+        return self._schemas
+
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
-        self._bound = [getattr(t, "name", None) or getattr(t, "__name__", None) or str(t.get("name")) for t in tools]
+        # convert like a real provider does, so a tool schema a provider would reject fails here too
+        schemas = [convert_to_openai_tool(t) for t in tools]
+        self._bound = [s["function"]["name"] for s in schemas]
+        self._schemas = schemas
         return self
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:

@@ -246,7 +246,7 @@ def test_time_budget_is_checked_at_every_handoff() -> None:
     graph, m = desk([slow], time_budget=30.0, clock=lambda: now[0])
     result = graph.invoke({"messages": [("user", "x")]}, cfg())
     last = handoff_log(result)[-1]
-    assert last.target == "human" and "time budget of 30s for this turn is spent (31.0s elapsed)" in last.reason
+    assert last.target == "human" and "time budget of 30s for this turn is spent (31.0s of agent time)" in last.reason
     assert not m["orders"].calls
 
 
@@ -341,7 +341,8 @@ def test_reroute_always_routes_every_turn() -> None:
         ("full", ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "HumanMessage"]),
         ("briefing", ["HumanMessage"]),
         ("no_tools", ["HumanMessage", "HumanMessage"]),
-        (2, ["AIMessage", "ToolMessage", "HumanMessage"]),
+        (2, ["HumanMessage"]),  # the briefing: a view starts at a user message
+        (6, ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "HumanMessage"]),
     ],
 )
 def test_context_policy_shapes_what_the_receiver_sees(policy: Any, expect: list[str]) -> None:
@@ -509,7 +510,7 @@ def test_handoff_round_trips_through_langgraph_serializer() -> None:
         (dict(agents=[HandoffAgent("a", lambda s: {})], fallback="human"), "fallback 'human' is not an agent"),
         (dict(agents=[HandoffAgent("a", lambda s: {}, handoffs=["zz"])]), "unknown agents"),
         (dict(agents=[HandoffAgent("a", lambda s: {})], router=ROUTER), "not agents"),
-        (dict(agents=[HandoffAgent("a", lambda s: {})], max_handoffs_per_turn=0), "at least 1"),
+        (dict(agents=[HandoffAgent("a", lambda s: {})], max_handoffs_per_turn=0), "int >= 1"),
     ],
 )
 def test_bad_graph_configuration_is_a_typed_error(kwargs: dict, match: str) -> None:

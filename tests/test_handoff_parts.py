@@ -70,10 +70,13 @@ def test_stubs_answer_only_the_open_tail() -> None:
 # -- context policies ----------------------------------------------------------------------------
 
 
-def test_last_n_never_cuts_between_a_call_and_its_results() -> None:
+def test_last_n_starts_at_a_user_message_and_never_cuts_a_call_from_its_results() -> None:
     history = [HumanMessage("q"), call("a", "b"), res("a"), res("b"), AIMessage("x")]
-    assert LastN(2)(history, "me") == history[1:]
+    assert LastN(2)(history, "me") == history  # no user message in the window: back to "q"
     assert LastN(10)(history, "me") == history
+    longer = [*history, HumanMessage("q2"), call("c"), res("c")]
+    assert LastN(3)(longer, "me") == longer[5:]
+    assert all(validate_history(LastN(n)(longer, "me")) == [] for n in range(1, 9))
     with pytest.raises(InvalidHandoffError):
         LastN(0)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -44,7 +45,7 @@ def handoff_to(
     'orders'
     """
     if isinstance(payload, BaseModel):
-        payload = payload.model_dump(mode="json")
+        payload = payload.model_dump(mode="json", by_alias=True)
     return {
         **update,
         REQUEST_KEY: {
@@ -94,8 +95,13 @@ class HandoffAgent:
 
     @property
     def kind(self) -> str:
-        if isinstance(self.agent, BaseChatModel):
+        if isinstance(self.agent, BaseChatModel) or _configured_model(self.agent) is not None:
             return "model"
+        if isinstance(self.agent, RunnableBindingBase) and isinstance(self.agent.bound, BaseChatModel):
+            raise InvalidHandoffError(
+                f"agent {self.name!r} is a chat model inside a {type(self.agent).__name__}; give the chat model "
+                "itself (or one configured with .bind()/.with_config()), or build your own agent graph around it"
+            )
         if isinstance(self.agent, Runnable):
             return "runnable"
         if callable(self.agent):
@@ -111,8 +117,25 @@ class HandoffAgent:
         return validate_payload(self.payload_schema, payload, target=self.name)
 
 
+def _configured_model(agent: Any) -> RunnableBinding | None:
+    """A chat model configured with ``.bind(...)`` / ``.with_config(...)`` (a ``RunnableBinding``)."""
+    if isinstance(agent, RunnableBinding) and isinstance(agent.bound, BaseChatModel):
+        return agent
+    return None
+
+
+def _bind_tools(model: Any, tools: list[Any]) -> Any:
+    configured = _configured_model(model)
+    if configured is None:
+        return model.bind_tools(tools)
+    # keep the caller's bound kwargs and config: bind tools on the model, then re-apply them
+    chat_model: BaseChatModel = configured.bound  # type: ignore[assignment]
+    bound = chat_model.bind_tools(tools)
+    return bound.bind(**configured.kwargs).with_config(configured.config or {})
+
+
 def build_tool_agent(
-    model: BaseChatModel,
+    model: BaseChatModel | RunnableBinding,
     *,
     tools: Sequence[BaseTool | Callable[..., Any]] = (),
     prompt: str | None = None,
@@ -123,7 +146,7 @@ def build_tool_agent(
 
     All tool calls of one model message run in one ``ToolNode`` step, so each gets its real result.
     """
-    bound = model.bind_tools(list(tools)) if tools else model
+    bound = _bind_tools(model, list(tools)) if tools else model
     system: list[AnyMessage] = [SystemMessage(prompt)] if prompt else []
 
     def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, list[AnyMessage]]:

@@ -30,13 +30,18 @@ class FullHistory:
 
 
 class LastN:
-    """The last ``n`` messages, extended backwards so no tool result loses its call.
+    """At most the last ``n`` messages, starting at a user message: providers reject a
+    conversation that opens with an assistant turn or a tool result. The view starts at the first
+    user message inside the window; if the window has none (a long tool loop), it reaches back to
+    the latest user message before it, so no tool result ever loses its call.
 
     >>> from langchain_core.messages import HumanMessage
     >>> call = AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "c"}])
-    >>> view = LastN(1)([HumanMessage("a"), call, ToolMessage("r", tool_call_id="c")], "x")
-    >>> [type(m).__name__ for m in view]
-    ['AIMessage', 'ToolMessage']
+    >>> history = [HumanMessage("a"), call, ToolMessage("r", tool_call_id="c"), HumanMessage("b"), AIMessage("c")]
+    >>> [m.content for m in LastN(3)(history, "x")]
+    ['b', 'c']
+    >>> [type(m).__name__ for m in LastN(1)(history[:3], "x")]
+    ['HumanMessage', 'AIMessage', 'ToolMessage']
     """
 
     def __init__(self, n: int):
@@ -45,9 +50,10 @@ class LastN:
         self.n = n
 
     def __call__(self, messages: Sequence[BaseMessage], agent: str) -> list[BaseMessage]:
-        start = max(0, len(messages) - self.n)
-        while start > 0 and isinstance(messages[start], ToolMessage):
-            start -= 1
+        window = max(0, len(messages) - self.n)
+        start = next((i for i in range(window, len(messages)) if isinstance(messages[i], HumanMessage)), None)
+        if start is None:
+            start = next((i for i in range(window - 1, -1, -1) if isinstance(messages[i], HumanMessage)), 0)
         return list(messages[start:])
 
     def __repr__(self) -> str:
@@ -55,9 +61,10 @@ class LastN:
 
 
 class BriefingOnly:
-    """Start at the briefing addressed to this agent: the receiver works from the handoff note
-    (and whatever happened after it), not from other agents' transcripts. An agent that was
-    routed to directly, with no briefing, starts at the user's latest message."""
+    """Start at the latest briefing addressed to this agent: the receiver works from the handoff
+    note and everything after it (its own work, later user turns), not from what other agents did
+    before. An agent that was routed to directly, with no briefing, starts at the user's latest
+    message."""
 
     def __call__(self, messages: Sequence[BaseMessage], agent: str) -> list[BaseMessage]:
         for i in range(len(messages) - 1, -1, -1):

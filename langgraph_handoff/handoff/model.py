@@ -125,10 +125,11 @@ def validate_payload(schema: type[BaseModel] | None, payload: Any, *, target: st
         raise InvalidHandoffError(
             f"payload for {target!r} must be an object (a JSON dict), got {type(payload).__name__}"
         )
+    # dumped by alias, so the stored payload validates again (the router re-checks it)
     if isinstance(payload, schema):
-        return payload.model_dump(mode="json")
+        return payload.model_dump(mode="json", by_alias=True)
     try:
-        return schema.model_validate(payload if payload is not None else {}).model_dump(mode="json")
+        return schema.model_validate(payload if payload is not None else {}).model_dump(mode="json", by_alias=True)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}" for err in exc.errors()

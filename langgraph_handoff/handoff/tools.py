@@ -18,6 +18,7 @@ unwound. (Raising ``Command(graph=PARENT)`` from tools run as parallel tasks kee
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,12 +34,21 @@ Enabled = bool | Callable[[], bool]
 
 
 def tool_name_for(target: str) -> str:
-    """``transfer_to_<target>`` with characters providers refuse in tool names replaced.
+    """``transfer_to_<target>``, in the characters providers accept in tool names (``[A-Za-z0-9_-]``,
+    at most 64). A name that had to be changed gets a short hash of the real one, so "退货" and
+    "换货" (or "after sales" and "after.sales") still get different tools.
 
-    >>> tool_name_for("after-sales desk")
-    'transfer_to_after-sales_desk'
+    >>> tool_name_for("orders")
+    'transfer_to_orders'
+    >>> tool_name_for("退货") != tool_name_for("换货")
+    True
     """
-    return ("transfer_to_" + re.sub(r"[^A-Za-z0-9_-]", "_", target))[:64]
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", target)
+    name = "transfer_to_" + safe
+    if safe == target and len(name) <= 64:
+        return name
+    digest = hashlib.sha256(target.encode("utf-8")).hexdigest()[:8]
+    return f"{name[:55]}_{digest}"
 
 
 def _args_schema(target: str, payload_schema: type[BaseModel] | None) -> dict[str, Any]:
@@ -47,11 +57,15 @@ def _args_schema(target: str, payload_schema: type[BaseModel] | None) -> dict[st
         if payload_schema is not None
         else {"type": "object", "description": "Optional structured facts for the receiving agent."}
     )
+    # nested models and enums come as "$defs" referenced from the schema's root ("#/$defs/X");
+    # the payload schema is embedded one level down, so its definitions move to the tool's root
+    defs = payload.pop("$defs", None)
     payload.setdefault("description", f"Structured data the {target} agent needs.")
     required = ["briefing"]
     if payload_schema is not None and payload.get("required"):
         required.append("payload")
     return {
+        **({"$defs": defs} if defs else {}),
         "title": tool_name_for(target),
         "type": "object",
         "properties": {
@@ -128,7 +142,7 @@ def create_handoff_tool(
         return f"Handing the conversation to {target}.", {MESSAGE_MARK: request}
 
     desc = description or f"the {target} agent"
-    return StructuredTool.from_function(
+    return _HandoffTool.from_function(
         func=transfer,
         name=tool_name,
         description=(
@@ -140,6 +154,15 @@ def create_handoff_tool(
         handle_tool_error=True,
         metadata={MESSAGE_MARK: {"handoff_target": target}},
     )
+
+
+class _HandoffTool(StructuredTool):
+    """A ``StructuredTool`` that passes only its own three arguments to the function: models
+    sometimes add keys of their own, and a stray key (even ``"self"``) must not crash the run."""
+
+    def _to_args_and_kwargs(self, tool_input: str | dict, tool_call_id: str | None) -> tuple[tuple, dict]:
+        _args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        return (), {k: v for k, v in kwargs.items() if k in ("briefing", "reason", "payload")}
 
 
 def handoff_request_of(message: BaseMessage) -> dict[str, Any] | None:

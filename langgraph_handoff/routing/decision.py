@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from langgraph_handoff._records import Record
 from langgraph_handoff.errors import InvalidRouteError
+from langgraph_handoff.routing.text import require_strings
 
 Method = Literal["rule", "semantic", "llm", "fallback", "sticky"]
 
@@ -39,7 +40,7 @@ class Route(Record):
         # positional ``Route("orders", "desc", [...])`` as well as keywords
         if name is not None:
             kw["name"] = name
-        super().__init__(description=description, examples=tuple(examples), **kw)
+        super().__init__(description=description, examples=require_strings(examples, "route examples"), **kw)
 
     @field_validator("name")
     @classmethod

@@ -84,10 +84,14 @@ def _report(items: list[tuple[str, str | None]], decisions: list[RouteDecision],
     )
 
 
-def _items(labelled: Iterable[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+def _items(labelled: Iterable[tuple[str, str | None]], router: Any) -> list[tuple[str, str | None]]:
     items = [(t, lab) for t, lab in labelled]
     if not items:
         raise InvalidRouteError("evaluate needs at least one labelled message")
+    known = set(_route_names(router))
+    bad = sorted({str(lab) for _, lab in items if lab is not None and known and lab not in known})
+    if bad:
+        raise InvalidRouteError(f"labels {bad} name no route; routes are {sorted(known)} (use None for off-topic)")
     return items
 
 
@@ -104,12 +108,12 @@ def evaluate(router: Any, labelled: Iterable[tuple[str, str | None]]) -> EvalRep
     >>> report.accuracy, report.off_topic_rejection
     (1.0, 1.0)
     """
-    items = _items(labelled)
+    items = _items(labelled, router)
     return _report(items, [router.route(t) for t, _ in items], _route_names(router))
 
 
 async def aevaluate(router: Any, labelled: Iterable[tuple[str, str | None]]) -> EvalReport:
     """Async twin of :func:`evaluate`; routes the messages concurrently."""
-    items = _items(labelled)
+    items = _items(labelled, router)
     decisions = await asyncio.gather(*(router.aroute(t) for t, _ in items))
     return _report(items, list(decisions), _route_names(router))

@@ -19,6 +19,7 @@ from langgraph_handoff.errors import InvalidRouteError
 from langgraph_handoff.routing.decision import Route, RouteDecision
 from langgraph_handoff.routing.rules import Rule, RuleRouter
 from langgraph_handoff.routing.semantic import SemanticRouter
+from langgraph_handoff.routing.text import require_text
 
 Decider = Callable[[str, Sequence[Route]], "str | None"]
 
@@ -132,6 +133,7 @@ class HybridRouter:
         )
 
     def route(self, text: str) -> RouteDecision:
+        require_text(text)
         if self.rules and (hit := self.rules.match(text)):
             return hit
         semantic = self.semantic.route(text) if self.semantic else None
@@ -142,6 +144,7 @@ class HybridRouter:
         return self._fallback(semantic, "")
 
     async def aroute(self, text: str) -> RouteDecision:
+        require_text(text)
         if self.rules and (hit := self.rules.match(text)):
             return hit
         semantic = await self.semantic.aroute(text) if self.semantic else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from langgraph_handoff.errors import InvalidRouteError
 from langgraph_handoff.routing.decision import RouteDecision
-from langgraph_handoff.routing.text import has_cjk, has_hebrew, normalize
+from langgraph_handoff.routing.text import has_cjk, has_hebrew, normalize, require_strings, require_text
 
 # Hebrew attaches one-letter words to the next word: "לנציג" is "to a representative".
 _HEBREW_PREFIXES = "[ובכלמשה]{0,3}"
@@ -47,8 +47,10 @@ class Rule:
     _compiled: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.target:
-            raise InvalidRouteError("a rule needs a target")
+        if not isinstance(self.target, str) or not self.target:
+            raise InvalidRouteError("a rule needs a target (an agent or route name)")
+        for what in ("keywords", "patterns", "commands"):
+            object.__setattr__(self, what, require_strings(getattr(self, what), f"rule {what}"))
         compiled: list[tuple[str, re.Pattern[str]]] = []
         for cmd in self.commands:
             compiled.append((f"command: {cmd}", _keyword_pattern(cmd)))
@@ -65,7 +67,7 @@ class Rule:
 
     def matches(self, text: str) -> str | None:
         """What matched (for the decision's ``reason``), or ``None``."""
-        norm = normalize(text)
+        norm = normalize(require_text(text))
         for label, pattern in self._compiled:
             if pattern.search(norm):
                 return label

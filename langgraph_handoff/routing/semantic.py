@@ -12,6 +12,7 @@ thresholds and the margin on labelled messages, including off-topic ones labelle
 
 from __future__ import annotations
 
+import itertools
 import logging
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 from langgraph_handoff.errors import InvalidRouteError
 from langgraph_handoff.routing.decision import Method, Route, RouteDecision
 from langgraph_handoff.routing.encoders import Vector, as_encoder, cosine
+from langgraph_handoff.routing.text import require_text
 
 logger = logging.getLogger("langgraph_handoff.routing")
 
@@ -54,6 +56,12 @@ class FitReport:
         if self.leaked:
             text += f"; warning: {len(self.leaked)} training messages are also route examples"
         return text
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InvalidRouteError(f"{what} must be a number, got {value!r}")
+    return float(value)
 
 
 def _top2(scores: Mapping[str, float]) -> tuple[str, float, str | None, float]:
@@ -107,15 +115,15 @@ class SemanticRouter:
         self.encoder = as_encoder(encoder)
         self._index: list[tuple[str, Vector]] = []
         self._build_index()
-        self.margin = float(margin) if margin is not None else 0.0
+        self.margin = _number(margin, "margin") if margin is not None else 0.0
         self.thresholds = self.auto_thresholds()
         if isinstance(threshold, Mapping):
             unknown = set(threshold) - set(names)
             if unknown:
                 raise InvalidRouteError(f"thresholds given for unknown routes {sorted(unknown)}; routes are {names}")
-            self.thresholds.update({k: float(v) for k, v in threshold.items()})
+            self.thresholds.update({k: _number(v, f"threshold for {k!r}") for k, v in threshold.items()})
         elif threshold is not None:
-            self.thresholds = dict.fromkeys(names, float(threshold))
+            self.thresholds = dict.fromkeys(names, _number(threshold, "threshold"))
 
     # -- index ---------------------------------------------------------------------------------
 
@@ -141,7 +149,7 @@ class SemanticRouter:
 
     def scores(self, text: str) -> dict[str, float]:
         """Every route's max-similarity score for ``text``."""
-        return self._scores_for(self._encode_query(text))
+        return self._scores_for(self._encode_query(require_text(text)))
 
     def auto_thresholds(self) -> dict[str, float]:
         """Per-route thresholds calibrated from the examples alone (no labelled messages needed).
@@ -216,9 +224,9 @@ class SemanticRouter:
 
     async def aroute(self, text: str) -> RouteDecision:
         if hasattr(self.encoder, "aencode_query"):
-            vec = await self.encoder.aencode_query(text)
+            vec = await self.encoder.aencode_query(require_text(text))
         else:
-            vec = self._encode_query(text)  # in-process TF-IDF: microseconds, no I/O
+            vec = self._encode_query(require_text(text))  # in-process TF-IDF: microseconds, no I/O
         return self.decide(self._scores_for(vec))
 
     # -- calibration ---------------------------------------------------------------------------
@@ -285,31 +293,31 @@ class SemanticRouter:
         return hits / len(table)
 
     def _tune_thresholds(self, table: list[tuple[dict[str, float], str | None]], margin: float) -> dict[str, float]:
-        """Coordinate ascent: each route's threshold only affects messages whose best route it is."""
-        thr = dict.fromkeys(self.thresholds, 0.0)
+        """Coordinate ascent from the current thresholds. A route's threshold only matters for the
+        messages whose best route it is (and whose lead passes the margin); with none of those it
+        stays as it is. Between equally good thresholds we keep the one nearest the current value,
+        and we never put a bar exactly on a training score."""
+        thr = dict(self.thresholds)
         tops = [(_top2(scores), lab) for scores, lab in table]
         for _ in range(2):
             for route in thr:
                 mine = [
-                    (s1, s1 - s2 >= margin or second is None, lab)
+                    (s1, lab)
                     for (best, s1, second, s2), lab in tops
-                    if best == route
+                    if best == route and s1 > 0 and (second is None or s1 - s2 >= margin)
                 ]
                 if not mine:
                     continue
-                # accepting every score >= t: try t at each observed score, and above all of them
-                observed = sorted({s for s, _, _ in mine})
-                candidates = [0.0, *observed, observed[-1] + 1e-6]
-
-                def correct(t: float, mine: list[tuple[float, bool, str | None]] = mine, route: str = route) -> int:
-                    return sum(
-                        1 for s, lead_ok, lab in mine if (route if (s >= t and s > 0 and lead_ok) else None) == lab
-                    )
-
-                results = [(correct(t), t) for t in candidates]
-                top = max(c for c, _ in results)
-                chosen = min(t for c, t in results if c == top)
-                # put the bar halfway into the gap below the chosen score, not on a training point
-                below = [s for s in observed if s < chosen]
-                thr[route] = round((chosen + below[-1]) / 2, 6) if below and chosen > 0 else chosen
+                observed = sorted({x for x, _ in mine})
+                # a threshold in (observed[k-1], observed[k]] accepts exactly the scores >= observed[k]
+                edges = [0.0, *observed]
+                intervals = [*itertools.pairwise(edges), (observed[-1], max(1.0, observed[-1]) + 1e-6)]
+                best_count, best_pick = -1, thr[route]
+                for low, high in intervals:
+                    pick = thr[route] if low < thr[route] <= high else (low + high) / 2
+                    count = sum(1 for x, lab in mine if (route if x >= pick else None) == lab)
+                    closer = abs(pick - thr[route]) < abs(best_pick - thr[route])
+                    if count > best_count or (count == best_count and closer):
+                        best_count, best_pick = count, pick
+                thr[route] = round(best_pick, 6)
         return thr

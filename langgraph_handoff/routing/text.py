@@ -66,3 +66,25 @@ def char_ngrams(text: str, low: int, high: int, cjk: tuple[int, int] = (1, 2)) -
                     break
                 grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
     return grams
+
+
+def require_text(text: object) -> str:
+    """The message text a router is asked about; anything but a string is a caller bug."""
+    if not isinstance(text, str):
+        from langgraph_handoff.errors import InvalidRouteError
+
+        raise InvalidRouteError(f"routers route text (str), got {type(text).__name__}")
+    return text
+
+
+def require_strings(value: object, what: str) -> tuple[str, ...]:
+    """A list of strings, refusing a bare string (which would become one entry per character)."""
+    from langgraph_handoff.errors import InvalidRouteError
+
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        raise InvalidRouteError(f"{what} must be a list of strings, got {type(value).__name__} {value!r}")
+    items = tuple(value)  # type: ignore[call-overload]
+    bad = [x for x in items if not isinstance(x, str)]
+    if bad:
+        raise InvalidRouteError(f"{what} must be strings, got {bad[:3]!r}")
+    return items
