@@ -7,6 +7,9 @@ broadly or as narrowly as they need::
     ├── ConflictError                    someone else changed the thing you tried to change
     │   ├── PreconditionFailedError      a store-level compare-and-swap / create-only put lost
     │   ├── StaleWriterError             a run tried to extend a lineage that moved on without it
+    │   │   └── OwnershipLostError       a worker wrote with a lease epoch that was superseded
+    │   ├── LeaseHeldError               another worker owns the session and its lease is valid
+    │   ├── TransferError                a planned transfer cannot be accepted (none, wrong, expired)
     │   ├── CheckpointOrderError         a new checkpoint id sorts before the latest one (clock skew)
     │   └── ThreadExistsError            copy_thread target already has checkpoints
     ├── StoreError                       the object store failed
@@ -44,11 +47,14 @@ __all__ = [
     "InvalidRouteError",
     "InvalidThreadIdError",
     "LangGraphHandoffError",
+    "LeaseHeldError",
+    "OwnershipLostError",
     "PreconditionFailedError",
     "StaleWriterError",
     "StoreError",
     "StoreUnavailableError",
     "ThreadExistsError",
+    "TransferError",
     "UnknownOutcomeError",
 ]
 
@@ -116,6 +122,60 @@ class StaleWriterError(ConflictError):
             f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. "
             "Another run committed first; reload the thread state and resume from it."
         )
+
+
+class OwnershipLostError(StaleWriterError):
+    """A worker bound to a session lease tried to write after losing the session: another worker
+    took it over (a higher fencing epoch), or this worker released it or locked it for a transfer.
+
+    Nothing was written. What to do: stop working on this session. Its new owner continues it
+    from the stored state; do not retry with the old lease.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_ns: str, *, epoch: int, current: int, reason: str) -> None:
+        self.epoch = epoch
+        self.current = current
+        super().__init__(
+            thread_id,
+            checkpoint_ns,
+            expected_parent=None,
+            latest=None,
+            checkpoint_id="",
+            reason=f"this worker holds lease epoch {epoch} but {reason}",
+        )
+        self.args = (
+            f"ownership lost on thread {thread_id!r}: this worker holds lease epoch {epoch} but {reason}. "
+            "Nothing was written; stop working on this session, its new owner continues it.",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class LeaseHeldError(ConflictError):
+    """Another worker owns the session and its lease has not expired.
+
+    What to do: leave the session to its owner, wait until ``expires_at``, or (as an operator who
+    knows the owner is dead) take it over with ``force=True``.
+    """
+
+    def __init__(self, thread_id: str, owner: str | None, expires_at: float, state: str) -> None:
+        self.thread_id = thread_id
+        self.owner = owner
+        self.expires_at = expires_at
+        super().__init__(
+            f"session {thread_id!r} is {state} by {owner!r} until {expires_at:.3f} (unix time); wait for it to "
+            "expire or be released, or take it over with force=True if you know the owner is gone"
+        )
+
+
+class TransferError(ConflictError):
+    """A planned transfer step that cannot happen: no transfer is pending, the transfer id or
+    the receiving owner does not match, or its accept deadline has passed.
+
+    What to do: read the session (``SessionManager.get``) and act on its current state; an
+    expired transfer is reclaimable with ``reclaim_expired``.
+    """
 
 
 class CheckpointOrderError(ConflictError):

@@ -18,16 +18,26 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
 * Re-putting the id that is already stored (a retry whose first attempt landed) is an upsert.
 * Every new id must sort after the latest: "latest" means "greatest id", and a checkpoint that
   sorts before it could never become visible (:class:`CheckpointOrderError`, a clock-skew symptom).
+* A writer **bound to a session lease** (``saver.with_lease(lease)``) may not write a head that
+  records a higher fencing epoch, or that its own epoch locked for a transfer or released
+  (:class:`OwnershipLostError`). The check is against the head the compare-and-swap replaces, so
+  it is atomic with the write.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from langgraph_handoff.checkpoint.records import Head
-from langgraph_handoff.errors import CheckpointOrderError, ConflictError, StaleWriterError
+from langgraph_handoff.errors import CheckpointOrderError, ConflictError, OwnershipLostError, StaleWriterError
 
-__all__ = ["LINEAGE_SOURCES", "PutIntent", "check_put"]
+__all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put", "write_refusal"]
+
+#: key of the session lease in a thread's root head (extra fields), and of the fencing epoch in
+#: every head of the thread (see :mod:`langgraph_handoff.ownership`)
+LEASE_KEY = "lease"
+FENCE_KEY = "fence"
 
 #: Metadata sources of a run continuing its own lineage; everything else is an explicit fork.
 LINEAGE_SOURCES = frozenset({"input", "loop"})
@@ -44,6 +54,8 @@ class PutIntent:
     saw_empty: bool = False
     #: the parent is a superseded checkpoint this run was explicitly addressed at (time travel)
     branches_from_history: bool = False
+    #: the session lease epoch this writer holds (``None``: not bound to a lease)
+    fence: int | None = None
 
     @property
     def continues_lineage(self) -> bool:
@@ -57,8 +69,18 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
     >>> check_put(None, intent) is None
     True
     """
+    if head is not None and intent.fence is not None:
+        refusal = write_refusal(head.extra, intent.fence)
+        if refusal is not None:
+            return OwnershipLostError(
+                intent.thread_id,
+                intent.checkpoint_ns,
+                epoch=intent.fence,
+                current=int(head.extra.get(FENCE_KEY, 0) or 0),
+                reason=refusal,
+            )
     if head is not None and not head.records:
-        head = None  # an emptied head (everything deleted) is an empty namespace
+        head = None  # an emptied head (everything deleted, or holding only a lease) is an empty namespace
     latest = head.latest_id if head is not None else None
     cid = intent.checkpoint_id
     if head is not None and cid in head.records:
@@ -108,3 +130,22 @@ def _stale(intent: PutIntent, latest: str | None, reason: str = "") -> StaleWrit
         checkpoint_id=intent.checkpoint_id,
         reason=reason,
     )
+
+
+def write_refusal(extra: dict[str, Any], epoch: int) -> str | None:
+    """Why a writer holding ``epoch`` may not write a head whose extra fields are ``extra``
+    (``None``: it may). Shared by the saver's put and the tests."""
+    fence = int(extra.get(FENCE_KEY, 0) or 0)
+    if fence > epoch:
+        lease = extra.get(LEASE_KEY) or {}
+        who = lease.get("owner")
+        return f"the session was taken over (epoch {fence}" + (f", owner {who!r})" if who else ")")
+    lease = extra.get(LEASE_KEY)
+    if isinstance(lease, dict):
+        if int(lease.get("epoch", 0)) != epoch:
+            return f"the session's lease is at epoch {lease.get('epoch')}, held by {lease.get('owner')!r}"
+        if lease.get("state") == "transferring":
+            return "it locked the session for a transfer"
+        if lease.get("state") == "released":
+            return "it released the session"
+    return None

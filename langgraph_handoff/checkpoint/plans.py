@@ -47,7 +47,7 @@ from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import PutIntent, check_put
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
 from langgraph_handoff.checkpoint.records import (
     BlobRef,
     Folded,
@@ -68,6 +68,7 @@ from langgraph_handoff.errors import (
     CorruptObjectError,
     InvalidCheckpointIdError,
     InvalidConfigError,
+    OwnershipLostError,
     PreconditionFailedError,
     ThreadExistsError,
     UnknownOutcomeError,
@@ -298,6 +299,19 @@ class SaverPlans:
     serde: Any
     layout: Layout
     _cache: HeadCache
+    #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
+    _fence: tuple[str, int] | None = None
+
+    def _fence_for(self, thread_id: str) -> int | None:
+        if self._fence is None:
+            return None
+        bound, epoch = self._fence
+        if thread_id != bound:
+            raise InvalidConfigError(
+                f"this saver is bound to the lease of session {bound!r} and cannot write thread {thread_id!r}; "
+                "use the unbound saver (or one bound to that session's lease)"
+            )
+        return epoch
 
     # -- decoding helpers -----------------------------------------------------------------------
     def _head_from(self, obj: StoredObject | None, thread_id: str, ns: str) -> tuple[Head | None, str | None]:
@@ -575,7 +589,7 @@ class SaverPlans:
             records=records,
             payloads=table,
             segments=head.segments if head is not None else (),
-            extra=head.extra if head is not None else {},
+            extra=self._stamp(head.extra if head is not None else {}, thread_id),
         )
         schema = self.layout.schema_version
         body = rec_io.encode_head(new, schema_version=schema)
@@ -605,6 +619,13 @@ class SaverPlans:
         kept_spills = {keys.blob_key(thread_id, ns, o, p.spill) for o, chs in new.payloads.items() for p in chs.values()
                        if isinstance(p, Inline) and p.spill}  # fmt: skip
         return new, body, segment_write, [(k, b) for k, b in spills if k in kept_spills]
+
+    def _stamp(self, extra: dict[str, Any], thread_id: str) -> dict[str, Any]:
+        """A lease-bound writer records its epoch in every head it writes (the fencing token)."""
+        fence = self._fence_for(thread_id)
+        if fence is None or int(extra.get(FENCE_KEY, 0) or 0) >= fence:
+            return extra
+        return {**extra, FENCE_KEY: fence}
 
     def _spill(
         self, thread_id: str, ns: str, table: PayloadTable, latest: Record, confirmed: frozenset[str]
@@ -668,13 +689,21 @@ class SaverPlans:
         else:
             head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
             self._cache.observe(thread_id, ns, head, etag)
+        fence = self._fence_for(thread_id)
+        if fence is not None and ns and head is None:
+            # a new subgraph namespace has no head to carry the fence yet: ask the root head
+            root, _ = self._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
+            refusal = write_refusal(root.extra, fence) if root is not None else None
+            if refusal is not None:
+                raise OwnershipLostError(thread_id, ns, epoch=fence, current=int(root.extra.get(FENCE_KEY, 0) or 0),  # type: ignore[union-attr]
+                                         reason=refusal)
         memo: dict[str, tuple[Payload, bytes | None]] = {}
         for attempt in range(self.layout.max_attempts):
             state = self._cache.get(thread_id, ns)
             saw_empty = parent_id is None and state.empty_reads > 0
             branches = parent_id is not None and parent_id in state.branch_points
             intent = PutIntent(
-                thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches
+                thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence
             )
             conflict = check_put(head, intent)
             if conflict is not None and not fresh:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -177,6 +178,16 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     async def aclose(self) -> None:
         await self.store.aclose()
+
+    def with_lease(self, lease: Any) -> ObjectStoreSaver:
+        """A copy of this saver whose writes to ``lease.thread_id`` are fenced by the lease's
+        epoch: once another worker takes the session over (or this one locks it for a transfer or
+        releases it), its puts raise :class:`~langgraph_handoff.errors.OwnershipLostError` and store
+        nothing. It shares this saver's store and cache; writes to other threads are refused.
+        See :class:`~langgraph_handoff.ownership.SessionManager`."""
+        clone = copy.copy(self)
+        clone._fence = (lease.thread_id, int(lease.epoch))
+        return clone
 
     def __enter__(self) -> ObjectStoreSaver:
         return self

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from langgraph_handoff._records import Record
 from langgraph_handoff.errors import InvalidHandoffError
 
-Trigger = Literal["tool", "node", "route", "breaker"]
+Trigger = Literal["tool", "node", "route", "breaker", "transfer", "takeover"]
 
 #: ``(module, class)`` pairs to add to a strict ``JsonPlusSerializer`` allowlist if you store these
 #: records outside a graph built by :func:`create_handoff_graph` (which declares them in its state).
@@ -44,8 +44,9 @@ class Handoff(Record):
     - ``chain``: the agents that held this user turn so far, ending with ``target``.
     - ``hop``: how many handoffs this user turn has made, this one included.
     - ``trigger``: ``tool`` (an LLM called a handoff tool), ``node`` (code returned a request),
-      ``route`` (the entry router picked the first agent) or ``breaker`` (a circuit breaker sent
-      the conversation to the fallback; ``reason`` says which).
+      ``route`` (the entry router picked the first agent), ``breaker`` (a circuit breaker sent
+      the conversation to the fallback; ``reason`` says which), or, between *workers*,
+      ``transfer`` (a planned handoff of the session) and ``takeover`` (a worker died).
 
     >>> h = Handoff(source="after_sales", target="orders", briefing="Customer wants to swap the colour.",
     ...             payload={"order_id": "A-1001"}, chain=["after_sales", "orders"], hop=1)

@@ -1,0 +1,361 @@
+"""``SessionManager``: leases, planned transfers and takeovers, on the saver's own store.
+
+Every operation reads the thread's root head, decides with a pure transition from
+:mod:`langgraph_handoff.ownership.lease`, and compare-and-swaps the head; a lost race re-reads and
+decides again. Operations are written once as sans-I/O plans and run sync or async by the same
+driver as the saver (``acquire``/``aacquire``, ...).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.plans import _backoff
+from langgraph_handoff.checkpoint.records import Head
+from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.errors import (
+    ConflictError,
+    CorruptObjectError,
+    LeaseHeldError,
+    PreconditionFailedError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.handoff.model import Handoff
+from langgraph_handoff.ownership import lease as L
+from langgraph_handoff.ownership.lease import FENCE_KEY, LEASE_KEY, Lease, Status
+from langgraph_handoff.stores.base import Get, Put
+
+log = logging.getLogger("langgraph_handoff.ownership")
+
+Decide = Callable[[Lease | None, float], Lease]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One session as monitoring sees it. ``status``: ``owned``, ``expired`` (the owner stopped
+    renewing: nobody is responsible until someone reclaims it), ``transferring``, ``stuck`` (a
+    transfer nobody accepted in time), ``released``, or ``ownerless`` (checkpoints, never leased)."""
+
+    thread_id: str
+    status: Status
+    lease: Lease | None
+    latest_checkpoint_id: str | None
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.status in ("expired", "stuck", "ownerless")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "owner": self.lease.owner if self.lease else None,
+            "epoch": self.lease.epoch if self.lease else 0,
+            "expires_at": self.lease.expires_at if self.lease else None,
+            "transfer_to": self.lease.transfer.to_owner if self.lease and self.lease.transfer else None,
+            "latest_checkpoint_id": self.latest_checkpoint_id,
+        }
+
+
+def lease_of(head: Head | None, thread_id: str) -> Lease | None:
+    """The lease recorded in a root head, if any."""
+    raw = head.extra.get(LEASE_KEY) if head is not None else None
+    if raw is None:
+        return None
+    try:
+        return Lease.from_data(raw)
+    except Exception as exc:  # noqa: BLE001 - any malformed lease is a corrupt object
+        raise CorruptObjectError(keys.head_key(thread_id, ""), f"malformed session lease: {exc}") from None
+
+
+class SessionManager:
+    """Who owns which session, for a fleet of workers sharing one store.
+
+    >>> from langgraph_handoff import ObjectStoreSaver
+    >>> saver = ObjectStoreSaver.from_url("memory://")
+    >>> sessions = SessionManager(saver)
+    >>> a = sessions.acquire("chat-1", "worker-a", ttl=30)
+    >>> a.epoch, sessions.get("chat-1").owner
+    (1, 'worker-a')
+    >>> fenced = saver.with_lease(a)      # give this saver to worker A's graph: its writes are fenced
+    """
+
+    def __init__(self, saver: ObjectStoreSaver, *, clock: Callable[[], float] = time.time):
+        self.saver = saver
+        self.clock = clock
+
+    # -- the one read-decide-swap loop ----------------------------------------------------------------
+
+    def _plan_change(self, thread_id: str, decide: Decide) -> Plan[Lease]:
+        thread_id = keys.validate_thread_id(thread_id)
+        saver, hkey = self.saver, keys.head_key(thread_id, "")
+        for attempt in range(saver.layout.max_attempts):
+            head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
+            current = lease_of(head, thread_id)
+            new = decide(current, self.clock())
+            base = head if head is not None else Head(thread_id, "", {}, {})
+            fence = max(int(base.extra.get(FENCE_KEY, 0) or 0), new.epoch)
+            written = replace(base, extra={**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
+            body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
+            op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
+            try:
+                new_etag = yield op
+            except (PreconditionFailedError, UnknownOutcomeError):
+                head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
+                if lease_of(head, thread_id) == new:  # our write landed after all
+                    saver._cache.observe(thread_id, "", head, etag)
+                    return new
+                yield Sleep(_backoff(saver.layout, attempt))
+                continue
+            saver._cache.observe(thread_id, "", written, new_etag)
+            if current is None or new.epoch != current.epoch:
+                yield from self._plan_fence_namespaces(thread_id, new.epoch)
+            return new
+        raise ConflictError(
+            f"the lease of session {thread_id!r} kept changing under us ({saver.layout.max_attempts} attempts); retry"
+        )
+
+    def _plan_fence_namespaces(self, thread_id: str, epoch: int) -> Plan[None]:
+        """Carry a new epoch to every subgraph namespace head, so a superseded worker's subgraph
+        writes are refused too (the root head got it with the lease)."""
+        saver = self.saver
+        for ns in (yield from saver._plan_namespaces(thread_id)):
+            if ns == "":
+                continue
+            hkey = keys.head_key(thread_id, ns)
+            for attempt in range(saver.layout.max_attempts):
+                head, etag = saver._head_from((yield Get(hkey)), thread_id, ns)
+                if head is None or int(head.extra.get(FENCE_KEY, 0) or 0) >= epoch:
+                    break
+                written = replace(head, extra={**head.extra, FENCE_KEY: epoch})
+                body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
+                try:
+                    new_etag = yield Put(hkey, body, if_match=etag)
+                except (PreconditionFailedError, UnknownOutcomeError):
+                    yield Sleep(_backoff(saver.layout, attempt))
+                    continue
+                saver._cache.observe(thread_id, ns, written, new_etag)
+                break
+        return None
+
+    def _plan_get(self, thread_id: str) -> Plan[Lease | None]:
+        thread_id = keys.validate_thread_id(thread_id)
+        head, _ = self.saver._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
+        return lease_of(head, thread_id)
+
+    def _run(self, plan: Plan[Any]) -> Any:
+        return driver.run(self.saver.store, plan)
+
+    async def _arun(self, plan: Plan[Any]) -> Any:
+        return await driver.arun(self.saver.store, plan)
+
+    # -- leases ---------------------------------------------------------------------------------------
+
+    def _acquire(self, thread_id: str, owner: str, ttl: float, force: bool) -> Plan[Lease]:
+        lease = yield from self._plan_change(
+            thread_id, lambda cur, now: L.acquire(cur, thread_id, owner, ttl=ttl, now=now, force=force)
+        )
+        log.info("session %r: %s holds epoch %d (%s)", thread_id, owner, lease.epoch, lease.via)
+        return lease
+
+    def acquire(self, thread_id: str, owner: str, ttl: float, *, force: bool = False) -> Lease:
+        """Own a session for ``ttl`` seconds: a free, released or expired one (epoch + 1, a
+        *takeover* if someone held it), or renew your own. ``LeaseHeldError`` if another owner's
+        lease is valid; ``force=True`` takes it anyway (for an operator who knows that worker is gone)."""
+        return self._run(self._acquire(thread_id, owner, ttl, force))
+
+    async def aacquire(self, thread_id: str, owner: str, ttl: float, *, force: bool = False) -> Lease:
+        return await self._arun(self._acquire(thread_id, owner, ttl, force))
+
+    def renew(self, lease: Lease, ttl: float | None = None) -> Lease:
+        """Extend your lease (the heartbeat). ``OwnershipLostError`` if the session moved on."""
+        t = ttl if ttl is not None else max(lease.expires_at - lease.acquired_at, 1.0)
+        return self._run(self._plan_change(lease.thread_id, lambda cur, now: L.renew(cur, lease, ttl=t, now=now)))
+
+    async def arenew(self, lease: Lease, ttl: float | None = None) -> Lease:
+        t = ttl if ttl is not None else max(lease.expires_at - lease.acquired_at, 1.0)
+        return await self._arun(
+            self._plan_change(lease.thread_id, lambda cur, now: L.renew(cur, lease, ttl=t, now=now))
+        )
+
+    def release(self, lease: Lease) -> Lease:
+        """Give the session up; anyone may acquire it at once."""
+        return self._run(self._plan_change(lease.thread_id, lambda cur, now: L.release(cur, lease, now=now)))
+
+    async def arelease(self, lease: Lease) -> Lease:
+        return await self._arun(self._plan_change(lease.thread_id, lambda cur, now: L.release(cur, lease, now=now)))
+
+    def get(self, thread_id: str) -> Lease | None:
+        """The session's lease as stored now (one GET)."""
+        return self._run(self._plan_get(thread_id))
+
+    async def aget(self, thread_id: str) -> Lease | None:
+        return await self._arun(self._plan_get(thread_id))
+
+    # -- planned transfer: lock, transfer, accept -----------------------------------------------------
+
+    def _begin(self, lease: Lease, to_owner: str | None, note: Handoff | None, timeout: float) -> Plan[Lease]:
+        data = note.model_dump(mode="json") if note is not None else {}
+        out = yield from self._plan_change(
+            lease.thread_id,
+            lambda cur, now: L.begin_transfer(cur, lease, to_owner=to_owner, note=data, timeout=timeout, now=now),
+        )
+        log.info(
+            "session %r: %s locked it for a transfer to %s", lease.thread_id, lease.owner, to_owner or "any worker"
+        )
+        return out
+
+    def begin_transfer(
+        self, lease: Lease, *, to_owner: str | None = None, note: Handoff | None = None, timeout: float = 30.0
+    ) -> Lease:
+        """Phases 1 and 2 of a planned handoff. *Lock*: from now on the old owner's writes are
+        refused and it must stop processing. *Transfer*: the checkpoint is already in the store;
+        ``note`` (a :class:`~langgraph_handoff.handoff.Handoff`, see :func:`session_note`) travels
+        with the lease and says what is done and what comes next. Phase 3 is the receiver's
+        :meth:`accept`. If nobody accepts within ``timeout``, the session becomes reclaimable
+        (``reclaim_expired``) or the old owner takes it back with :meth:`abort_transfer`: it is
+        never ownerless."""
+        return self._run(self._begin(lease, to_owner, note, timeout))
+
+    async def abegin_transfer(
+        self, lease: Lease, *, to_owner: str | None = None, note: Handoff | None = None, timeout: float = 30.0
+    ) -> Lease:
+        return await self._arun(self._begin(lease, to_owner, note, timeout))
+
+    def accept(self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None) -> Lease:
+        """Phase 3: the new owner acknowledges; ownership changes now, at epoch + 1."""
+        return self._run(
+            self._plan_change(
+                thread_id, lambda cur, now: L.accept(cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now)
+            )
+        )
+
+    async def aaccept(self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None) -> Lease:
+        return await self._arun(
+            self._plan_change(
+                thread_id, lambda cur, now: L.accept(cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now)
+            )
+        )
+
+    def abort_transfer(self, lease: Lease, ttl: float) -> Lease:
+        """The old owner takes its session back after a transfer nobody accepted."""
+        return self._run(
+            self._plan_change(lease.thread_id, lambda cur, now: L.abort_transfer(cur, lease, ttl=ttl, now=now))
+        )
+
+    async def aabort_transfer(self, lease: Lease, ttl: float) -> Lease:
+        return await self._arun(
+            self._plan_change(lease.thread_id, lambda cur, now: L.abort_transfer(cur, lease, ttl=ttl, now=now))
+        )
+
+    # -- monitoring and forced takeover ------------------------------------------------------------------
+
+    def _plan_sessions(self, thread_ids: Sequence[str] | None) -> Plan[list[SessionInfo]]:
+        saver = self.saver
+        if thread_ids is None:
+            ids = [t for t, ns in (yield from saver._plan_heads_ids(keys.heads_prefix())) if ns == ""]
+        else:
+            ids = [keys.validate_thread_id(t) for t in thread_ids]
+        now = self.clock()
+        out: list[SessionInfo] = []
+        for start in range(0, len(ids), 64):
+            chunk = ids[start : start + 64]
+            objs = yield Batch(tuple(Get(keys.head_key(t, "")) for t in chunk))
+            for tid, obj in zip(chunk, objs, strict=True):
+                head, _ = saver._head_from(obj, tid, "")
+                if head is None:
+                    continue
+                lease = lease_of(head, tid)
+                status: Status = lease.status(now) if lease is not None else "ownerless"
+                if lease is None and not head.records:
+                    continue
+                out.append(SessionInfo(tid, status, lease, head.latest_id))
+        return out
+
+    def sessions(self, thread_ids: Sequence[str] | None = None) -> list[SessionInfo]:
+        """Every session (or the given ones) with its status; ``needs_attention`` marks the
+        "nobody is responsible" window: expired, stuck in transfer, or never owned."""
+        return self._run(self._plan_sessions(thread_ids))
+
+    async def asessions(self, thread_ids: Sequence[str] | None = None) -> list[SessionInfo]:
+        return await self._arun(self._plan_sessions(thread_ids))
+
+    def _plan_reclaim(
+        self, owner: str, ttl: float, thread_ids: Sequence[str] | None, limit: int | None
+    ) -> Plan[list[Lease]]:
+        taken: list[Lease] = []
+        for info in (yield from self._plan_sessions(thread_ids)):
+            if info.lease is None or info.status not in ("expired", "stuck", "released") or info.status == "released":
+                continue
+            try:
+                lease = yield from self._acquire(info.thread_id, owner, ttl, False)
+            except LeaseHeldError:
+                continue  # renewed, or another reclaimer won
+            log.warning(
+                "session %r: %s took it over at epoch %d (was %s, owner %r)",
+                info.thread_id,
+                owner,
+                lease.epoch,
+                info.status,
+                info.lease.owner,
+            )
+            taken.append(lease)
+            if limit is not None and len(taken) >= limit:
+                break
+        return taken
+
+    def reclaim_expired(
+        self, owner: str, ttl: float, *, thread_ids: Sequence[str] | None = None, limit: int | None = None
+    ) -> list[Lease]:
+        """The health check: take over (epoch + 1) every session whose owner stopped renewing or
+        whose transfer was never accepted. Resume each from its latest checkpoint with a saver
+        bound to the new lease (``saver.with_lease(lease)``): LangGraph replays the pending
+        writes of tasks that completed, so they are not executed again."""
+        return self._run(self._plan_reclaim(owner, ttl, thread_ids, limit))
+
+    async def areclaim_expired(
+        self, owner: str, ttl: float, *, thread_ids: Sequence[str] | None = None, limit: int | None = None
+    ) -> list[Lease]:
+        return await self._arun(self._plan_reclaim(owner, ttl, thread_ids, limit))
+
+
+def session_note(
+    *,
+    source: str,
+    target: str | None,
+    completed_steps: Sequence[str] = (),
+    decisions: Sequence[str] = (),
+    irreversible_actions: Sequence[str] = (),
+    next_step: str,
+    briefing: str = "",
+    chain: Sequence[str] = (),
+) -> Handoff:
+    """The handoff note of a planned transfer between workers: the same :class:`Handoff` record
+    agents use, with the session facts as its payload.
+
+    >>> note = session_note(source="worker-a", target="worker-b", completed_steps=["looked up A-1"],
+    ...                     irreversible_actions=["refund 20 EUR sent"], next_step="tell the customer")
+    >>> note.trigger, note.payload["next_step"]
+    ('transfer', 'tell the customer')
+    """
+    return Handoff(
+        source=source,
+        target=target or "any",
+        briefing=briefing or f"Session handed over by {source}; next: {next_step}",
+        payload={
+            "completed_steps": list(completed_steps),
+            "decisions": list(decisions),
+            "irreversible_actions": list(irreversible_actions),
+            "next_step": next_step,
+        },
+        chain=list(chain),
+        trigger="transfer",
+    )

@@ -1,0 +1,376 @@
+"""Session ownership: leases, fencing epochs, the three-phase transfer, forced takeover and
+monitoring, on the offline stores. Races use real threads and OS processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import operator
+import threading
+from typing import Annotated, Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.checkpoint.fencing import write_refusal
+from langgraph_handoff.errors import (
+    InvalidConfigError,
+    InvalidInputError,
+    LeaseHeldError,
+    OwnershipLostError,
+    TransferError,
+)
+from langgraph_handoff.keys import head_key
+from langgraph_handoff.ownership import SessionManager, session_note
+from tests.race_helpers import check_linear_history, make_store
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class S(TypedDict, total=False):
+    steps: Annotated[list[str], operator.add]
+
+
+def graph(saver: ObjectStoreSaver, who: str) -> Any:
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"steps": [f"{who}:a"]})
+    g.add_node("b", lambda s: {"steps": [f"{who}:b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile(checkpointer=saver)
+
+
+def cfg(thread: str = "chat") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+@pytest.fixture
+def setup(store) -> tuple[ObjectStoreSaver, SessionManager, Clock]:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    saver = ObjectStoreSaver(store)
+    return saver, SessionManager(saver, clock=clock), clock
+
+
+def writable_epochs(saver: ObjectStoreSaver, thread: str, epochs: range) -> list[int]:
+    """Which lease epochs the store would accept a write from right now."""
+    obj = saver.store.get(head_key(thread, ""))
+    head, _ = saver._head_from(obj, thread, "")
+    assert head is not None
+    return [e for e in epochs if write_refusal(head.extra, e) is None and e >= 1]
+
+
+# -- leases --------------------------------------------------------------------------------------------
+
+
+def test_acquire_renew_release_and_expiry(setup) -> None:  # type: ignore[no-untyped-def]
+    _saver, sessions, clock = setup
+    a = sessions.acquire("chat", "worker-a", ttl=30)
+    assert (a.owner, a.epoch, a.expires_at, a.via) == ("worker-a", 1, 1030.0, "acquire")
+    assert sessions.acquire("chat", "worker-a", ttl=30).epoch == 1  # re-acquire by the owner renews
+    with pytest.raises(LeaseHeldError, match="owned by 'worker-a'"):
+        sessions.acquire("chat", "worker-b", ttl=30)
+    clock.t += 20
+    a = sessions.renew(a, ttl=30)
+    assert a.expires_at == 1050.0
+    clock.t += 31  # expired: another worker may take over, epoch + 1
+    b = sessions.acquire("chat", "worker-b", ttl=30)
+    assert (b.epoch, b.via) == (2, "takeover")
+    with pytest.raises(OwnershipLostError):
+        sessions.renew(a)
+    released = sessions.release(b)
+    assert released.state == "released"
+    c = sessions.acquire("chat", "worker-c", ttl=30)  # released: free at once
+    assert (c.epoch, c.via) == (3, "acquire")
+
+
+def test_renewal_after_expiry_works_while_nobody_took_over(setup) -> None:  # type: ignore[no-untyped-def]
+    _, sessions, clock = setup
+    a = sessions.acquire("chat", "a", ttl=5)
+    clock.t += 60
+    assert sessions.renew(a, ttl=5).epoch == 1
+
+
+def test_force_takes_a_live_session(setup) -> None:  # type: ignore[no-untyped-def]
+    _, sessions, _ = setup
+    sessions.acquire("chat", "a", ttl=30)
+    assert sessions.acquire("chat", "ops", ttl=30, force=True).epoch == 2
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(owner="", ttl=3), dict(owner="a", ttl=0), dict(owner="a", ttl="3"), dict(owner=None, ttl=3)]
+)
+def test_bad_lease_input_is_a_typed_error(setup, bad) -> None:  # type: ignore[no-untyped-def]
+    _, sessions, _ = setup
+    with pytest.raises(InvalidInputError):
+        sessions.acquire("chat", bad["owner"], bad["ttl"])
+
+
+# -- fencing -----------------------------------------------------------------------------------------------
+
+
+def test_superseded_worker_cannot_write_and_nothing_is_stored(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, sessions, clock = setup
+    a = sessions.acquire("chat", "a", ttl=10)
+    graph(saver.with_lease(a), "A").invoke({"steps": ["in"]}, cfg())
+    clock.t += 11
+    b = sessions.acquire("chat", "b", ttl=10)  # a's worker is paused (a zombie); b takes over
+    before = len(list(saver.list(cfg())))
+    with pytest.raises(OwnershipLostError, match="taken over \\(epoch 2, owner 'b'\\)"):
+        graph(saver.with_lease(a), "A").invoke({"steps": ["zombie"]}, cfg())
+    assert len(list(saver.list(cfg()))) == before
+    state = graph(saver.with_lease(b), "B").invoke({"steps": ["b"]}, cfg())
+    assert state["steps"] == ["in", "A:a", "A:b", "b", "B:a", "B:b"]
+    check_linear_history(saver, "chat")
+
+
+def test_zombie_with_a_warm_cache_is_refused_atomically(setup) -> None:  # type: ignore[no-untyped-def]
+    """The zombie's cached head is stale; its compare-and-swap fails against the takeover's
+    write, and the re-read shows the higher epoch. Two savers: two processes' caches."""
+    saver, sessions, clock = setup
+    zombie_saver = ObjectStoreSaver(saver.store)
+    a = sessions.acquire("chat", "a", ttl=10)
+    g_a = graph(zombie_saver.with_lease(a), "A")
+    g_a.invoke({"steps": ["1"]}, cfg())
+    clock.t += 11
+    SessionManager(ObjectStoreSaver(saver.store), clock=clock).acquire("chat", "b", ttl=10)
+    with pytest.raises(OwnershipLostError):
+        g_a.invoke({"steps": ["2"]}, cfg())
+
+
+def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-untyped-def]
+    from langgraph.checkpoint.base.id import uuid6
+
+    saver, sessions, clock = setup
+    inner = StateGraph(S)
+    inner.add_node("x", lambda s: {"steps": ["x"]})
+    inner.add_edge(START, "x")
+    inner.add_edge("x", END)
+    outer = StateGraph(S)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    outer.add_edge("sub", END)
+    a = sessions.acquire("chat", "a", ttl=10)
+    outer.compile(checkpointer=saver.with_lease(a)).invoke({"steps": []}, cfg())
+    sub_ns = [ns for ns in driver_namespaces(saver, "chat") if ns]
+    assert sub_ns
+    clock.t += 11
+    sessions.acquire("chat", "b", ttl=10)
+    for ns in sub_ns:  # the takeover carried epoch 2 to every subgraph head ...
+        head, _ = saver._head_from(saver.store.get(head_key("chat", ns)), "chat", ns)
+        assert head is not None and write_refusal(head.extra, 1) is not None
+        # ... so a zombie's subgraph step is refused, even from a process with a stale cache
+        zombie = ObjectStoreSaver(saver.store).with_lease(a)
+        latest = zombie.get_tuple({"configurable": {"thread_id": "chat", "checkpoint_ns": ns}})
+        assert latest is not None
+        checkpoint = {**latest.checkpoint, "id": str(uuid6())}
+        with pytest.raises(OwnershipLostError):
+            zombie.put(latest.config, checkpoint, {"source": "loop", "step": 9}, {})
+    # a brand-new subgraph namespace is checked against the root head
+    zombie = ObjectStoreSaver(saver.store).with_lease(a)
+    fresh = {**latest.checkpoint, "id": str(uuid6())}
+    with pytest.raises(OwnershipLostError):
+        zombie.put({"configurable": {"thread_id": "chat", "checkpoint_ns": "new:1"}}, fresh, {"source": "input"}, {})
+
+
+def driver_namespaces(saver: ObjectStoreSaver, thread: str) -> list[str]:
+    from langgraph_handoff.checkpoint import driver
+
+    return driver.run(saver.store, saver._plan_namespaces(thread))
+
+
+def test_a_bound_saver_refuses_other_threads(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, sessions, _ = setup
+    a = sessions.acquire("chat", "a", ttl=10)
+    with pytest.raises(InvalidConfigError, match="bound to the lease of session 'chat'"):
+        graph(saver.with_lease(a), "A").invoke({"steps": []}, cfg("other"))
+
+
+def test_a_lease_only_head_is_an_empty_thread(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, sessions, _ = setup
+    a = sessions.acquire("new-chat", "a", ttl=10)
+    assert saver.get_tuple(cfg("new-chat")) is None and list(saver.list(cfg("new-chat"))) == []
+    out = graph(saver.with_lease(a), "A").invoke({"steps": []}, cfg("new-chat"))
+    assert out["steps"] == ["A:a", "A:b"]
+    assert sessions.get("new-chat").owner == "a"  # the puts kept the lease
+
+
+# -- the three-phase transfer ---------------------------------------------------------------------------
+
+
+def test_planned_transfer_lock_transfer_accept(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, sessions, _clock = setup
+    a = sessions.acquire("chat", "a", ttl=30)
+    graph(saver.with_lease(a), "A").invoke({"steps": ["in"]}, cfg())
+    assert writable_epochs(saver, "chat", range(0, 5)) == [1]
+    note = session_note(
+        source="a",
+        target="b",
+        completed_steps=["looked up order"],
+        decisions=["refund approved"],
+        irreversible_actions=["refund sent"],
+        next_step="confirm to the customer",
+    )
+    locked = sessions.begin_transfer(a, to_owner="b", note=note, timeout=20)
+    assert locked.state == "transferring" and locked.owner == "a"
+    # phase 1 done: the old owner may not write, and the new one has nothing to write with yet
+    assert writable_epochs(saver, "chat", range(0, 5)) == []
+    with pytest.raises(OwnershipLostError, match="locked the session for a transfer"):
+        graph(saver.with_lease(a), "A").invoke({"steps": ["late"]}, cfg())
+    with pytest.raises(LeaseHeldError, match="being transferred"):
+        sessions.acquire("chat", "c", ttl=30)
+    with pytest.raises(TransferError, match="not 'c'"):
+        sessions.accept("chat", "c", ttl=30)
+    # phase 2: the state is in the store already; the note travels with the lease
+    assert sessions.get("chat").transfer.note["payload"]["irreversible_actions"] == ["refund sent"]
+    b = sessions.accept("chat", "b", ttl=30, transfer_id=locked.transfer.id)
+    assert (b.owner, b.epoch, b.via) == ("b", 2, "transfer")
+    assert writable_epochs(saver, "chat", range(0, 5)) == [2]
+    state = graph(saver.with_lease(b), "B").invoke({"steps": ["b"]}, cfg())
+    assert state["steps"][-3:] == ["b", "B:a", "B:b"]
+
+
+def test_an_unaccepted_transfer_is_never_ownerless(setup) -> None:  # type: ignore[no-untyped-def]
+    _saver, sessions, clock = setup
+    a = sessions.acquire("chat", "a", ttl=30)
+    sessions.begin_transfer(a, to_owner="b", timeout=5)
+    assert [s.status for s in sessions.sessions()] == ["transferring"]
+    clock.t += 6
+    assert [s.status for s in sessions.sessions()] == ["stuck"]
+    with pytest.raises(TransferError, match="expired"):
+        sessions.accept("chat", "b", ttl=30)
+    back = sessions.abort_transfer(a, ttl=30)  # the old owner takes it back ...
+    assert back.state == "active" and back.epoch == 1
+    sessions.begin_transfer(back, timeout=5)
+    clock.t += 6
+    (c,) = sessions.reclaim_expired("c", ttl=30)  # ... or a health check reclaims it
+    assert (c.owner, c.epoch, c.via) == ("c", 2, "takeover")
+
+
+# -- monitoring and reclaim -------------------------------------------------------------------------------
+
+
+def test_sessions_show_who_is_responsible(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, sessions, clock = setup
+    graph(saver, "X").invoke({"steps": []}, cfg("never-leased"))
+    sessions.acquire("owned", "a", ttl=100)
+    sessions.acquire("expired", "a", ttl=5)
+    sessions.release(sessions.acquire("released", "a", ttl=100))
+    sessions.begin_transfer(sessions.acquire("moving", "a", ttl=100), timeout=100)
+    clock.t += 10
+    status = {s.thread_id: s.status for s in sessions.sessions()}
+    assert status == {
+        "never-leased": "ownerless",
+        "owned": "owned",
+        "expired": "expired",
+        "released": "released",
+        "moving": "transferring",
+    }
+    assert {s.thread_id for s in sessions.sessions() if s.needs_attention} == {"never-leased", "expired"}
+    taken = sessions.reclaim_expired("doctor", ttl=30)
+    assert [(t.thread_id, t.epoch) for t in taken] == [("expired", 2)]
+
+
+async def test_async_twins(setup) -> None:  # type: ignore[no-untyped-def]
+    _saver, sessions, clock = setup
+    a = await sessions.aacquire("chat", "a", ttl=10)
+    a = await sessions.arenew(a, ttl=10)
+    locked = await sessions.abegin_transfer(a, timeout=5)
+    b = await sessions.aaccept("chat", "b", ttl=10, transfer_id=locked.transfer.id)
+    assert (await sessions.aget("chat")).owner == "b"
+    clock.t += 11
+    assert [x.owner for x in await sessions.areclaim_expired("c", 10)] == ["c"]
+    with pytest.raises(OwnershipLostError):
+        await sessions.arelease(b)
+    assert [s.status for s in await sessions.asessions()] == ["owned"]
+
+
+# -- races ----------------------------------------------------------------------------------------------
+
+
+def test_racing_acquires_have_exactly_one_winner(setup) -> None:  # type: ignore[no-untyped-def]
+    saver, _, _ = setup
+    for round_ in range(20):
+        results: list[str] = []
+        barrier = threading.Barrier(6)
+
+        def contender(i: int, round_: int = round_, barrier: Any = barrier, results: list[str] = results) -> None:
+            mgr = SessionManager(ObjectStoreSaver(saver.store))  # each its own cache, like a process
+            barrier.wait()
+            try:
+                mgr.acquire(f"s{round_}", f"w{i}", ttl=30)
+                results.append("won")
+            except LeaseHeldError:
+                results.append("held")
+
+        threads = [threading.Thread(target=contender, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == ["held"] * 5 + ["won"], results
+
+
+def _process_acquire(spec: dict[str, Any], thread: str, owner: str, barrier: Any) -> str:
+    mgr = SessionManager(ObjectStoreSaver(make_store(spec)))
+    barrier.wait()
+    try:
+        return f"won:{mgr.acquire(thread, owner, ttl=30).epoch}"
+    except LeaseHeldError:
+        return "held"
+
+
+def test_racing_processes_have_exactly_one_winner(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = {"kind": "local", "path": str(tmp_path / "store")}
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as m:
+        for round_ in range(3):
+            barrier = m.Barrier(4)
+            with ctx.Pool(4) as pool:
+                results = pool.starmap(_process_acquire, [(spec, f"p{round_}", f"w{i}", barrier) for i in range(4)])
+            assert sorted(results) == ["held"] * 3 + ["won:1"], results
+
+
+def test_zombie_writing_while_taken_over_never_forks(setup) -> None:  # type: ignore[no-untyped-def]
+    """Worker A keeps stepping the thread from its own saver (another process's cache) while B
+    takes the session over and continues it. A ends refused; the history is one chain in which
+    nothing of A's comes after B's first step."""
+    saver, sessions, clock = setup
+    a = sessions.acquire("chat", "a", ttl=10)
+    graph(saver.with_lease(a), "A").invoke({"steps": ["start"]}, cfg())
+    outcomes: list[str] = []
+    started = threading.Event()
+
+    def zombie() -> None:
+        g = graph(ObjectStoreSaver(saver.store).with_lease(a), "A")
+        for _ in range(200):
+            try:
+                g.invoke({"steps": ["z"]}, cfg())
+                outcomes.append("ok")
+            except OwnershipLostError:
+                outcomes.append("refused")
+                return
+            started.set()
+
+    t = threading.Thread(target=zombie)
+    t.start()
+    started.wait()
+    clock.t += 11
+    b = SessionManager(ObjectStoreSaver(saver.store), clock=clock).acquire("chat", "b", ttl=10)
+    graph(ObjectStoreSaver(saver.store).with_lease(b), "B").invoke({"steps": ["b"]}, cfg())
+    t.join()
+    assert outcomes[-1] == "refused" and outcomes.count("refused") == 1
+    hist = list(saver.list(cfg()))
+    ids = [h.config["configurable"]["checkpoint_id"] for h in hist]
+    parents = [h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None for h in hist]
+    assert parents[:-1] == ids[1:], "the history forked"
+    steps = hist[0].checkpoint["channel_values"]["steps"]
+    after_b = steps[steps.index("b") + 1 :]
+    assert after_b == ["B:a", "B:b"], steps
