@@ -5,6 +5,7 @@ Inspect what a store holds without writing code::
     langgraph-handoff setup file:///var/lib/agents
     langgraph-handoff threads s3://agents/prod?endpoint_url=http://127.0.0.1:7480
     langgraph-handoff history file:///var/lib/agents THREAD_ID [--ns NS] [--limit N]
+    langgraph-handoff sessions file:///var/lib/agents [--attention] [--reclaim-as WORKER --ttl S]
 
 Schema migration commands arrive with the migration work (see CHANGELOG).
 """
@@ -62,6 +63,21 @@ def _history(saver: ObjectStoreSaver, thread_id: str, ns: str | None, limit: int
     return 0
 
 
+def _sessions(saver: ObjectStoreSaver, attention: bool, reclaim_as: str | None, ttl: float) -> int:
+    """One JSON line per session with its status; exit 1 if any needs attention (for monitors)."""
+    from langgraph_handoff.ownership import SessionManager
+
+    manager = SessionManager(saver)
+    if reclaim_as is not None:
+        for lease in manager.reclaim_expired(reclaim_as, ttl):
+            print(json.dumps({"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}))
+    infos = manager.sessions()
+    for info in infos:
+        if info.needs_attention or not attention:
+            print(json.dumps(info.as_dict()))
+    return 1 if any(i.needs_attention for i in infos) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="langgraph-handoff", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"langgraph-handoff {__version__}")
@@ -75,6 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("thread_id")
     p.add_argument("--ns", default=None, help="only this checkpoint namespace ('' is the root graph)")
     p.add_argument("--limit", type=int, default=None)
+    p = sub.add_parser(
+        "sessions",
+        help="list sessions and who owns them; exits 1 when some are expired, stuck in transfer or never owned",
+    )
+    p.add_argument("url")
+    p.add_argument("--attention", action="store_true", help="only sessions nobody is responsible for")
+    p.add_argument("--reclaim-as", metavar="WORKER", default=None, help="take over expired sessions as WORKER first")
+    p.add_argument("--ttl", type=float, default=30.0, help="lease seconds for --reclaim-as (default 30)")
     args = parser.parse_args(argv)
     try:
         with ObjectStoreSaver.from_url(args.url) as saver:
@@ -84,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             if args.command == "threads":
                 return _threads(saver)
+            if args.command == "sessions":
+                return _sessions(saver, args.attention, args.reclaim_as, args.ttl)
             return _history(saver, args.thread_id, args.ns, args.limit)
     except LangGraphHandoffError as exc:
         print(f"langgraph-handoff: {exc}", file=sys.stderr)

@@ -11,5 +11,6 @@ forced takeover of sessions whose worker died, and monitoring.
 
 from langgraph_handoff.ownership.lease import Lease, Transfer
 from langgraph_handoff.ownership.manager import SessionInfo, SessionManager, session_note
+from langgraph_handoff.ownership.worker import SessionWorker, WorkerStoppingError
 
-__all__ = ["Lease", "SessionInfo", "SessionManager", "Transfer", "session_note"]
+__all__ = ["Lease", "SessionInfo", "SessionManager", "SessionWorker", "Transfer", "WorkerStoppingError", "session_note"]

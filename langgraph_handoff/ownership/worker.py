@@ -1,0 +1,222 @@
+"""``SessionWorker``: run graph invocations under session leases, with a heartbeat, takeover of
+dead workers' sessions, and a planned handoff on ``SIGTERM``.
+
+One worker process holds a set of sessions. For each it keeps a lease renewed by a heartbeat
+(a background thread; an asyncio task in the async API) and gives its graph a saver bound to that
+lease, so if the worker stalls long enough to lose a session, its late writes are refused. On
+``SIGTERM`` (a redeploy) it stops taking work, lets the running invocation finish, and hands
+every session it holds over with a note: lock, and leave the accept to whoever picks it up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from langgraph_handoff.errors import ConflictError, OwnershipLostError, StoreError
+from langgraph_handoff.ownership.lease import Lease
+from langgraph_handoff.ownership.manager import SessionManager, session_note
+
+log = logging.getLogger("langgraph_handoff.ownership")
+
+#: builds the compiled graph for one session, given the lease-bound saver to use as checkpointer
+GraphFactory = Callable[[Any], Any]
+
+
+class WorkerStoppingError(ConflictError):
+    """The worker is shutting down (``SIGTERM``) and takes no new work."""
+
+
+class SessionWorker:
+    """Serve sessions under leases.
+
+    >>> from langgraph_handoff import ObjectStoreSaver
+    >>> from langgraph.graph import StateGraph, START, END, MessagesState
+    >>> def build(checkpointer):
+    ...     g = StateGraph(MessagesState)
+    ...     g.add_node("echo", lambda s: {"messages": [("ai", "ok")]})
+    ...     g.add_edge(START, "echo"); g.add_edge("echo", END)
+    ...     return g.compile(checkpointer=checkpointer)
+    >>> sessions = SessionManager(ObjectStoreSaver.from_url("memory://"))
+    >>> worker = SessionWorker(sessions, "worker-a", build, ttl=30)
+    >>> worker.invoke("chat-1", {"messages": [("user", "hi")]})["messages"][-1].content
+    'ok'
+    >>> worker.stop()                 # hands chat-1 over (lock + note); another worker accepts it
+    ['chat-1']
+    """
+
+    def __init__(
+        self,
+        sessions: SessionManager,
+        owner: str,
+        build: GraphFactory,
+        *,
+        ttl: float = 30.0,
+        heartbeat: float | None = None,
+        transfer_timeout: float = 30.0,
+    ):
+        self.sessions = sessions
+        self.owner = owner
+        self.build = build
+        self.ttl = float(ttl)
+        self.heartbeat = float(heartbeat) if heartbeat is not None else self.ttl / 3
+        self.transfer_timeout = transfer_timeout
+        self.leases: dict[str, Lease] = {}
+        self.lost: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    # -- leases and the heartbeat -----------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def _hold(self, lease: Lease) -> None:
+        with self._lock:
+            self.leases[lease.thread_id] = lease
+            self.lost.discard(lease.thread_id)
+        self._start_heartbeat()
+
+    def _start_heartbeat(self) -> None:
+        if self._beat is None or not self._beat.is_alive():
+            self._beat = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.owner}", daemon=True)
+            self._beat.start()
+
+    def beat(self) -> None:
+        """Renew every lease once (what the heartbeat does every ``heartbeat`` seconds)."""
+        with self._lock:
+            held = list(self.leases.values())
+        for lease in held:
+            try:
+                renewed = self.sessions.renew(lease, self.ttl)
+            except OwnershipLostError:
+                log.warning("%s lost session %r (epoch %d)", self.owner, lease.thread_id, lease.epoch)
+                with self._lock:
+                    self.leases.pop(lease.thread_id, None)
+                    self.lost.add(lease.thread_id)
+                continue
+            except StoreError as exc:  # the store is down: try again next beat, the lease has slack
+                log.warning("%s could not renew %r: %s", self.owner, lease.thread_id, exc)
+                continue
+            with self._lock:
+                if self.leases.get(lease.thread_id, renewed).epoch == renewed.epoch:
+                    self.leases[lease.thread_id] = renewed
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.wait(self.heartbeat):
+            with self._lock:
+                if not self.leases:
+                    return
+            self.beat()
+
+    # -- running graphs --------------------------------------------------------------------------------
+
+    def _config(self, thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
+        config = dict(config or {})
+        config["configurable"] = {**(config.get("configurable") or {}), "thread_id": thread_id}
+        return config
+
+    def lease_for(self, thread_id: str) -> Lease:
+        """Own ``thread_id`` (acquire, or take over if its lease expired) and keep it renewed."""
+        if self.stopping:
+            raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
+        with self._lock:
+            held = self.leases.get(thread_id)
+        lease = held if held is not None else self.sessions.acquire(thread_id, self.owner, self.ttl)
+        self._hold(lease)
+        return lease
+
+    def graph_for(self, lease: Lease) -> Any:
+        return self.build(self.sessions.saver.with_lease(lease))
+
+    def invoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Run one invocation on ``thread_id`` under this worker's lease (``input=None`` resumes
+        the latest checkpoint: LangGraph replays completed tasks' pending writes)."""
+        lease = self.lease_for(thread_id)
+        return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
+
+    async def ainvoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        if self.stopping:
+            raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
+        with self._lock:
+            lease = self.leases.get(thread_id)
+        if lease is None:
+            lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
+        self._hold(lease)
+        return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
+
+    def accept_transfers(self) -> list[Lease]:
+        """Accept every pending transfer addressed to this worker or to anyone."""
+        taken: list[Lease] = []
+        for info in self.sessions.sessions():
+            lease = info.lease
+            if info.status != "transferring" or lease is None or lease.transfer is None:
+                continue
+            if lease.transfer.to_owner not in (None, self.owner) or lease.owner == self.owner:
+                continue
+            try:
+                new = self.sessions.accept(info.thread_id, self.owner, self.ttl, transfer_id=lease.transfer.id)
+            except ConflictError:
+                continue  # someone else accepted first, or it expired
+            self._hold(new)
+            taken.append(new)
+        return taken
+
+    def reclaim(self) -> list[Lease]:
+        """The health check: take over sessions whose owner stopped renewing (epoch + 1)."""
+        leases = self.sessions.reclaim_expired(self.owner, self.ttl)
+        for lease in leases:
+            self._hold(lease)
+        return leases
+
+    def release(self, thread_id: str) -> None:
+        with self._lock:
+            lease = self.leases.pop(thread_id, None)
+        if lease is not None:
+            with contextlib.suppress(OwnershipLostError):
+                self.sessions.release(lease)
+
+    # -- stopping -----------------------------------------------------------------------------------------
+
+    def stop(self, *, to_owner: str | None = None, next_step: str = "continue the conversation") -> list[str]:
+        """Stop taking work and hand every held session over (lock + note). Returns the threads."""
+        self._stopping.set()
+        with self._lock:
+            held = list(self.leases.values())
+            self.leases.clear()
+        handed: list[str] = []
+        for lease in held:
+            note = session_note(
+                source=self.owner, target=to_owner, next_step=next_step, briefing=f"{self.owner} is shutting down"
+            )
+            try:
+                self.sessions.begin_transfer(lease, to_owner=to_owner, note=note, timeout=self.transfer_timeout)
+            except OwnershipLostError:
+                continue
+            handed.append(lease.thread_id)
+        log.info("%s stopped; handed over %d session(s)", self.owner, len(handed))
+        return handed
+
+    @contextlib.contextmanager
+    def handle_sigterm(self) -> Iterator[None]:
+        """Within this block, ``SIGTERM`` sets the worker stopping (new work is refused); call
+        :meth:`stop` when your loop sees :attr:`stopping` to hand the sessions over."""
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, lambda signum, frame: self._stopping.set())
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    async def aheartbeat(self) -> None:
+        """The heartbeat as an asyncio task, for async workers: ``asyncio.create_task(worker.aheartbeat())``."""
+        while not self.stopping:
+            await asyncio.sleep(self.heartbeat)
+            await asyncio.to_thread(self.beat)

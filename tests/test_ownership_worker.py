@@ -1,0 +1,181 @@
+"""SessionWorker: heartbeat, lost leases, planned handoff on stop/SIGTERM, takeover with replay
+of completed tasks."""
+
+from __future__ import annotations
+
+import operator
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import LeaseHeldError, OwnershipLostError
+from langgraph_handoff.ownership import SessionManager, SessionWorker, WorkerStoppingError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def linear(checkpointer: Any) -> Any:
+    g = StateGraph(S)
+    g.add_node("step", lambda s: {"log": ["step"]})
+    g.add_edge(START, "step")
+    g.add_edge("step", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+def fleet(store):  # type: ignore[no-untyped-def]
+    clock = Clock()
+    saver = ObjectStoreSaver(store)
+
+    def worker(name: str, build: Any = linear, **kw: Any) -> SessionWorker:
+        # each worker is its own "process": its own saver (cache) on the shared store
+        return SessionWorker(SessionManager(ObjectStoreSaver(store), clock=clock), name, build, ttl=30, **kw)
+
+    return saver, clock, worker
+
+
+def test_heartbeat_keeps_the_session_and_notices_a_loss(fleet) -> None:  # type: ignore[no-untyped-def]
+    saver, clock, worker = fleet
+    a, b = worker("a"), worker("b")
+    a.invoke("chat", {"log": ["hi"]})
+    clock.t += 25
+    a.beat()  # the heartbeat renews: still owned 25 s later
+    clock.t += 25
+    with pytest.raises(LeaseHeldError):
+        b.invoke("chat", {"log": ["b"]})
+    SessionManager(saver, clock=clock).acquire("chat", "ops", ttl=30, force=True)
+    a.beat()
+    assert "chat" in a.lost and "chat" not in a.leases
+    a.stop()
+
+
+def test_stop_hands_sessions_over_and_another_worker_continues(fleet) -> None:  # type: ignore[no-untyped-def]
+    saver, clock, worker = fleet
+    a, b = worker("a"), worker("b")
+    a.invoke("chat-1", {"log": ["1"]})
+    a.invoke("chat-2", {"log": ["2"]})
+    assert sorted(a.stop(next_step="answer the customer")) == ["chat-1", "chat-2"]
+    with pytest.raises(WorkerStoppingError):
+        a.invoke("chat-3", {"log": ["3"]})
+    infos = {i.thread_id: i for i in SessionManager(saver, clock=clock).sessions()}
+    assert {i.status for i in infos.values()} == {"transferring"}
+    assert infos["chat-1"].lease.transfer.note["payload"]["next_step"] == "answer the customer"
+    taken = b.accept_transfers()
+    assert sorted((t.thread_id, t.epoch, t.via) for t in taken) == [
+        ("chat-1", 2, "transfer"),
+        ("chat-2", 2, "transfer"),
+    ]
+    assert b.invoke("chat-1", {"log": ["more"]})["log"] == ["1", "step", "more", "step"]
+    with pytest.raises(OwnershipLostError):  # a's old graph cannot write any more
+        linear(saver.with_lease(SessionManager(saver).get("chat-1").model_copy(update={"epoch": 1}))).invoke(
+            {"log": ["late"]}, {"configurable": {"thread_id": "chat-1"}}
+        )
+    b.stop()
+
+
+def test_takeover_replays_completed_tasks_instead_of_running_them_again(fleet) -> None:  # type: ignore[no-untyped-def]
+    """Worker A dies in a superstep after one task finished (its writes are stored) and before
+    the other did. Worker B takes the session over and resumes: the finished task is replayed
+    from its stored writes, not executed again, so its side effect happens once."""
+    saver, clock, worker = fleet
+    effects: list[str] = []
+    crash = {"on": True}
+
+    def pay(s: S) -> S:
+        effects.append("paid")
+        return {"log": ["paid"]}
+
+    def notify(s: S) -> S:
+        if crash["on"]:
+            raise SystemExit("worker A died here")  # as abrupt as it gets in-process
+        return {"log": ["notified"]}
+
+    def build(checkpointer: Any) -> Any:
+        g = StateGraph(S)
+        g.add_node("pay", pay)
+        g.add_node("notify", notify)
+        g.add_edge(START, "pay")
+        g.add_edge(START, "notify")
+        g.add_edge("pay", END)
+        g.add_edge("notify", END)
+        return g.compile(checkpointer=checkpointer)
+
+    a = worker("a", build)
+    with pytest.raises(SystemExit):
+        a.invoke("chat", {"log": ["refund please"]})
+    a._stopping.set()  # A is dead: no heartbeat any more
+    clock.t += 31
+    crash["on"] = False
+    b = worker("b", build)
+    (lease,) = b.reclaim()
+    assert (lease.thread_id, lease.epoch, lease.via) == ("chat", 2, "takeover")
+    out = b.invoke("chat", None)  # resume from the latest checkpoint
+    assert sorted(out["log"]) == sorted(["refund please", "paid", "notified"])
+    assert effects == ["paid"]
+    b.stop()
+
+
+def test_sigterm_hands_over_and_exits(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.test_ownership_worker import linear
+        from langgraph_handoff import ObjectStoreSaver
+        from langgraph_handoff.ownership import SessionManager, SessionWorker
+        worker = SessionWorker(SessionManager(ObjectStoreSaver.from_url("file://{store}")), "w1", linear, ttl=60)
+        with worker.handle_sigterm():
+            worker.invoke("chat", {{"log": ["hi"]}})
+            print("ready", flush=True)
+            while not worker.stopping:
+                time.sleep(0.01)  # a serving loop would take the next request here
+            print("handed", worker.stop(), flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "handed ['chat']" in out
+    info = SessionManager(ObjectStoreSaver.from_url(f"file://{store}")).sessions()
+    assert [(i.thread_id, i.status, i.lease.transfer.from_owner) for i in info] == [("chat", "transferring", "w1")]
+
+
+def test_cli_sessions_shows_who_is_responsible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from langgraph_handoff.cli import main
+
+    url = f"file://{tmp_path / 'store'}"
+    sessions = SessionManager(ObjectStoreSaver.from_url(url))
+    sessions.acquire("fine", "a", ttl=600)
+    sessions.acquire("dead", "a", ttl=0.001)
+    assert main(["sessions", url]) == 1
+    rows = {r["thread_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert rows["fine"]["status"] == "owned" and rows["dead"]["status"] == "expired"
+    assert main(["sessions", url, "--attention"]) == 1
+    assert [json.loads(x)["thread_id"] for x in capsys.readouterr().out.splitlines()] == ["dead"]
+    assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert out[0] == {"reclaimed": "dead", "owner": "doctor", "epoch": 2}
