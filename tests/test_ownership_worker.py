@@ -98,7 +98,7 @@ def test_takeover_replays_completed_tasks_instead_of_running_them_again(fleet) -
     """Worker A dies in a superstep after one task finished (its writes are stored) and before
     the other did. Worker B takes the session over and resumes: the finished task is replayed
     from its stored writes, not executed again, so its side effect happens once."""
-    saver, clock, worker = fleet
+    _saver, clock, worker = fleet
     effects: list[str] = []
     crash = {"on": True}
 
