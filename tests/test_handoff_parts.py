@@ -89,11 +89,25 @@ def test_briefing_only_starts_at_the_briefing_for_this_agent() -> None:
     assert BriefingOnly()([HumanMessage("q1"), AIMessage("a"), HumanMessage("q2")], "me")[0].content == "q2"
 
 
-def test_strip_tools_keeps_text_and_drops_tool_traffic() -> None:
-    history = [HumanMessage("q"), call("a", content="let me check"), res("a"), call("b"), res("b"), AIMessage("done")]
+def test_strip_tools_drops_earlier_tool_traffic_and_keeps_the_current_step() -> None:
+    raw = call("b")
+    raw.additional_kwargs["tool_calls"] = [{"id": "b", "function": {"name": "t", "arguments": "{}"}}]
+    history = [
+        HumanMessage("q"),
+        call("a", content="let me check"),
+        res("a"),
+        raw,
+        res("b"),
+        AIMessage("done"),
+        HumanMessage("q2"),
+        call("c"),
+        res("c"),
+    ]
     view = StripTools()(history, "me")
-    assert [m.content for m in view] == ["q", "let me check", "done"]
+    assert [m.content for m in view] == ["q", "let me check", "done", "q2", "", "r"]
     assert validate_history(view) == [] and not view[1].tool_calls
+    assert all("tool_calls" not in m.additional_kwargs for m in view[:3])  # raw OpenAI-style calls go too
+    assert view[4].tool_calls  # the current step (after the latest user message) stays whole
 
 
 # -- payloads and the tool ------------------------------------------------------------------------------

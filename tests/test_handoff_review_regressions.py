@@ -308,3 +308,114 @@ def test_runaway_agent_reaches_the_fallback() -> None:
         and "did not finish within the recursion limit" in result["breakers"][0]["reason"]
     )
     assert_valid_history(result["messages"])
+
+
+# -- second review round ------------------------------------------------------------------------------------
+
+
+def test_long_handoff_chains_hit_a_breaker_not_the_recursion_limit() -> None:
+    names = ["a", "b", "c"]
+    agents = [
+        HandoffAgent(n, ScriptedChatModel([transfer(names[(i + 1) % 3])], cycle=True)) for i, n in enumerate(names)
+    ]
+    agents.append(HandoffAgent("human", lambda s: {"messages": [AIMessage("human")]}))
+    graph = create_handoff_graph(agents, fallback="human", max_handoffs_per_turn=60, ping_pong=False)
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["active_agent"] == "human" and "60 handoffs" in result["breakers"][0]["reason"]
+
+
+def test_a_retry_respects_the_time_budget() -> None:
+    from langchain.agents import create_agent
+
+    now = [0.0]
+
+    def slow(messages: list) -> AIMessage:
+        now[0] += 30.0
+        return transfer("orders", payload={})
+
+    model = ScriptedChatModel([slow], cycle=True)
+    support = create_agent(model, tools=[], middleware=[handoff_middleware(["orders"])])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("support", support),
+            HandoffAgent("orders", ScriptedChatModel(["o"]), payload_schema=Ref),
+            HandoffAgent("human", lambda s: {"messages": [AIMessage("human")]}),
+        ],
+        fallback="human",
+        time_budget=25,
+        clock=lambda: now[0],
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert len(model.calls) == 1 and "time budget of 25s" in result["breakers"][0]["reason"]
+
+
+def test_retry_feedback_reaches_an_agent_with_a_no_tools_view() -> None:
+    from langchain.agents import create_agent
+
+    model = ScriptedChatModel([transfer("orders", payload={}), transfer("orders", payload={"order_id": "A"})])
+    support = create_agent(model, tools=[], middleware=[handoff_middleware(["orders"])])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("support", support, context="no_tools"),
+            HandoffAgent("orders", ScriptedChatModel(["o"]), payload_schema=Ref),
+        ]
+    )
+    assert graph.invoke({"messages": [("user", "x")]})["active_agent"] == "orders"
+    assert any("Field required" in str(m.content) for m in model.calls[1])
+
+
+def test_messages_a_graph_agent_makes_for_itself_stay_out_of_the_transcript() -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langgraph.graph import END as G_END
+    from langgraph.graph import START as G_START
+    from langgraph.graph import MessagesState, StateGraph
+
+    def summarising_agent(state: MessagesState) -> dict:
+        return {
+            "messages": [
+                HumanMessage("Here is a summary of the conversation to date: ..."),
+                SystemMessage("internal"),
+                AIMessage("the reply"),
+            ]
+        }
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", summarising_agent)
+    g.add_edge(G_START, "agent")
+    g.add_edge("agent", G_END)
+    result = create_handoff_graph([HandoffAgent("a", g.compile())]).invoke({"messages": [("user", "x")]})
+    assert [m.content for m in result["messages"]] == ["x", "the reply"]
+
+
+def test_evaluate_accepts_a_hybrid_routers_rule_targets_and_the_decider_reads_spaced_names() -> None:
+    from langgraph_handoff.routing import HybridRouter, LLMDecider
+
+    semantic = SemanticRouter(
+        [Route("orders", examples=["where is my order"]), Route("after sales", examples=["refund"])]
+    )
+    router = HybridRouter(rules=[Rule("human", keywords=["human"])], semantic=semantic)
+    assert evaluate(router, [("a human please", "human"), ("where is my order", "orders")]).accuracy == 1.0
+    decider = LLMDecider(ScriptedChatModel(["After Sales."]))
+    assert decider("x", semantic.routes) == "after sales"
+
+
+def test_function_agents_carry_handoff_metadata() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    seen: list[dict] = []
+
+    class Spy(BaseCallbackHandler):
+        def on_chain_start(self, serialized, inputs, *, metadata=None, **kw):  # type: ignore[no-untyped-def]
+            if (metadata or {}).get("handoff_agent"):
+                seen.append(metadata)
+
+    graph = create_handoff_graph([HandoffAgent("desk", lambda s: {"messages": [AIMessage("hi")]})])
+    graph.invoke({"messages": [("user", "x")]}, {"callbacks": [Spy()]})
+    assert any(m["handoff_agent"] == "desk" and m["handoff_chain"] == ["desk"] for m in seen)
+
+
+def test_every_agent_disabled_ends_the_turn_politely() -> None:
+    a = ScriptedChatModel(["a"])
+    graph = create_handoff_graph([HandoffAgent("a", a, enabled=False)])
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert not a.calls and result["messages"][-1].name == "handoff_router" and result["breakers"]

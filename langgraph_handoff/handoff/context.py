@@ -91,21 +91,30 @@ def _strip_blocks(content: Any) -> Any:
 
 
 class StripTools:
-    """Everything except tool traffic: tool results are dropped and assistant messages keep only
-    their text. For agents that should not see, or be confused by, other agents' tools."""
+    """Everything except earlier tool traffic: before the latest user (or briefing) message, tool
+    results are dropped and assistant messages keep only their text. From that message on, the
+    agent's own current work stays as it is, so a tool error it must correct is still in view.
+    For agents that should not see, or be confused by, other agents' tools."""
 
     def __call__(self, messages: Sequence[BaseMessage], agent: str) -> list[BaseMessage]:
+        last_user = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=len(messages))
         out: list[BaseMessage] = []
-        for msg in messages:
+        for msg in messages[:last_user]:
             if isinstance(msg, ToolMessage):
                 continue
-            if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
+            if isinstance(msg, AIMessage) and (
+                msg.tool_calls or msg.invalid_tool_calls or "tool_calls" in msg.additional_kwargs
+            ):
                 content = _strip_blocks(msg.content)
                 if not content:
                     continue
-                msg = msg.model_copy(update={"tool_calls": [], "invalid_tool_calls": [], "content": content})
+                # OpenAI-style integrations also send raw calls kept in additional_kwargs
+                extra = {k: v for k, v in msg.additional_kwargs.items() if k not in ("tool_calls", "function_call")}
+                msg = msg.model_copy(
+                    update={"tool_calls": [], "invalid_tool_calls": [], "content": content, "additional_kwargs": extra}
+                )
             out.append(msg)
-        return out
+        return out + list(messages[last_user:])
 
     def __repr__(self) -> str:
         return "StripTools()"

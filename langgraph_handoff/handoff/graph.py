@@ -23,6 +23,7 @@ into nodes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import numbers
 import time
 import typing
@@ -30,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_custom_event
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphRecursionError
@@ -41,7 +42,7 @@ from langgraph.types import Command
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff.agents import REQUEST_KEY, HandoffAgent, build_tool_agent, tools_for
 from langgraph_handoff.handoff.model import Handoff, is_handoff_message
-from langgraph_handoff.handoff.policy import ROUTER, Event, HandoffPolicy
+from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy
 from langgraph_handoff.handoff.tools import pending_handoff_calls
 from langgraph_handoff.routing.decision import RouteDecision
 
@@ -117,12 +118,27 @@ async def _aemit(config: RunnableConfig, events: list[Event]) -> None:
             await adispatch_custom_event(f"{EVENT}.{kind}", data, config=config)
 
 
+def _run_sync_not_supported(name: str) -> Callable[[Any], Any]:
+    def sync(_: Any) -> Any:
+        raise InvalidHandoffError(f"agent {name!r} is an async function: run the graph with ainvoke/astream")
+
+    return sync
+
+
 def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -> RunnableLambda:
     """Wrap an agent: give it its context view, collect its new messages and handoff requests,
     and add its run time to the turn's agent time (the time budget's clock)."""
 
     def view_of(state: Mapping[str, Any]) -> list[BaseMessage]:
         return spec.policy(list(state.get("messages") or []), spec.name)
+
+    function: Any = None
+    if spec.kind == "function":
+        fn = spec.agent
+        if inspect.iscoroutinefunction(fn):
+            function = RunnableLambda(_run_sync_not_supported(spec.name), fn, name=spec.name)
+        else:
+            function = RunnableLambda(fn, name=spec.name)
 
     def child_config(config: RunnableConfig, state: Mapping[str, Any]) -> RunnableConfig:
         last = (state.get("handoffs") or [None])[-1]
@@ -150,9 +166,12 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
             msgs = [msgs] if isinstance(msgs, BaseMessage | tuple | str) else list(msgs or [])
             if spec.kind == "function":
                 new, extra = msgs, out
-            else:  # a graph returns the whole message list: keep what it added
+            else:
+                # a graph returns its whole message list: keep the replies and tool results it
+                # added. Messages it made for itself (a summarisation middleware's summary, a
+                # rewritten prompt) shape its own view only, not the shared transcript.
                 seen = {m.id for m in view}
-                new = [m for m in msgs if getattr(m, "id", None) not in seen]
+                new = [m for m in msgs if getattr(m, "id", None) not in seen and isinstance(m, AIMessage | ToolMessage)]
         elif out is None:
             new = []
         else:
@@ -182,8 +201,8 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
     def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started, view = clock(), view_of(state)
         try:
-            if spec.kind == "function":
-                out = spec.agent({**state, "messages": view})
+            if spec.kind == "function":  # as a child run, so it carries the handoff metadata too
+                out = function.invoke({**state, "messages": view}, child_config(config, state))
             else:
                 out = runnable.invoke({"messages": view}, child_config(config, state))
         except GraphRecursionError as exc:
@@ -194,9 +213,7 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
         started, view = clock(), view_of(state)
         try:
             if spec.kind == "function":
-                out = spec.agent({**state, "messages": view})
-                if hasattr(out, "__await__"):
-                    out = await out
+                out = await function.ainvoke({**state, "messages": view}, child_config(config, state))
             else:
                 out = await runnable.ainvoke({"messages": view}, child_config(config, state))
         except GraphRecursionError as exc:
@@ -400,4 +417,9 @@ def create_handoff_graph(
     if not isinstance(recursion_limit, int) or isinstance(recursion_limit, bool) or recursion_limit < 10:
         raise InvalidHandoffError(f"recursion_limit must be an int >= 10, got {recursion_limit!r}")
     graph = build_handoff_graph(agents, router=router, fallback=fallback, **options)
-    return graph.compile(checkpointer=checkpointer, name=name).with_config(recursion_limit=recursion_limit)
+    # a turn takes 1 entry step + 2 steps (agent, router) per agent visit: the first agent, every
+    # allowed handoff, every retry and the fallback. The breakers must trip before this limit.
+    visits = options.get("max_handoffs_per_turn", 3) + MAX_RETRIES + 2
+    return graph.compile(checkpointer=checkpointer, name=name).with_config(
+        recursion_limit=max(recursion_limit, 1 + 2 * visits)
+    )

@@ -106,15 +106,25 @@ class HandoffPolicy:
         assert target is not None
         if not self.agents[target].is_enabled():
             substitute = next((n for n in [self.fallback, self.default_agent, *self.agents] if self.usable(n)), None)
-            if substitute is not None:
-                chosen = chosen.model_copy(
-                    update={
-                        "target": substitute,
-                        "method": "fallback",
-                        "reason": f"{target!r} is disabled; {chosen.reason}".rstrip("; "),
-                    }
-                )
-                target = substitute
+            if substitute is None:  # nobody can take the turn: say so instead of using a disabled agent
+                reason = f"{target!r} is disabled and no agent is available"
+                record = {"source": None, "wanted": target, "reason": reason, "target": None, "at": self.clock()}
+                message = AIMessage(self.fallback_message.replace("{reason}", reason), name=ROUTER)
+                ended: dict[str, Any] = {
+                    "routing": [chosen.model_dump(mode="json")],
+                    "breakers": [record],
+                    "messages": [message],
+                    "pending_handoffs": [],
+                }
+                return Plan(END, ended, [("breaker", record)])
+            chosen = chosen.model_copy(
+                update={
+                    "target": substitute,
+                    "method": "fallback",
+                    "reason": f"{target!r} is disabled; {chosen.reason}".rstrip("; "),
+                }
+            )
+            target = substitute
         update: dict[str, Any] = {
             "active_agent": target,
             "routing": [chosen.model_dump(mode="json")],
@@ -193,6 +203,10 @@ class HandoffPolicy:
                 problems.append((req, err))
 
         retries = int(state.get("turn_retries") or 0)
+        elapsed = float(state.get("turn_elapsed") or 0.0)
+        out_of_time = self.time_budget is not None and elapsed > self.time_budget
+        if out_of_time and failure is None and winner is None:
+            failure = f"time budget of {self.time_budget:g}s for this turn is spent ({elapsed:.1f}s of agent time)"
         if winner is None and failure is None and problems:
             from_model = all(req.get("tool_call_id") for req, _ in problems)
             if from_model and self.usable(source) and retries < MAX_RETRIES:

@@ -96,8 +96,12 @@ def _items(labelled: Iterable[tuple[str, str | None]], router: Any) -> list[tupl
 
 
 def _route_names(router: Any) -> list[str]:
-    routes = getattr(router, "routes", None) or []
-    return [r.name for r in routes] or list(getattr(router, "targets", []))
+    """Every target a router can return: its routes, rule targets (incl. a hybrid's rules)."""
+    names = [r.name for r in getattr(router, "routes", None) or []]
+    names += list(getattr(router, "targets", None) or [])
+    rules = getattr(router, "rules", None)
+    names += list(getattr(rules, "targets", None) or [])
+    return list(dict.fromkeys(names))
 
 
 def evaluate(router: Any, labelled: Iterable[tuple[str, str | None]]) -> EvalReport:

@@ -50,8 +50,11 @@ class LLMDecider:
     @staticmethod
     def _parse(answer: Any, routes: Sequence[Route]) -> str | None:
         content = answer.content if hasattr(answer, "content") else answer
-        words = re.findall(r"[\w-]+", str(content).strip().lower())
-        names = {r.name.lower(): r.name for r in routes}
+        names = {r.name.casefold(): r.name for r in routes}
+        whole = str(content).strip().strip("\"'`.!*").strip().casefold()
+        if whole in names:  # names may hold spaces or dots ("after sales")
+            return names[whole]
+        words = re.findall(r"[\w-]+", whole)
         if len(words) == 1 and words[0] in names:
             return names[words[0]]
         return None
