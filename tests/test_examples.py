@@ -59,3 +59,18 @@ def test_support_desk_demo(tmp_path: Path) -> None:
     from langgraph_handoff.cli import main
 
     assert main(["threads", f"file://{tmp_path / 'desk'}"]) == 0
+
+
+def test_worker_takeover_demo(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "worker_takeover.py"), "--dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "killed with SIGKILL (exit -9); refunds sent so far: 1" in out.stdout
+    assert "took the session over" in out.stdout and "(epoch 2, was worker-a's)" in out.stdout
+    assert "refund already sent (idempotency key)" in out.stdout
+    assert "late write with worker A's lease was refused" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("result: OK: 3 questions, 3 answers, 1 refund")

@@ -179,3 +179,56 @@ def test_cli_sessions_shows_who_is_responsible(tmp_path: Path, capsys: pytest.Ca
     assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600"]) == 0
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert out[0] == {"reclaimed": "dead", "owner": "doctor", "epoch": 2}
+
+
+def _chat(checkpointer: Any) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import MessagesState
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        q = state["messages"][-1]
+        assert isinstance(q, HumanMessage)
+        return {"messages": [AIMessage(f"answer to {q.content}", id=f"a-{q.id}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+class _DiesBeforeCheckpoint(ObjectStoreSaver):
+    """The worker dies after the answer's writes are stored and before the checkpoint is."""
+
+    def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[no-untyped-def, override]
+        msgs = checkpoint["channel_values"].get("messages", [])
+        if any(getattr(m, "content", "") == "answer to q2" for m in msgs):
+            raise SystemExit("killed between put_writes and put")
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("settle", [True, False])
+def test_new_input_after_a_takeover_does_not_lose_the_previous_answer(store, settle: bool) -> None:  # type: ignore[no-untyped-def]
+    from langchain_core.messages import HumanMessage
+
+    clock = Clock()
+    sessions_a = SessionManager(_DiesBeforeCheckpoint(store), clock=clock)
+    a = SessionWorker(sessions_a, "a", _chat, ttl=30)
+    a.invoke("chat", {"messages": [HumanMessage("q1", id="q1")]})
+    with pytest.raises(SystemExit):
+        a.invoke("chat", {"messages": [HumanMessage("q2", id="q2")]})
+    a._stopping.set()
+    clock.t += 31
+    b = SessionWorker(SessionManager(ObjectStoreSaver(store), clock=clock), "b", _chat, ttl=30)
+    (lease,) = b.reclaim()
+    msg = {"messages": [HumanMessage("q3", id="q3")]}
+    if settle:
+        out = b.invoke("chat", msg)  # SessionWorker finishes the interrupted step first
+    else:  # what plain LangGraph does with new input on that checkpoint
+        out = b.graph_for(lease).invoke(msg, {"configurable": {"thread_id": "chat"}})
+    texts = [m.content for m in out["messages"]]
+    if settle:
+        assert texts == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3"]
+    else:
+        assert "answer to q2" not in texts  # LangGraph dropped the completed task's writes
+    b.stop()

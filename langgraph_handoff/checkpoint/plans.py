@@ -695,8 +695,13 @@ class SaverPlans:
             root, _ = self._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
             refusal = write_refusal(root.extra, fence) if root is not None else None
             if refusal is not None:
-                raise OwnershipLostError(thread_id, ns, epoch=fence, current=int(root.extra.get(FENCE_KEY, 0) or 0),  # type: ignore[union-attr]
-                                         reason=refusal)
+                raise OwnershipLostError(
+                    thread_id,
+                    ns,
+                    epoch=fence,
+                    current=int(root.extra.get(FENCE_KEY, 0) or 0),  # type: ignore[union-attr]
+                    reason=refusal,
+                )
         memo: dict[str, tuple[Payload, bytes | None]] = {}
         for attempt in range(self.layout.max_attempts):
             state = self._cache.get(thread_id, ns)

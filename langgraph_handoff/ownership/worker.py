@@ -59,6 +59,7 @@ class SessionWorker:
         ttl: float = 30.0,
         heartbeat: float | None = None,
         transfer_timeout: float = 30.0,
+        durability: str = "sync",
     ):
         self.sessions = sessions
         self.owner = owner
@@ -66,8 +67,14 @@ class SessionWorker:
         self.ttl = float(ttl)
         self.heartbeat = float(heartbeat) if heartbeat is not None else self.ttl / 3
         self.transfer_timeout = transfer_timeout
+        # "sync": a step's checkpoint is stored before its tasks run. With LangGraph's default
+        # "async", a task's writes can land for a checkpoint that a crash then never stores; the
+        # next owner resumes from the one before and runs that task again (chaos run: 1 in 40).
+        self.durability = durability
         self.leases: dict[str, Lease] = {}
         self.lost: set[str] = set()
+        #: sessions whose interrupted step this worker has not finished yet (see :meth:`settle`)
+        self._unsettled: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._beat: threading.Thread | None = None
@@ -80,6 +87,8 @@ class SessionWorker:
 
     def _hold(self, lease: Lease) -> None:
         with self._lock:
+            if self.leases.get(lease.thread_id) is None or self.leases[lease.thread_id].epoch != lease.epoch:
+                self._unsettled.add(lease.thread_id)
             self.leases[lease.thread_id] = lease
             self.lost.discard(lease.thread_id)
         self._start_heartbeat()
@@ -136,10 +145,47 @@ class SessionWorker:
     def graph_for(self, lease: Lease) -> Any:
         return self.build(self.sessions.saver.with_lease(lease))
 
-    def invoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        """Run one invocation on ``thread_id`` under this worker's lease (``input=None`` resumes
-        the latest checkpoint: LangGraph replays completed tasks' pending writes)."""
+    def settle(self, thread_id: str, config: dict[str, Any] | None = None) -> Any:
+        """Finish the step a previous owner was in when it died, before anything new happens.
+
+        A worker killed between a task's ``put_writes`` and the next checkpoint leaves completed
+        work as pending writes. ``get_state`` already shows it, but if the next call is a *new
+        input*, LangGraph discards those writes (the answer the user may already have seen is
+        lost). So after every acquire, takeover or accepted transfer, this resumes the latest
+        checkpoint once (``invoke(None)``: completed tasks are replayed, not run again) if it has
+        tasks. :meth:`invoke` calls it for you. Returns the resumed result, or ``None``.
+        """
         lease = self.lease_for(thread_id)
+        graph = self.graph_for(lease)
+        cfg = self._config(thread_id, config)
+        with self._lock:
+            if thread_id not in self._unsettled:
+                return None
+        state = graph.get_state(cfg)
+        result = None
+        if state.tasks and not any(t.interrupts for t in state.tasks):
+            log.info(
+                "%s resumes %r where the previous owner stopped (%s)",
+                self.owner,
+                thread_id,
+                ", ".join(t.name for t in state.tasks),
+            )
+            result = graph.invoke(None, cfg, durability=self.durability)
+        with self._lock:
+            self._unsettled.discard(thread_id)
+        return result
+
+    def invoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Run one invocation on ``thread_id`` under this worker's lease. The first call after
+        this worker got the session finishes the previous owner's interrupted step first
+        (:meth:`settle`). ``input=None`` resumes the latest checkpoint."""
+        lease = self.lease_for(thread_id)
+        if input is not None:
+            self.settle(thread_id, config)
+        else:
+            with self._lock:
+                self._unsettled.discard(thread_id)
+        kwargs.setdefault("durability", self.durability)
         return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
 
     async def ainvoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -150,12 +196,14 @@ class SessionWorker:
         if lease is None:
             lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
         self._hold(lease)
+        kwargs.setdefault("durability", self.durability)
         return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
 
-    def accept_transfers(self) -> list[Lease]:
-        """Accept every pending transfer addressed to this worker or to anyone."""
+    def accept_transfers(self, infos: list[Any] | None = None) -> list[Lease]:
+        """Accept every pending transfer addressed to this worker or to anyone (``infos``: a
+        ``sessions()`` listing you already have, to save a scan)."""
         taken: list[Lease] = []
-        for info in self.sessions.sessions():
+        for info in infos if infos is not None else self.sessions.sessions():
             lease = info.lease
             if info.status != "transferring" or lease is None or lease.transfer is None:
                 continue
@@ -169,9 +217,13 @@ class SessionWorker:
             taken.append(new)
         return taken
 
-    def reclaim(self) -> list[Lease]:
-        """The health check: take over sessions whose owner stopped renewing (epoch + 1)."""
-        leases = self.sessions.reclaim_expired(self.owner, self.ttl)
+    def reclaim(self, infos: list[Any] | None = None) -> list[Lease]:
+        """The health check: take over sessions whose owner stopped renewing (epoch + 1).
+        Their interrupted steps are finished by the next :meth:`invoke` (or :meth:`settle`)."""
+        ids = None if infos is None else [i.thread_id for i in infos if i.status in ("expired", "stuck")]
+        if ids == []:
+            return []
+        leases = self.sessions.reclaim_expired(self.owner, self.ttl, thread_ids=ids)
         for lease in leases:
             self._hold(lease)
         return leases
