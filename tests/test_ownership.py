@@ -374,3 +374,58 @@ def test_zombie_writing_while_taken_over_never_forks(setup) -> None:  # type: ig
     steps = hist[0].checkpoint["channel_values"]["steps"]
     after_b = steps[steps.index("b") + 1 :]
     assert after_b == ["B:a", "B:b"], steps
+
+
+def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type: ignore[no-untyped-def]
+    """1,000 random operations by 4 workers (acquire, renew, release, transfer, accept, abort,
+    reclaim, forced takeover) with the clock jumping around expiry. After every step: at most one
+    issued lease can write, exactly one when the session is active, and it is the lease's own."""
+    import random
+
+    saver, sessions, clock = setup
+    rng = random.Random(20261130)
+    issued: list[Any] = []
+    held: dict[str, Any] = {}
+    workers = ["w1", "w2", "w3", "w4"]
+    for step in range(1000):
+        who = rng.choice(workers)
+        op = rng.choice(["acquire", "renew", "release", "begin", "accept", "abort", "reclaim", "force", "tick"])
+        try:
+            if op == "acquire":
+                held[who] = sessions.acquire("s", who, ttl=rng.choice([1, 5, 10]))
+            elif op == "renew" and who in held:
+                held[who] = sessions.renew(held[who], ttl=5)
+            elif op == "release" and who in held:
+                sessions.release(held.pop(who))
+            elif op == "begin" and who in held:
+                held[who] = sessions.begin_transfer(held[who], to_owner=rng.choice([None, *workers]), timeout=3)
+            elif op == "accept":
+                held[who] = sessions.accept("s", who, ttl=5)
+            elif op == "abort" and who in held:
+                held[who] = sessions.abort_transfer(held[who], ttl=5)
+            elif op == "reclaim":
+                for lease in sessions.reclaim_expired(who, ttl=5):
+                    held[who] = lease
+            elif op == "force":
+                held[who] = sessions.acquire("s", who, ttl=5, force=True)
+            elif op == "tick":
+                clock.t += rng.choice([0.5, 2, 6, 11])
+        except (LeaseHeldError, OwnershipLostError, TransferError):
+            pass
+        issued.extend(l for l in held.values() if l not in issued)
+        current = sessions.get("s")
+        if current is None:
+            continue
+        writable = {l.epoch for l in issued if write_refusal(_root_extra(saver), l.epoch) is None}
+        assert len(writable) <= 1, (step, op, writable)
+        if current.state == "active":
+            assert writable == {current.epoch}, (step, op, current)
+        else:
+            assert writable == set(), (step, op, current)
+        assert current.owner is not None  # always somebody's (released sessions keep the last name)
+
+
+def _root_extra(saver: ObjectStoreSaver) -> dict[str, Any]:
+    head, _ = saver._head_from(saver.store.get(head_key("s", "")), "s", "")
+    assert head is not None
+    return head.extra
