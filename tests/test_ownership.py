@@ -412,11 +412,11 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
                 clock.t += rng.choice([0.5, 2, 6, 11])
         except (LeaseHeldError, OwnershipLostError, TransferError):
             pass
-        issued.extend(l for l in held.values() if l not in issued)
+        issued.extend(x for x in held.values() if x not in issued)
         current = sessions.get("s")
         if current is None:
             continue
-        writable = {l.epoch for l in issued if write_refusal(_root_extra(saver), l.epoch) is None}
+        writable = {x.epoch for x in issued if write_refusal(_root_extra(saver), x.epoch) is None}
         assert len(writable) <= 1, (step, op, writable)
         if current.state == "active":
             assert writable == {current.epoch}, (step, op, current)
