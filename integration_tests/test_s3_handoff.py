@@ -50,3 +50,14 @@ async def test_ping_pong_to_human_async_on_s3() -> None:
     reloaded = support_desk.build(ObjectStoreSaver(make_s3_store(prefix)))
     state = (await reloaded.aget_state(cfg("c-2"))).values
     assert [h.target for h in handoff_log(state)] == ["tech_support", "after_sales", "human"]
+
+
+def test_long_term_memory_on_s3() -> None:
+    from langgraph_handoff.memory import ObjectStoreMemory
+
+    prefix = f"mem-{uuid.uuid4().hex}"
+    a, b = ObjectStoreMemory(make_s3_store(prefix)), ObjectStoreMemory(make_s3_store(prefix))
+    a.put(("customers", "c7"), "contact", {"channel": "email"})
+    assert b.get(("customers", "c7"), "contact").value == {"channel": "email"}
+    assert [i.key for i in b.search(("customers",), filter={"channel": "email"})] == ["contact"]
+    assert b.list_namespaces() == [("customers", "c7")]

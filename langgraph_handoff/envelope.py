@@ -61,6 +61,7 @@ class Kind(enum.IntEnum):
     WRITES = 3
     BLOB = 4
     MARKER = 5
+    MEMORY = 6
 
 
 @dataclass(frozen=True)

@@ -73,4 +73,5 @@ def test_worker_takeover_demo(tmp_path: Path) -> None:
     assert "took the session over" in out.stdout and "(epoch 2, was worker-a's)" in out.stdout
     assert "refund already sent (idempotency key)" in out.stdout
     assert "late write with worker A's lease was refused" in out.stdout
+    assert "agent: By email, as you prefer" in out.stdout  # worker B read A's note from the shared memory
     assert out.stdout.rstrip().splitlines()[-1].startswith("result: OK: 3 questions, 3 answers, 1 refund")
