@@ -429,3 +429,12 @@ def _root_extra(saver: ObjectStoreSaver) -> dict[str, Any]:
     head, _ = saver._head_from(saver.store.get(head_key("s", "")), "s", "")
     assert head is not None
     return head.extra
+
+
+def test_renew_without_ttl_keeps_the_same_duration(setup) -> None:  # type: ignore[no-untyped-def]
+    _, sessions, clock = setup
+    lease = sessions.acquire("chat", "a", ttl=10)
+    for _ in range(5):
+        clock.t += 7
+        lease = sessions.renew(lease)
+        assert lease.expires_at == clock.t + 10

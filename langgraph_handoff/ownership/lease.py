@@ -78,6 +78,8 @@ class Lease(Record):
     acquired_at: float = 0.0
     #: how the current owner got the session: acquire, takeover, transfer
     via: str = "acquire"
+    #: the lease duration last asked for (what ``renew`` extends by, unless told otherwise)
+    ttl: float = 30.0
 
     def expired(self, now: float) -> bool:
         """May another worker take the session over now? (A transfer nobody accepted in time
@@ -127,7 +129,7 @@ def acquire(current: Lease | None, thread_id: str, owner: str, *, ttl: float, no
     it; ``force`` takes it from a live owner (an operator who knows that worker is gone)."""
     owner, ttl = _check_owner(owner), _check_ttl(ttl)
     if current is not None and current.owner == owner and current.state == "active" and not current.expired(now):
-        return current.model_copy(update={"expires_at": now + ttl})
+        return current.model_copy(update={"expires_at": now + ttl, "ttl": ttl})
     if current is not None and not force and not current.expired(now):
         verb = "being transferred" if current.state == "transferring" else "owned"
         raise LeaseHeldError(thread_id, current.owner, current.expires_at, verb)
@@ -139,6 +141,7 @@ def acquire(current: Lease | None, thread_id: str, owner: str, *, ttl: float, no
         expires_at=now + ttl,
         acquired_at=now,
         via=via,
+        ttl=ttl,
     )
 
 
@@ -155,7 +158,7 @@ def renew(current: Lease | None, lease: Lease, *, ttl: float, now: float) -> Lea
             current=cur.epoch,
             reason=f"the session is {cur.state}; this worker stopped owning it",
         )
-    return cur.model_copy(update={"expires_at": now + ttl})
+    return cur.model_copy(update={"expires_at": now + ttl, "ttl": ttl})
 
 
 def release(current: Lease | None, lease: Lease, *, now: float) -> Lease:
@@ -196,7 +199,13 @@ def accept(
     if now > t.deadline:
         raise TransferError(f"the transfer of session {thread_id!r} expired at {t.deadline:.3f}; it is reclaimable")
     return Lease(
-        thread_id=thread_id, owner=owner, epoch=current.epoch + 1, expires_at=now + ttl, acquired_at=now, via="transfer"
+        thread_id=thread_id,
+        owner=owner,
+        epoch=current.epoch + 1,
+        expires_at=now + ttl,
+        acquired_at=now,
+        via="transfer",
+        ttl=ttl,
     )
 
 

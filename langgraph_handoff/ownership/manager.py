@@ -177,11 +177,11 @@ class SessionManager:
 
     def renew(self, lease: Lease, ttl: float | None = None) -> Lease:
         """Extend your lease (the heartbeat). ``OwnershipLostError`` if the session moved on."""
-        t = ttl if ttl is not None else max(lease.expires_at - lease.acquired_at, 1.0)
+        t = ttl if ttl is not None else lease.ttl
         return self._run(self._plan_change(lease.thread_id, lambda cur, now: L.renew(cur, lease, ttl=t, now=now)))
 
     async def arenew(self, lease: Lease, ttl: float | None = None) -> Lease:
-        t = ttl if ttl is not None else max(lease.expires_at - lease.acquired_at, 1.0)
+        t = ttl if ttl is not None else lease.ttl
         return await self._arun(
             self._plan_change(lease.thread_id, lambda cur, now: L.renew(cur, lease, ttl=t, now=now))
         )
@@ -293,8 +293,8 @@ class SessionManager:
     ) -> Plan[list[Lease]]:
         taken: list[Lease] = []
         for info in (yield from self._plan_sessions(thread_ids)):
-            if info.lease is None or info.status not in ("expired", "stuck", "released") or info.status == "released":
-                continue
+            if info.lease is None or info.status not in ("expired", "stuck"):
+                continue  # owned, in transfer, released (anyone may simply acquire it) or never leased
             try:
                 lease = yield from self._acquire(info.thread_id, owner, ttl, False)
             except LeaseHeldError:
