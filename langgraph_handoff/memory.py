@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -75,6 +76,29 @@ def _parse(object_key: str) -> tuple[tuple[str, ...], str] | None:
     if len(found) != len(decoded):
         return None
     return tuple(found[:-1]), found[-1]
+
+
+_OPERATORS = {
+    "$eq": lambda a, b: a == b,
+    "$ne": lambda a, b: a != b,
+    "$gt": lambda a, b: a is not None and a > b,
+    "$gte": lambda a, b: a is not None and a >= b,
+    "$lt": lambda a, b: a is not None and a < b,
+    "$lte": lambda a, b: a is not None and a <= b,
+}
+
+
+def _matches(actual: Any, wanted: Any) -> bool:
+    """A filter value: a literal (equality) or ``{"$gt": 3, ...}`` as LangGraph's stores take it."""
+    if isinstance(wanted, dict) and wanted and all(isinstance(k, str) and k.startswith("$") for k in wanted):
+        unknown = set(wanted) - set(_OPERATORS)
+        if unknown:
+            raise InvalidInputError(f"unsupported filter operators {sorted(unknown)}; use {sorted(_OPERATORS)}")
+        try:
+            return all(_OPERATORS[op](actual, v) for op, v in wanted.items())
+        except TypeError:
+            return False  # incomparable types never match
+    return actual == wanted
 
 
 class ObjectStoreMemory(BaseStore):
@@ -145,7 +169,9 @@ class ObjectStoreMemory(BaseStore):
                 "ObjectStoreMemory has no semantic index: search with namespace_prefix and filter, not query"
             )
         prefix = _prefix(op.namespace_prefix) if op.namespace_prefix else _ROOT
-        items = [i for i in self._items(prefix) if all(i.value.get(k) == v for k, v in (op.filter or {}).items())]
+        items = [
+            i for i in self._items(prefix) if all(_matches(i.value.get(k), v) for k, v in (op.filter or {}).items())
+        ]
         items.sort(key=lambda i: i.updated_at, reverse=True)
         return [
             SearchItem(

@@ -69,6 +69,14 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
     >>> check_put(None, intent) is None
     True
     """
+    if head is None and intent.fence is not None and not intent.checkpoint_ns:
+        return OwnershipLostError(
+            intent.thread_id,
+            "",
+            epoch=intent.fence,
+            current=0,
+            reason="the session has no lease any more (its thread was deleted)",
+        )
     if head is not None and intent.fence is not None:
         refusal = write_refusal(head.extra, intent.fence)
         if refusal is not None:

@@ -47,7 +47,7 @@ from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY, PutIntent, check_put, write_refusal
 from langgraph_handoff.checkpoint.records import (
     BlobRef,
     Folded,
@@ -74,6 +74,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import (
+    Delete,
     DeleteMany,
     Get,
     ListPage,
@@ -88,6 +89,8 @@ __all__ = ["Layout", "SaverPlans"]
 #: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.
 log = logging.getLogger("langgraph_handoff")
 _PROGRESS_EVERY = 100
+#: head fields that belong to a session's ownership (see langgraph_handoff.ownership)
+_OWNERSHIP_KEYS = (LEASE_KEY, FENCE_KEY)
 
 
 @dataclass(frozen=True)
@@ -620,6 +623,41 @@ class SaverPlans:
                        if isinstance(p, Inline) and p.spill}  # fmt: skip
         return new, body, segment_write, [(k, b) for k, b in spills if k in kept_spills]
 
+    def _check_root_fence(self, thread_id: str, ns: str, fence: int) -> Plan[None]:
+        root, _ = self._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
+        refusal = (
+            "the session has no lease any more (its thread was deleted)"
+            if root is None
+            else write_refusal(root.extra, fence)
+        )
+        if refusal is not None:
+            current = int(root.extra.get(FENCE_KEY, 0) or 0) if root is not None else 0
+            raise OwnershipLostError(thread_id, ns, epoch=fence, current=current, reason=refusal)
+        return None
+
+    def _undo_if_fenced(self, thread_id: str, ns: str, fence: int, before: Head | None, etag: str | None) -> Plan[None]:
+        """After a lease-bound subgraph write: if the session was taken over, locked or released
+        while we wrote, put the head back as it was and refuse, so a superseded worker's write
+        never stays. (Only if nobody wrote on top meanwhile: then the newer write stands.)"""
+        try:
+            yield from self._check_root_fence(thread_id, ns, fence)
+        except OwnershipLostError:
+            hkey = keys.head_key(thread_id, ns)
+            try:
+                if before is None:
+                    yield Delete(hkey)
+                else:
+                    yield Put(
+                        hkey, rec_io.encode_head(before, schema_version=self.layout.schema_version), if_match=etag
+                    )
+            except (PreconditionFailedError, UnknownOutcomeError):
+                log.error(
+                    "could not undo a superseded write to thread %r namespace %r: it was overwritten", thread_id, ns
+                )
+            self._cache.forget_thread(thread_id)
+            raise
+        return None
+
     def _stamp(self, extra: dict[str, Any], thread_id: str) -> dict[str, Any]:
         """A lease-bound writer records its epoch in every head it writes (the fencing token)."""
         fence = self._fence_for(thread_id)
@@ -690,18 +728,11 @@ class SaverPlans:
             head, etag = self._head_from((yield Get(hkey)), thread_id, ns)
             self._cache.observe(thread_id, ns, head, etag)
         fence = self._fence_for(thread_id)
-        if fence is not None and ns and head is None:
-            # a new subgraph namespace has no head to carry the fence yet: ask the root head
-            root, _ = self._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
-            refusal = write_refusal(root.extra, fence) if root is not None else None
-            if refusal is not None:
-                raise OwnershipLostError(
-                    thread_id,
-                    ns,
-                    epoch=fence,
-                    current=int(root.extra.get(FENCE_KEY, 0) or 0),  # type: ignore[union-attr]
-                    reason=refusal,
-                )
+        if fence is not None and ns:
+            # A subgraph head cannot see the root's lease (a lock for a transfer, a release, a
+            # takeover whose epoch has not reached this head yet): ask the root, before the write
+            # and again after it (see _undo_if_fenced).
+            yield from self._check_root_fence(thread_id, ns, fence)
         memo: dict[str, tuple[Payload, bytes | None]] = {}
         for attempt in range(self.layout.max_attempts):
             state = self._cache.get(thread_id, ns)
@@ -736,6 +767,7 @@ class SaverPlans:
                 yield Batch(tuple(Put(k, b) for k, b in blobs))
             if seal is not None:
                 yield Put(seal[0], seal[1])  # a fresh nonce-named key: nobody else writes it
+            before = head  # what our write replaces (restored if a fenced subgraph write must be undone)
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
             if spills:
                 outcomes = yield Batch((op, *(Put(k, b) for k, b in spills)), outcomes=True)
@@ -765,11 +797,15 @@ class SaverPlans:
                     record.parent,
                 ):
                     self._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
+                    if fence is not None and ns:
+                        yield from self._undo_if_fenced(thread_id, ns, fence, before, etag)
                     return _tuple_config(thread_id, ns, cid)  # our write had landed after all
                 if attempt + 1 < self.layout.max_attempts:
                     yield Sleep(_backoff(self.layout, attempt))
                 continue
             self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
+            if fence is not None and ns:
+                yield from self._undo_if_fenced(thread_id, ns, fence, head, new_etag)
             if branches:
                 self._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
             return _tuple_config(thread_id, ns, cid)
@@ -962,11 +998,26 @@ class SaverPlans:
         tid = keys.validate_thread_id(thread_id)
         heads = yield from self._list_all(keys.heads_prefix(tid))
         data = yield from self._list_all(keys.thread_data_prefix(tid))
+        root_key = keys.head_key(tid, "")
+        tombstone = None
+        if any(i.key == root_key for i in heads):
+            root, _ = self._head_from((yield Get(root_key)), tid, "")
+            ownership = {k: v for k, v in (root.extra if root else {}).items() if k in _OWNERSHIP_KEYS}
+            if ownership:
+                # A leased session keeps its lease (released) and fencing epoch: the next owner
+                # gets a higher epoch, and the old one's late writes stay refused.
+                lease = dict(ownership.get(LEASE_KEY) or {})
+                if lease:
+                    lease.update(state="released", transfer=None)
+                    ownership[LEASE_KEY] = lease
+                tombstone = Head(tid, "", {}, {}, (), ownership)
         # Heads first: once they are gone the thread reads as empty even if we crash midway.
         if heads:
             yield DeleteMany(tuple(i.key for i in heads))
         if data:
             yield DeleteMany(tuple(i.key for i in data))
+        if tombstone is not None:
+            yield Put(root_key, rec_io.encode_head(tombstone, schema_version=self.layout.schema_version))
         self._cache.forget_thread(tid)
         return None
 
@@ -1176,6 +1227,7 @@ class SaverPlans:
         if src == dst:
             raise InvalidConfigError("copy_thread needs two different thread ids")
         emptied: dict[str, str] = {}  # dst namespace -> ETag of its emptied head
+        owned: dict[str, dict[str, Any]] = {}  # dst namespace -> its own lease and fence (kept)
         for info in (yield from self._list_all(keys.heads_prefix(dst))):
             obj = yield Get(info.key)
             if obj is None:
@@ -1184,11 +1236,12 @@ class SaverPlans:
             if head.records or head.segments:
                 raise ThreadExistsError(dst)
             emptied[head.checkpoint_ns] = obj.etag
+            owned[head.checkpoint_ns] = {k: v for k, v in head.extra.items() if k in _OWNERSHIP_KEYS}
         heads: list[tuple[str, bytes]] = []
         for ns in (yield from self._plan_namespaces(src)):
             for attempt in range(self.layout.max_attempts):
                 try:
-                    body = yield from self._copy_namespace(src, dst, ns)
+                    body = yield from self._copy_namespace(src, dst, ns, owned.get(ns, {}))
                     break
                 except _Vanished:
                     yield Sleep(_backoff(self.layout, attempt))
@@ -1212,7 +1265,7 @@ class SaverPlans:
         log.info("copy_thread: %r -> %r, %d namespaces", src, dst, len(heads))
         return None
 
-    def _copy_namespace(self, src: str, dst: str, ns: str) -> Plan[bytes | None]:
+    def _copy_namespace(self, src: str, dst: str, ns: str, ownership: dict[str, Any]) -> Plan[bytes | None]:
         """Write one namespace's data objects under ``dst``; return its head, re-encoded for
         ``dst`` (None if the namespace vanished). Raises _Vanished if the source moved."""
         head, _etag, segments = yield from self._plan_load_namespace(src, ns)
@@ -1255,7 +1308,10 @@ class SaverPlans:
             yield Batch(tuple(chunk))
         # Folded writes keep the source's ETags; the re-encoded documents have new ones, so readers
         # of the copy simply fetch them once.
-        return rec_io.encode_head(replace(head, thread_id=dst), schema_version=schema)
+        # a session's lease and fencing epoch belong to its thread: the copy gets none of the
+        # source's, and keeps the target's own if it had one
+        extra = {k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS} | ownership
+        return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)
 
     # -- get_delta_channel_history ---------------------------------------------------------------
     def _plan_delta_history(

@@ -14,6 +14,7 @@ compare-and-swaps, retrying the decision on a lost race.
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any, Literal
 
@@ -99,8 +100,8 @@ class Lease(Record):
 
 
 def _check_ttl(ttl: float) -> float:
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
-        raise InvalidInputError(f"ttl must be a number of seconds > 0, got {ttl!r}")
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0 or not math.isfinite(ttl):
+        raise InvalidInputError(f"ttl must be a finite number of seconds > 0, got {ttl!r}")
     return float(ttl)
 
 

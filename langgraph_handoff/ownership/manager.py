@@ -102,7 +102,11 @@ class SessionManager:
             current = lease_of(head, thread_id)
             new = decide(current, self.clock())
             base = head if head is not None else Head(thread_id, "", {}, {})
-            fence = max(int(base.extra.get(FENCE_KEY, 0) or 0), new.epoch)
+            recorded = int(base.extra.get(FENCE_KEY, 0) or 0)
+            if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
+                # a new owner always gets an epoch above every one ever recorded for the thread
+                new = new.model_copy(update={"epoch": recorded + 1})
+            fence = max(recorded, new.epoch)
             written = replace(base, extra={**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
             body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
@@ -112,6 +116,8 @@ class SessionManager:
                 head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
                 if lease_of(head, thread_id) == new:  # our write landed after all
                     saver._cache.observe(thread_id, "", head, etag)
+                    if current is None or new.epoch != current.epoch:
+                        yield from self._plan_fence_namespaces(thread_id, new.epoch)
                     return new
                 yield Sleep(_backoff(saver.layout, attempt))
                 continue
@@ -144,6 +150,11 @@ class SessionManager:
                     continue
                 saver._cache.observe(thread_id, ns, written, new_etag)
                 break
+            else:
+                raise ConflictError(
+                    f"could not carry epoch {epoch} to namespace {ns!r} of session {thread_id!r} "
+                    f"({saver.layout.max_attempts} attempts): retry the takeover"
+                )
         return None
 
     def _plan_get(self, thread_id: str) -> Plan[Lease | None]:

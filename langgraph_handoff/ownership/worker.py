@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from langgraph_handoff.errors import ConflictError, OwnershipLostError, StoreError
+from langgraph_handoff.errors import ConflictError, OwnershipLostError
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager, session_note
 
@@ -26,6 +26,25 @@ log = logging.getLogger("langgraph_handoff.ownership")
 
 #: builds the compiled graph for one session, given the lease-bound saver to use as checkpointer
 GraphFactory = Callable[[Any], Any]
+
+
+def _interrupted_step(graph: Any, state: Any) -> bool:
+    """Did a previous owner die in the middle of a step that must be finished before new input?
+
+    Yes if the latest checkpoint has tasks with stored results (finished work that new input
+    would discard), or tasks cut off mid-run. A step paused on purpose is left alone: a dynamic
+    ``interrupt`` or a static breakpoint (``interrupt_before``/``interrupt_after``) waits for its
+    human, not for us.
+    """
+    tasks = list(getattr(state, "tasks", ()) or ())
+    if not tasks or any(t.interrupts for t in tasks):
+        return False
+    before = set(getattr(graph, "interrupt_before_nodes", ()) or ())
+    after = set(getattr(graph, "interrupt_after_nodes", ()) or ())
+    if "*" in before or any(t.name in before for t in tasks):
+        return False
+    finished = any(t.result is not None for t in tasks)
+    return finished if after else True
 
 
 class WorkerStoppingError(ConflictError):
@@ -111,11 +130,11 @@ class SessionWorker:
                     self.leases.pop(lease.thread_id, None)
                     self.lost.add(lease.thread_id)
                 continue
-            except StoreError as exc:  # the store is down: try again next beat, the lease has slack
-                log.warning("%s could not renew %r: %s", self.owner, lease.thread_id, exc)
+            except Exception as exc:  # noqa: BLE001 - the store is down, a lost race: next beat; never die
+                log.warning("%s could not renew %r: %s: %s", self.owner, lease.thread_id, type(exc).__name__, exc)
                 continue
-            with self._lock:
-                if self.leases.get(lease.thread_id, renewed).epoch == renewed.epoch:
+            with self._lock:  # only if still held (stop() or release() may have run meanwhile)
+                if lease.thread_id in self.leases and self.leases[lease.thread_id].epoch == renewed.epoch:
                     self.leases[lease.thread_id] = renewed
 
     def _heartbeat_loop(self) -> None:
@@ -161,16 +180,30 @@ class SessionWorker:
         with self._lock:
             if thread_id not in self._unsettled:
                 return None
-        state = graph.get_state(cfg)
         result = None
-        if state.tasks and not any(t.interrupts for t in state.tasks):
-            log.info(
-                "%s resumes %r where the previous owner stopped (%s)",
-                self.owner,
-                thread_id,
-                ", ".join(t.name for t in state.tasks),
-            )
+        if _interrupted_step(graph, graph.get_state(cfg)):
+            log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
             result = graph.invoke(None, cfg, durability=self.durability)
+        with self._lock:
+            self._unsettled.discard(thread_id)
+        return result
+
+    async def asettle(self, thread_id: str, config: dict[str, Any] | None = None) -> Any:
+        """Async twin of :meth:`settle`."""
+        with self._lock:
+            lease = self.leases.get(thread_id)
+        if lease is None:
+            lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
+            self._hold(lease)
+        graph = self.graph_for(lease)
+        cfg = self._config(thread_id, config)
+        with self._lock:
+            if thread_id not in self._unsettled:
+                return None
+        result = None
+        if _interrupted_step(graph, await graph.aget_state(cfg)):
+            log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
+            result = await graph.ainvoke(None, cfg, durability=self.durability)
         with self._lock:
             self._unsettled.discard(thread_id)
         return result
@@ -196,6 +229,11 @@ class SessionWorker:
         if lease is None:
             lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
         self._hold(lease)
+        if input is not None:
+            await self.asettle(thread_id, config)
+        else:
+            with self._lock:
+                self._unsettled.discard(thread_id)
         kwargs.setdefault("durability", self.durability)
         return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
 
