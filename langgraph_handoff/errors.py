@@ -17,6 +17,8 @@ broadly or as narrowly as they need::
     │   └── StoreUnavailableError        throttled or unreachable after retries
     ├── EnvelopeError                    a stored object cannot be read
     │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
+    │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
+    │   └── MigrationError               a state-schema migration step failed on a checkpoint
     │   └── CorruptObjectError           truncated, damaged or not ours
     └── InvalidInputError (ValueError)   a caller passed something we refuse to store
         ├── InvalidThreadIdError
@@ -49,7 +51,9 @@ __all__ = [
     "LangGraphHandoffError",
     "LeaseHeldError",
     "OwnershipLostError",
+    "MigrationError",
     "PreconditionFailedError",
+    "SchemaVersionError",
     "StaleWriterError",
     "StoreError",
     "StoreUnavailableError",
@@ -262,6 +266,29 @@ class EnvelopeVersionError(EnvelopeError):
             f"up to {supported}. Upgrade langgraph-handoff on this worker "
             "(pip install -U langgraph-handoff) before reading this store; nothing was changed."
         )
+
+
+class SchemaVersionError(EnvelopeError):
+    """A checkpoint was written with a newer version of your graph's state schema than the
+    migrations this process knows. Nothing of it was loaded.
+
+    What to do: run the newer code (it has the migrations), or register the missing migrations.
+    """
+
+    def __init__(self, where: str, found: int, supported: int) -> None:
+        self.where = where
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{where} was written with state schema version {found}, but this code knows versions up to "
+            f"{supported}: deploy the newer code or register the missing migrations; nothing was loaded"
+        )
+
+
+class MigrationError(EnvelopeError):
+    """One of your state-schema migration steps raised on a stored checkpoint. Nothing of the
+    checkpoint was loaded and nothing was written. What to do: fix the migration (the cause is
+    chained) and read again; the stored data is untouched."""
 
 
 class CorruptObjectError(EnvelopeError):

@@ -70,9 +70,11 @@ from langgraph_handoff.errors import (
     InvalidConfigError,
     OwnershipLostError,
     PreconditionFailedError,
+    SchemaVersionError,
     ThreadExistsError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import (
     Delete,
     DeleteMany,
@@ -304,6 +306,12 @@ class SaverPlans:
     _cache: HeadCache
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
+    #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
+    migrations: SchemaMigrations | None = None
+
+    @property
+    def _schema(self) -> int:
+        return self.migrations.current if self.migrations is not None else 0
 
     def _fence_for(self, thread_id: str) -> int | None:
         if self._fence is None:
@@ -456,13 +464,46 @@ class SaverPlans:
         tasks, values = yield from self._fetch(thread_id, ns, rec, table, infos, rec.values)
         checkpoint = self.serde.loads_typed(rec.checkpoint)
         checkpoint["channel_values"] = values
+        metadata = self.serde.loads_typed(rec.metadata)
+        pending = sorted_pending(tasks, self.serde.loads_typed)
+        if rec.schema != self._schema:
+            checkpoint, metadata, pending = self._migrate(thread_id, ns, rec, checkpoint, metadata, pending)
         return CheckpointTuple(
             config=_tuple_config(thread_id, ns, rec.id),
             checkpoint=checkpoint,
-            metadata=self.serde.loads_typed(rec.metadata),
+            metadata=metadata,
             parent_config=_tuple_config(thread_id, ns, rec.parent) if rec.parent else None,
-            pending_writes=sorted_pending(tasks, self.serde.loads_typed),
+            pending_writes=pending,
         )
+
+    def _migrate(
+        self, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any, pending: list[Any]
+    ) -> tuple[Any, Any, list[Any]]:
+        """Upgrade a checkpoint written in an older state schema, in memory, before LangGraph
+        sees it. Channels a step added or changed get a new version, so the next ``put`` stores
+        their new values instead of pointing at the old ones; renamed channels keep theirs."""
+        where = f"checkpoint {rec.id} of thread {thread_id!r}" + (f" namespace {ns!r}" if ns else "")
+        if self.migrations is None or rec.schema > self.migrations.current:
+            raise SchemaVersionError(where, found=rec.schema, supported=self._schema)
+        migrations, since = self.migrations, rec.schema
+        old = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_values"].items()}
+        values, metadata, _ = migrations.upgrade(
+            dict(checkpoint["channel_values"]), dict(metadata), from_version=since, where=where
+        )
+        versions = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_versions"].items()}
+        bumped = self.get_next_version(max(versions.values()) if versions else None, None)  # type: ignore[attr-defined]
+        for ch, value in values.items():
+            if ch not in old or (old[ch] is not value and old[ch] != value):
+                versions[ch] = bumped
+        for ch in set(old) - set(values):
+            versions.pop(ch, None)
+        seen = {
+            node: {migrations.rename(ch, from_version=since): v for ch, v in chans.items()}
+            for node, chans in (checkpoint.get("versions_seen") or {}).items()
+        }
+        checkpoint = {**checkpoint, "channel_values": values, "channel_versions": versions, "versions_seen": seen}
+        pending = [(task, migrations.rename(ch, from_version=since), value) for task, ch, value in pending]
+        return checkpoint, metadata, pending
 
     # -- get_tuple -------------------------------------------------------------------------------
     def _plan_get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
@@ -552,7 +593,7 @@ class SaverPlans:
                 assert isinstance(payload, BlobRef)
                 blobs.append((keys.blob_key(thread_id, ns, cid, payload.digest), blob_body))
         parent_id = parent.id if parent is not None else None
-        return Record(cid, parent_id, cp_typed, md_typed, values), payloads, blobs
+        return Record(cid, parent_id, cp_typed, md_typed, values, schema=self._schema), payloads, blobs
 
     def _next_head(
         self,

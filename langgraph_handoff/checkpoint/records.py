@@ -93,6 +93,8 @@ class Record:
     values: dict[str, tuple[str, Version]]
     #: task id -> folded writes
     writes: dict[str, Folded] = field(default_factory=dict)
+    #: version of the user's state schema the checkpoint was written in (see migrations.py)
+    schema: int = 0
 
     def origins(self) -> set[tuple[str, str]]:
         return {(origin, ch) for ch, (origin, _v) in self.values.items()}
@@ -201,6 +203,8 @@ def _record_out(r: Record) -> dict[str, Any]:
     }
     if r.writes:
         out["w"] = {t: [f.etag, f.task_path, _items_out(f.items)] for t, f in r.writes.items()}
+    if r.schema:
+        out["z"] = r.schema
     return out
 
 
@@ -215,6 +219,7 @@ def _record_in(raw: dict[str, Any]) -> Record:
             str(t): Folded(etag=str(e), task_path=str(p), items=_items_in(items))
             for t, (e, p, items) in raw.get("w", {}).items()
         },
+        schema=int(raw.get("z", 0)),
     )
 
 

@@ -24,6 +24,7 @@ from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
@@ -84,8 +85,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         layout: Layout | None = None,
         cache_size: int = 1024,
         cache_bytes: int = 64 * 1024 * 1024,
+        migrations: SchemaMigrations | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if migrations is not None:
+            migrations.check()
+        self.migrations = migrations
         if not isinstance(store, StoreBase):
             raise TypeError(f"store must be a langgraph_handoff.stores store, got {type(store).__name__}")
         self.store = store
@@ -103,6 +108,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         layout: Layout | None = None,
+        migrations: SchemaMigrations | None = None,
         **store_kwargs: Any,
     ) -> ObjectStoreSaver:
         """Build a saver from a URL; use it directly or as a (async) context manager.
@@ -144,7 +150,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             store = S3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
         else:
             raise InvalidConfigError(f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix")
-        return cls(store, serde=serde, layout=layout)
+        return cls(store, serde=serde, layout=layout, migrations=migrations)
 
     def setup(self) -> None:
         """Check the store is reachable and writable, and record (or check) its format marker.

@@ -1,0 +1,149 @@
+"""State-schema migrations: checkpoints written with schema v1 read by code at v2 and v3."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Annotated, Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import InvalidConfigError, MigrationError, SchemaVersionError
+from langgraph_handoff.keys import head_key
+from langgraph_handoff.migrations import SchemaMigrations, rename_channel
+
+CFG = {"configurable": {"thread_id": "chat"}}
+
+
+class V1(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    topic: str
+
+
+class V3(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    subject: str
+    language: str
+
+
+def v1_graph(saver: Any, ask: bool = False) -> Any:
+    g = StateGraph(V1)
+    g.add_node("a", lambda s: {"log": ["a"], "topic": "refund"})
+
+    def approve(s: V1) -> V1:
+        return {"log": [f"approved: {interrupt('ok?')}"]}
+
+    g.add_node("approve", approve)
+    g.add_edge(START, "a")
+    g.add_edge("a", "approve" if ask else END)
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=saver)
+
+
+def v3_graph(saver: Any, ask: bool = False) -> Any:
+    g = StateGraph(V3)
+    g.add_node("a", lambda s: {"log": ["a"], "subject": "refund"})
+
+    def approve(s: V3) -> V3:
+        return {"log": [f"approved: {interrupt('ok?')} ({s['subject']}, {s['language']})"]}
+
+    g.add_node("approve", approve)
+    g.add_node("b", lambda s: {"log": [f"b: {s['subject']} in {s['language']}"]})
+    g.add_edge(START, "b" if not ask else "a")
+    g.add_edge("a", "approve")
+    g.add_edge("approve", END)
+    g.add_edge("b", END)
+    return g.compile(checkpointer=saver)
+
+
+def migrations(up_to: int = 2) -> SchemaMigrations:
+    m = SchemaMigrations()
+
+    @m.register(1, "add language")
+    def add_language(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.setdefault("language", "en")
+
+    if up_to >= 2:
+        m.register(2)(rename_channel("topic", "subject"))
+    return m
+
+
+def record_schemas(saver: ObjectStoreSaver) -> list[int]:
+    head, _ = saver._head_from(saver.store.get(head_key("chat", "")), "chat", "")
+    return [r.schema for _, r in sorted(head.records.items())]
+
+
+def test_old_checkpoints_are_upgraded_on_read_and_rewritten_current(store, caplog) -> None:  # type: ignore[no-untyped-def]
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, CFG)
+    saver = ObjectStoreSaver(store, migrations=migrations())
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff.migrations"):
+        state = v3_graph(saver).get_state(CFG).values
+    assert state == {"log": ["hi", "a"], "subject": "refund", "language": "en"}
+    assert "schema 0 -> 1 (add language)" in caplog.text and "schema 1 -> 2 (rename topic -> subject)" in caplog.text
+    assert all(s["language"] == "en" for s in (h.values for h in v3_graph(saver).get_state_history(CFG)) if s)
+    out = v3_graph(saver).invoke({"log": ["again"]}, CFG)  # a resumed conversation sees the new shape
+    assert out["log"][-1] == "b: refund in en"
+    assert record_schemas(saver)[-1] == 2 and record_schemas(saver)[0] == 0
+    fresh = ObjectStoreSaver(store, migrations=migrations())  # another process: reads v2 records as they are
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff.migrations"):
+        assert v3_graph(fresh).get_state(CFG).values["subject"] == "refund"
+    assert "migrated" not in caplog.text
+
+
+def test_a_newer_checkpoint_is_refused_whole(store) -> None:  # type: ignore[no-untyped-def]
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, CFG)
+    v3_graph(ObjectStoreSaver(store, migrations=migrations(2))).invoke({"log": ["x"]}, CFG)
+    with pytest.raises(SchemaVersionError, match="schema version 2, but this code knows versions up to 1"):
+        ObjectStoreSaver(store, migrations=migrations(1)).get_tuple(CFG)
+    with pytest.raises(SchemaVersionError):
+        list(ObjectStoreSaver(store).list(CFG))
+
+
+async def test_interrupted_v1_thread_resumes_under_v3(store) -> None:  # type: ignore[no-untyped-def]
+    v1_graph(ObjectStoreSaver(store), ask=True).invoke({"log": ["hi"]}, CFG)
+    saver = ObjectStoreSaver(store, migrations=migrations())
+    graph = v3_graph(saver, ask=True)
+    assert (await graph.aget_state(CFG)).values["language"] == "en"
+    out = await graph.ainvoke(Command(resume="yes"), CFG)
+    assert out["log"][-1] == "approved: yes (refund, en)"
+
+
+def test_pending_writes_follow_a_rename(store) -> None:  # type: ignore[no-untyped-def]
+    saver1 = ObjectStoreSaver(store)
+    v1_graph(saver1).invoke({"log": ["hi"]}, CFG)
+    latest = saver1.get_tuple(CFG)
+    saver1.put_writes(latest.config, [("topic", "exchange")], "task-1")
+    migrated = ObjectStoreSaver(store, migrations=migrations()).get_tuple(CFG)
+    assert ("task-1", "subject", "exchange") in migrated.pending_writes
+
+
+def test_migration_errors_and_bad_registries_are_typed(store) -> None:  # type: ignore[no-untyped-def]
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, CFG)
+    broken = SchemaMigrations()
+
+    @broken.register(1, "boom")
+    def boom(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        raise KeyError("nope")
+
+    with pytest.raises(MigrationError, match=r"migration 1 \(boom\) failed"):
+        ObjectStoreSaver(store, migrations=broken).get_tuple(CFG)
+    gap = SchemaMigrations()
+    gap.register(2, "two")(lambda v, m: None)
+    with pytest.raises(InvalidConfigError, match="missing"):
+        ObjectStoreSaver(store, migrations=gap)
+    with pytest.raises(InvalidConfigError):
+        migrations().register(1)
+    with pytest.raises(InvalidConfigError):
+        SchemaMigrations().register(0)
+
+
+def test_from_url_takes_migrations(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"file://{tmp_path / 'store'}"
+    v1_graph(ObjectStoreSaver.from_url(url)).invoke({"log": ["hi"]}, CFG)
+    saver = ObjectStoreSaver.from_url(url, migrations=migrations())
+    assert saver.get_tuple(CFG).checkpoint["channel_values"]["language"] == "en"
