@@ -61,3 +61,13 @@ def test_long_term_memory_on_s3() -> None:
     assert b.get(("customers", "c7"), "contact").value == {"channel": "email"}
     assert [i.key for i in b.search(("customers",), filter={"channel": "email"})] == ["contact"]
     assert b.list_namespaces() == [("customers", "c7")]
+
+
+def test_schema_migration_on_s3() -> None:
+    from tests.test_migrations import CFG, migrations, v1_graph, v3_graph
+
+    prefix = f"mig-{uuid.uuid4().hex}"
+    v1_graph(ObjectStoreSaver(make_s3_store(prefix))).invoke({"log": ["hi"]}, CFG)
+    saver = ObjectStoreSaver(make_s3_store(prefix), migrations=migrations())
+    assert v3_graph(saver).get_state(CFG).values == {"log": ["hi", "a"], "subject": "refund", "language": "en"}
+    assert v3_graph(saver).invoke({"log": ["again"]}, CFG)["log"][-1] == "b: refund in en"
