@@ -350,7 +350,7 @@ def test_zombie_writing_while_taken_over_never_forks(setup) -> None:  # type: ig
 
     def zombie() -> None:
         g = graph(ObjectStoreSaver(saver.store).with_lease(a), "A")
-        for _ in range(200):
+        for _ in range(20000):  # until refused: the takeover lands while it runs
             try:
                 g.invoke({"steps": ["z"]}, cfg())
                 outcomes.append("ok")
