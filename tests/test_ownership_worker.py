@@ -171,10 +171,10 @@ def test_cli_sessions_shows_who_is_responsible(tmp_path: Path, capsys: pytest.Ca
     sessions = SessionManager(ObjectStoreSaver.from_url(url))
     sessions.acquire("fine", "a", ttl=600)
     sessions.acquire("dead", "a", ttl=0.001)
-    assert main(["sessions", url]) == 1
+    assert main(["sessions", url, "--json"]) == 1
     rows = {r["thread_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert rows["fine"]["status"] == "owned" and rows["dead"]["status"] == "expired"
-    assert main(["sessions", url, "--attention"]) == 1
+    assert main(["sessions", url, "--attention", "--json"]) == 1
     assert [json.loads(x)["thread_id"] for x in capsys.readouterr().out.splitlines()] == ["dead"]
     assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600"]) == 0
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]

@@ -1,0 +1,114 @@
+"""The langgraph-handoff command, run as a subprocess on a local store."""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.keys import head_key
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    topic: str
+
+
+def populate(url: str) -> ObjectStoreSaver:
+    saver = ObjectStoreSaver.from_url(url)
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"log": ["a"], "topic": "refund"})
+    g.add_node("b", lambda s: {"log": ["b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    graph = g.compile(checkpointer=saver)
+    for t in ("chat-1", "chat-2"):
+        graph.invoke({"log": ["hi"]}, {"configurable": {"thread_id": t}})
+    return saver
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_handoff.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    u = f"file://{tmp_path / 'store'}"
+    populate(u)
+    return u
+
+
+def test_threads_history_show_and_diff(url: str) -> None:
+    out = cli("threads", url, "--json")
+    assert out.returncode == 0 and {json.loads(x)["thread_id"] for x in out.stdout.splitlines()} == {"chat-1", "chat-2"}
+    assert "chat-1" in cli("threads", url).stdout
+    rows = [json.loads(x) for x in cli("history", url, "chat-1", "--json").stdout.splitlines()]
+    assert len(rows) == 4 and rows[0]["step"] == 2
+    shown = json.loads(cli("show", url, "chat-1", "--json").stdout)
+    assert (
+        shown["values"] == {"log": ["hi", "a", "b"], "topic": "refund"}
+        and shown["checkpoint_id"] == rows[0]["checkpoint_id"]
+    )
+    older = json.loads(cli("show", url, "chat-1", "--checkpoint", rows[2]["checkpoint_id"], "--json").stdout)
+    assert older["values"] == {"log": ["hi"]}
+    diff = json.loads(cli("diff", url, "chat-1", rows[2]["checkpoint_id"], rows[0]["checkpoint_id"], "--json").stdout)
+    assert diff["changed"] == {"log": {"appended": ["a", "b"]}} and diff["added"] == {"topic": "refund"}
+    raw = json.loads(cli("show", url, "chat-1", "--raw").stdout)
+    assert len(raw["records"]) == 4 and raw["records"][0]["schema"] == 0
+
+
+def test_verify_finds_damage(url: str, tmp_path: Path) -> None:
+    ok = cli("verify", url, "--json")
+    report = json.loads(ok.stdout)
+    assert ok.returncode == 0 and report["heads"] == 2 and report["problems"] == []
+    path = tmp_path / "store" / head_key("chat-2", "")
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF  # flip bits in the body: the checksum no longer matches
+    path.write_bytes(bytes(data))
+    bad = cli("verify", url)
+    assert bad.returncode == 1 and "CorruptObjectError" in bad.stdout and "chat-2" in bad.stdout
+
+
+def test_prune_copy_delete(url: str) -> None:
+    dry = json.loads(cli("prune", url, "--thread", "chat-1", "--keep-latest", "--dry-run", "--json").stdout)
+    assert dry == {
+        "strategy": "keep_latest",
+        "threads": ["chat-1"],
+        "checkpoints_removed": {"chat-1": 3},
+        "dry_run": True,
+    }
+    assert len(cli("history", url, "chat-1", "--json").stdout.splitlines()) == 4
+    assert cli("prune", url, "--thread", "chat-1", "--keep-latest").returncode == 0
+    assert len(cli("history", url, "chat-1", "--json").stdout.splitlines()) == 1
+    idle = json.loads(cli("prune", url, "--all", "--older-than", "0", "--dry-run", "--json").stdout)
+    assert sorted(idle["threads"]) == ["chat-1", "chat-2"]
+    assert json.loads(cli("prune", url, "--all", "--older-than", "30", "--json").stdout)["threads"] == []
+    assert cli("copy", url, "chat-2", "chat-3").returncode == 0
+    assert json.loads(cli("show", url, "chat-3", "--json").stdout)["values"]["log"] == ["hi", "a", "b"]
+    refused = cli("delete", url, "chat-3")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert cli("delete", url, "chat-3", "--yes").returncode == 0
+    assert "chat-3" not in cli("threads", url).stdout
+
+
+def test_bad_input_exits_2(url: str) -> None:
+    out = cli("show", url, "nobody")
+    assert out.returncode == 2 and "'nobody' namespace '' has no checkpoints" in out.stderr
+    assert cli("history", "bogus://x", "t").returncode == 2
+    assert cli("copy", url, "chat-1", "chat-2").returncode == 2  # the target exists
