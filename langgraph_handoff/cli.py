@@ -13,6 +13,8 @@
     langgraph-handoff delete   URL THREAD --yes
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
 
+Threads written by a saver with state-schema migrations need ``--migrations module:name`` (the
+app's ``SchemaMigrations``); without it such checkpoints are refused, never misread.
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
 ``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
 document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``verify``,
@@ -26,6 +28,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from langgraph_handoff import envelope, keys
@@ -78,7 +81,7 @@ def _history(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
             "channels": sorted(tup.checkpoint["channel_values"]),
             "pending_writes": len(tup.pending_writes or []),
         }
-        text = f"{row['checkpoint_id']}  step {row['step']!s:>3}  {row['source']:<6}  {', '.join(row['channels'])}"
+        text = f"{row['checkpoint_id']}  step {row['step']!s:>3}  {row['source']!s:<6}  {', '.join(row['channels'])}"
         _out(args, row, text)
     return 0
 
@@ -147,18 +150,17 @@ def _prune(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
         for t in threads:
             latest = saver.get_tuple({"configurable": {"thread_id": t}})
             stamp = latest.checkpoint.get("ts") if latest else None
-            when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) if stamp else 0.0
+            when = datetime.fromisoformat(stamp).timestamp() if stamp else 0.0  # ts carries its UTC offset
             if when < cutoff:
                 idle.append(t)
         plan: dict[str, Any] = {"strategy": "delete idle threads", "threads": idle}
         if not args.dry_run and idle:
             saver.prune(idle, strategy="delete")
     else:
-        counts = {t: sum(1 for _ in saver.list({"configurable": {"thread_id": t}})) for t in threads}
         plan = {
             "strategy": "keep_latest",
             "threads": threads,
-            "checkpoints_removed": {t: max(n - 1, 0) for t, n in counts.items()},
+            "checkpoints_removed": {t: _keep_latest_count(saver, t) for t in threads},
         }
         if not args.dry_run:
             saver.prune(threads, strategy="keep_latest")
@@ -166,6 +168,21 @@ def _prune(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
     verb = "would prune" if args.dry_run else "pruned"
     _out(args, plan, f"{verb} ({plan['strategy']}): {', '.join(plan['threads']) or 'nothing'}")
     return 0
+
+
+def _keep_latest_count(saver: ObjectStoreSaver, thread_id: str) -> int:
+    """How many checkpoints ``prune(keep_latest)`` would remove: per namespace, everything but the
+    latest and the ancestors a DeltaChannel still needs (the rule prune itself applies)."""
+    from langgraph_handoff.checkpoint import driver
+
+    removed = 0
+    for ns in driver.run(saver.store, saver._plan_namespaces(thread_id)):
+        head, _etag, segments = driver.run(saver.store, saver._plan_load_namespace(thread_id, ns))
+        if head is None:
+            continue
+        everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
+        removed += len(saver._keep_latest_drop(everything))
+    return removed
 
 
 def _sessions(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
@@ -185,6 +202,25 @@ def _sessions(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
     return 1 if any(i.needs_attention for i in infos) else 0
 
 
+def _load_migrations(spec: str | None) -> Any:
+    """``module:attribute`` naming a SchemaMigrations object (the app's, so the CLI reads what it writes)."""
+    if spec is None:
+        return None
+    import importlib
+
+    from langgraph_handoff.errors import InvalidConfigError
+    from langgraph_handoff.migrations import SchemaMigrations
+
+    module, _, name = spec.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), name or "migrations")
+    except (ImportError, AttributeError) as exc:
+        raise InvalidConfigError(f"--migrations {spec!r}: {exc}") from None
+    if not isinstance(obj, SchemaMigrations):
+        raise InvalidConfigError(f"--migrations {spec!r} is a {type(obj).__name__}, not a SchemaMigrations")
+    return obj
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="langgraph-handoff", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"langgraph-handoff {__version__}")
@@ -194,6 +230,12 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("url", help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument(
+            "--migrations",
+            metavar="MODULE:NAME",
+            default=None,
+            help="your SchemaMigrations (e.g. myapp.schema:migrations), to read migrated threads",
+        )
         return p
 
     command("setup", "check a store is reachable and write its format marker")
@@ -239,7 +281,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        with ObjectStoreSaver.from_url(args.url) as saver:
+        with ObjectStoreSaver.from_url(args.url, migrations=_load_migrations(args.migrations)) as saver:
             if args.command == "setup":
                 saver.setup()
                 _out(

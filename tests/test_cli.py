@@ -112,3 +112,106 @@ def test_bad_input_exits_2(url: str) -> None:
     assert out.returncode == 2 and "'nobody' namespace '' has no checkpoints" in out.stderr
     assert cli("history", "bogus://x", "t").returncode == 2
     assert cli("copy", url, "chat-1", "chat-2").returncode == 2  # the target exists
+
+
+def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> None:
+    """Fourth review round: history without metadata.source, --older-than east of UTC, the
+    keep-latest dry-run count with subgraphs, and threads written with migrations."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    url = f"file://{tmp_path / 'store'}"
+    saver = populate(url)
+    saver.put(
+        {"configurable": {"thread_id": "nosrc", "checkpoint_ns": ""}},
+        {
+            "v": 4,
+            "id": str(uuid6()),
+            "ts": "2024-01-01T00:00:00+00:00",
+            "channel_values": {"x": 1},
+            "channel_versions": {"x": 1},
+            "versions_seen": {},
+            "updated_channels": None,
+        },
+        {"step": 1},
+        {},
+    )
+    out = cli("history", url, "nosrc")
+    assert out.returncode == 0 and "None" in out.stdout
+    east = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "langgraph_handoff.cli",
+            "prune",
+            url,
+            "--thread",
+            "chat-1",
+            "--older-than",
+            "0.5",
+            "--dry-run",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TZ": "Pacific/Kiritimati", "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert json.loads(east.stdout)["threads"] == []  # written moments ago, whatever the local zone
+
+    inner = StateGraph(S)
+    inner.add_node("x", lambda s: {"log": ["x"]})
+    inner.add_edge(START, "x")
+    inner.add_edge("x", END)
+    outer = StateGraph(S)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    outer.add_edge("sub", END)
+    graph = outer.compile(checkpointer=saver)
+    for i in range(3):
+        graph.invoke({"log": [str(i)]}, {"configurable": {"thread_id": "nested"}})
+    before = sum(1 for _ in saver.list({"configurable": {"thread_id": "nested"}}))
+    dry = json.loads(cli("prune", url, "--thread", "nested", "--keep-latest", "--dry-run", "--json").stdout)
+    assert cli("prune", url, "--thread", "nested", "--keep-latest").returncode == 0
+    after = sum(1 for _ in saver.list({"configurable": {"thread_id": "nested"}}))
+    assert dry["checkpoints_removed"]["nested"] == before - after
+
+    (tmp_path / "myschema.py").write_text(
+        "from langgraph_handoff.migrations import SchemaMigrations\n"
+        "migrations = SchemaMigrations()\n"
+        "@migrations.register(1, 'noop')\n"
+        "def noop(values, metadata):\n    pass\n"
+    )
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("myschema", tmp_path / "myschema.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    migrated = ObjectStoreSaver.from_url(url, migrations=module.migrations)
+    outer.compile(checkpointer=migrated).invoke({"log": ["m"]}, {"configurable": {"thread_id": "schema1"}})
+    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parents[1]}{os.pathsep}{tmp_path}"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "langgraph_handoff.cli", "show", url, "schema1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert refused.returncode == 2 and "state schema version 1" in refused.stderr
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "langgraph_handoff.cli",
+            "show",
+            url,
+            "schema1",
+            "--json",
+            "--migrations",
+            "myschema:migrations",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert shown.returncode == 0 and json.loads(shown.stdout)["values"]["log"] == ["m", "m", "x"]

@@ -140,7 +140,9 @@ def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # t
     zombie = ObjectStoreSaver(Hooked(base, after_get=after_get)).with_lease(a)
     with pytest.raises(OwnershipLostError):
         zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
-    assert base.get(head_key("chat", "new:1")) is None
+    undone, _ = saver._head_from(base.get(head_key("chat", "new:1")), "chat", "new:1")
+    assert undone is not None and not undone.records  # an emptied head: the namespace reads as empty
+    assert saver.get_tuple(cfg("chat", "new:1")) is None
 
 
 # 3. copy_thread copies neither the lease nor the fence, and keeps the target's own
@@ -262,3 +264,133 @@ def test_infinite_ttls_are_refused(value: float) -> None:
     lease = sessions.acquire("chat", "a", ttl=10)
     with pytest.raises(InvalidInputError):
         sessions.begin_transfer(lease, timeout=value)
+
+
+# -- fourth review round -------------------------------------------------------------------------------
+
+
+# 1. undoing a namespace the zombie created never destroys the new owner's checkpoints there
+def test_undo_never_destroys_a_new_owners_namespace(leased) -> None:  # type: ignore[no-untyped-def]
+    base, saver, _, clock, a = leased
+    latest = saver.get_tuple(cfg())
+    written: dict[str, str] = {}
+
+    def after_put(key: str) -> None:
+        if key == head_key("chat", "new:1") and not written:
+            clock.t += 11
+            b = SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+            owner = ObjectStoreSaver(base).with_lease(b)
+            t = owner.get_tuple(cfg("chat", "new:1"))
+            written["cid"] = str(uuid6())
+            owner.put(t.config, {**t.checkpoint, "id": written["cid"]}, {"source": "loop", "step": 100}, {})
+
+    zombie = ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a)
+    with pytest.raises(OwnershipLostError):
+        zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
+    kept = ObjectStoreSaver(base).get_tuple(cfg("chat", "new:1"))
+    assert kept is not None and kept.config["configurable"]["checkpoint_id"] == written["cid"]
+
+
+# 2. a takeover's epoch stamp on the zombie's head does not stop the undo
+def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-untyped-def]
+    base, saver, _, clock, a = leased
+    ns = sub_namespace(saver)
+    before = sorted(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    fired: list[int] = []
+
+    def after_put(key: str) -> None:
+        if key == head_key("chat", ns) and not fired:
+            fired.append(1)
+            clock.t += 11
+            SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+
+    with pytest.raises(OwnershipLostError):
+        step_in(ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a), "chat", ns)
+    head = saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0]
+    assert sorted(head.records) == before and head.extra["fence"] == 2
+
+
+# 3. acquiring again finishes a fence pass that gave up
+def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # type: ignore[no-untyped-def]
+    base, saver, _, clock, _a = leased
+    ns = sub_namespace(saver)
+
+    class RefuseSubHeads(Hooked):
+        def put(self, key: str, body: bytes, **kw: Any) -> Any:
+            if key == head_key("chat", ns):
+                from langgraph_handoff.errors import PreconditionFailedError
+
+                raise PreconditionFailedError(key, "test: refuse the fence pass")
+            return super().put(key, body, **kw)
+
+    clock.t += 11
+    with pytest.raises(ConflictError, match="call acquire again"):
+        SessionManager(ObjectStoreSaver(RefuseSubHeads(base)), clock=clock).acquire("chat", "b", ttl=10)
+    SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+
+
+# 4. delete_thread does not overwrite a conversation re-created while it deletes
+def test_delete_thread_does_not_overwrite_a_recreated_thread(leased) -> None:  # type: ignore[no-untyped-def]
+    base, _saver, sessions, clock, _a = leased
+    fired: list[int] = []
+
+    class RecreateDuringDelete(Hooked):
+        def delete_many(self, keys: Any) -> Any:
+            out = super().delete_many(keys)
+            if not fired:
+                fired.append(1)
+                clock.t += 1
+                c = sessions.acquire("chat", "c", ttl=10)
+                with_subgraph(ObjectStoreSaver(base).with_lease(c)).invoke({"steps": ["NEW"]}, cfg())
+            return out
+
+    ObjectStoreSaver(RecreateDuringDelete(base)).delete_thread("chat")
+    lease = sessions.get("chat")
+    assert lease is not None and lease.epoch >= 2
+
+
+# 6 + 7. a migration step's change is detected on the serialized value (arrays, 1 vs 1.0)
+def test_migration_changes_are_compared_as_stored(store) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from langgraph_handoff.migrations import SchemaMigrations
+
+    class E(TypedDict, total=False):
+        emb: Any
+        n: Any
+
+    def build(saver: Any) -> Any:
+        g = StateGraph(E)
+        g.add_node("a", lambda s: {"emb": np.array([0.0, 1.0]), "n": 1})
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+        return g.compile(checkpointer=saver)
+
+    build(ObjectStoreSaver(store)).invoke({}, cfg())
+    m = SchemaMigrations()
+
+    @m.register(1, "n becomes a float")
+    def fn(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values["n"] = float(values["n"])  # 1.0 == 1, but it is stored differently
+
+    tup = ObjectStoreSaver(store, migrations=m).get_tuple(cfg())  # arrays must not break the comparison
+    old = ObjectStoreSaver(store).get_tuple(cfg())
+    assert tup.checkpoint["channel_versions"]["n"] != old.checkpoint["channel_versions"]["n"]
+    assert tup.checkpoint["channel_versions"]["emb"] == old.checkpoint["channel_versions"]["emb"]
+
+
+# 9. list(filter=...) filters on the metadata readers see (migrated)
+def test_list_filter_sees_migrated_metadata(store) -> None:  # type: ignore[no-untyped-def]
+    from langgraph_handoff.migrations import SchemaMigrations
+    from tests.test_migrations import CFG, v1_graph
+
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, CFG)
+    m = SchemaMigrations()
+
+    @m.register(1, "mark")
+    def mark(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        metadata["migrated"] = True
+
+    saver = ObjectStoreSaver(store, migrations=m)
+    assert len(list(saver.list(CFG, filter={"migrated": True}))) == len(list(saver.list(CFG))) > 0

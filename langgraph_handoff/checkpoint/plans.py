@@ -68,6 +68,7 @@ from langgraph_handoff.errors import (
     CorruptObjectError,
     InvalidCheckpointIdError,
     InvalidConfigError,
+    MigrationError,
     OwnershipLostError,
     PreconditionFailedError,
     SchemaVersionError,
@@ -76,7 +77,6 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import (
-    Delete,
     DeleteMany,
     Get,
     ListPage,
@@ -256,14 +256,14 @@ class _ListQuery:
     def done(self) -> bool:
         return self.limit is not None and self.emitted >= self.limit
 
-    def matches(self, rec: Record, loads_typed: Callable[[tuple[str, bytes]], Any]) -> bool:
+    def matches(self, rec: Record, metadata_of: Callable[[Record], Any]) -> bool:
         """The config's checkpoint id, then top-level metadata equality (missing == None), as
-        InMemorySaver filters; metadata is only decoded when there is a filter."""
+        InMemorySaver filters; metadata is only decoded (and migrated) when there is a filter."""
         if self.only_id is not None and rec.id != self.only_id:
             return False
         if not self.filter:
             return True
-        md = loads_typed(rec.metadata)
+        md = metadata_of(rec)
         return all(md.get(k) == v for k, v in self.filter.items())
 
 
@@ -476,6 +476,18 @@ class SaverPlans:
             pending_writes=pending,
         )
 
+    def _metadata_of(self, rec: Record) -> Any:
+        """A record's metadata as readers see it: upgraded if the record is from an older schema
+        (so ``list(filter=...)`` agrees with the history it returns)."""
+        md = self.serde.loads_typed(rec.metadata)
+        if rec.schema == self._schema:
+            return md
+        if self.migrations is None or rec.schema > self.migrations.current:
+            raise SchemaVersionError(f"checkpoint {rec.id}", found=rec.schema, supported=self._schema)
+        return self.migrations.upgrade({}, dict(md), from_version=rec.schema, where=f"metadata of checkpoint {rec.id}")[
+            1
+        ]
+
     def _migrate(
         self, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any, pending: list[Any]
     ) -> tuple[Any, Any, list[Any]]:
@@ -492,8 +504,13 @@ class SaverPlans:
         )
         versions = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_versions"].items()}
         bumped = self.get_next_version(max(versions.values()) if versions else None, None)  # type: ignore[attr-defined]
+
+        def serialized(v: Any) -> Any:
+            # compare what would be stored: == is elementwise for arrays and blind to 1 vs 1.0
+            return self.serde.dumps_typed(v)
+
         for ch, value in values.items():
-            if ch not in old or (old[ch] is not value and old[ch] != value):
+            if ch not in old or serialized(old[ch]) != serialized(value):
                 versions[ch] = bumped
         for ch in set(old) - set(values):
             versions.pop(ch, None)
@@ -676,25 +693,41 @@ class SaverPlans:
             raise OwnershipLostError(thread_id, ns, epoch=fence, current=current, reason=refusal)
         return None
 
-    def _undo_if_fenced(self, thread_id: str, ns: str, fence: int, before: Head | None, etag: str | None) -> Plan[None]:
+    def _undo_if_fenced(
+        self, thread_id: str, ns: str, fence: int, before: Head | None, written: Head, etag: str | None
+    ) -> Plan[None]:
         """After a lease-bound subgraph write: if the session was taken over, locked or released
-        while we wrote, put the head back as it was and refuse, so a superseded worker's write
-        never stays. (Only if nobody wrote on top meanwhile: then the newer write stands.)"""
+        while we wrote, put the head back as it was (an emptied head for a namespace we created)
+        and refuse, so a superseded worker's write never stays.
+
+        The restore is a compare-and-swap. If it fails because a takeover only stamped its epoch
+        on our head, it is retried on top (keeping the stamp); if someone wrote *checkpoints* on
+        top meanwhile, their write stands and ours is left under it, logged.
+        """
         try:
             yield from self._check_root_fence(thread_id, ns, fence)
         except OwnershipLostError:
             hkey = keys.head_key(thread_id, ns)
-            try:
-                if before is None:
-                    yield Delete(hkey)
-                else:
-                    yield Put(
-                        hkey, rec_io.encode_head(before, schema_version=self.layout.schema_version), if_match=etag
-                    )
-            except (PreconditionFailedError, UnknownOutcomeError):
-                log.error(
-                    "could not undo a superseded write to thread %r namespace %r: it was overwritten", thread_id, ns
-                )
+            restore = before if before is not None else Head(thread_id, ns, {}, {}, (), dict(written.extra))
+            for _ in range(self.layout.max_attempts):
+                body = rec_io.encode_head(restore, schema_version=self.layout.schema_version)
+                try:
+                    yield Put(hkey, body, if_match=etag)
+                    break
+                except (PreconditionFailedError, UnknownOutcomeError):
+                    fresh, fresh_etag = self._head_from((yield Get(hkey)), thread_id, ns)
+                    if fresh is None or (fresh.records == restore.records and fresh.segments == restore.segments):
+                        break  # gone, or our restore landed after all
+                    if fresh.records != written.records or fresh.segments != written.segments:
+                        log.error(
+                            "could not undo a superseded write to thread %r namespace %r: newer checkpoints "
+                            "were written on top of it",
+                            thread_id,
+                            ns,
+                        )
+                        break
+                    restore = replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
+                    etag = fresh_etag
             self._cache.forget_thread(thread_id)
             raise
         return None
@@ -839,14 +872,15 @@ class SaverPlans:
                 ):
                     self._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
                     if fence is not None and ns:
-                        yield from self._undo_if_fenced(thread_id, ns, fence, before, etag)
+                        assert head is not None
+                        yield from self._undo_if_fenced(thread_id, ns, fence, before, head, etag)
                     return _tuple_config(thread_id, ns, cid)  # our write had landed after all
                 if attempt + 1 < self.layout.max_attempts:
                     yield Sleep(_backoff(self.layout, attempt))
                 continue
             self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
             if fence is not None and ns:
-                yield from self._undo_if_fenced(thread_id, ns, fence, head, new_etag)
+                yield from self._undo_if_fenced(thread_id, ns, fence, head, new_head, new_etag)
             if branches:
                 self._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
             return _tuple_config(thread_id, ns, cid)
@@ -988,7 +1022,7 @@ class SaverPlans:
             yield from self._fill(stream)
             if stream.items:
                 heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
-            if not query.matches(rec, self.serde.loads_typed):
+            if not query.matches(rec, self._metadata_of):
                 continue
             infos = yield from self._writes_for(cursor, rec.id)
             try:
@@ -1037,30 +1071,50 @@ class SaverPlans:
     # -- delete_thread ---------------------------------------------------------------------------
     def _plan_delete_thread(self, thread_id: Any) -> Plan[None]:
         tid = keys.validate_thread_id(thread_id)
-        heads = yield from self._list_all(keys.heads_prefix(tid))
-        data = yield from self._list_all(keys.thread_data_prefix(tid))
         root_key = keys.head_key(tid, "")
-        tombstone = None
-        if any(i.key == root_key for i in heads):
-            root, _ = self._head_from((yield Get(root_key)), tid, "")
+        for attempt in range(self.layout.max_attempts):
+            heads = yield from self._list_all(keys.heads_prefix(tid))
+            data = yield from self._list_all(keys.thread_data_prefix(tid))
+            root, etag = (None, None)
+            if any(i.key == root_key for i in heads):
+                root, etag = self._head_from((yield Get(root_key)), tid, "")
             ownership = {k: v for k, v in (root.extra if root else {}).items() if k in _OWNERSHIP_KEYS}
             if ownership:
-                # A leased session keeps its lease (released) and fencing epoch: the next owner
-                # gets a higher epoch, and the old one's late writes stay refused.
+                # A leased session keeps its lease (released) and fencing epoch, so the next owner
+                # gets a higher epoch and the old one's late writes stay refused. The tombstone
+                # replaces the root head by compare-and-swap *first*: if anyone moved it meanwhile
+                # (a write, an acquire), we start again instead of overwriting them.
                 lease = dict(ownership.get(LEASE_KEY) or {})
                 if lease:
                     lease.update(state="released", transfer=None)
                     ownership[LEASE_KEY] = lease
-                tombstone = Head(tid, "", {}, {}, (), ownership)
-        # Heads first: once they are gone the thread reads as empty even if we crash midway.
-        if heads:
-            yield DeleteMany(tuple(i.key for i in heads))
-        if data:
-            yield DeleteMany(tuple(i.key for i in data))
-        if tombstone is not None:
-            yield Put(root_key, rec_io.encode_head(tombstone, schema_version=self.layout.schema_version))
-        self._cache.forget_thread(tid)
-        return None
+                tomb = rec_io.encode_head(
+                    Head(tid, "", {}, {}, (), ownership), schema_version=self.layout.schema_version
+                )
+                try:
+                    yield Put(root_key, tomb, if_match=etag)
+                except (PreconditionFailedError, UnknownOutcomeError):
+                    fresh, _ = self._head_from((yield Get(root_key)), tid, "")
+                    if (
+                        fresh is None
+                        or fresh.records
+                        or fresh.segments
+                        or fresh.extra != Head(tid, "", {}, {}, (), ownership).extra
+                    ):
+                        yield Sleep(_backoff(self.layout, attempt))
+                        continue
+                heads = [i for i in heads if i.key != root_key]
+            # Heads first: once they are gone the thread reads as empty even if we crash midway.
+            if heads:
+                yield DeleteMany(tuple(i.key for i in heads))
+            if data:
+                yield DeleteMany(tuple(i.key for i in data))
+            self._cache.forget_thread(tid)
+            return None
+        raise ConflictError(
+            f"thread {tid!r} kept changing while it was deleted ({self.layout.max_attempts} attempts); "
+            "retry when it is idle"
+        )
 
     # -- rewriting history: delete_for_runs and prune --------------------------------------------
     def _plan_load_namespace(self, thread_id: str, ns: str) -> Plan[tuple[Head | None, str | None, dict[str, Segment]]]:
@@ -1384,6 +1438,12 @@ class SaverPlans:
         if found is None:
             return result
         target, _, head = found
+        if target.schema != self._schema:
+            raise MigrationError(
+                f"checkpoint {target.id} of thread {thread_id!r} is in state schema {target.schema} and uses "
+                f"DeltaChannel history, which migrations do not reach yet (code is at schema {self._schema}). "
+                "Nothing was loaded; keep delta channels out of migrated schemas or migrate these threads later."
+            )
         # Ancestors have smaller ids: list writes strictly below the target's own.
         wprefix = keys.writes_prefix(thread_id, ns)
         cursor = _WritesCursor(wprefix, start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~")

@@ -94,7 +94,10 @@ class SessionManager:
 
     # -- the one read-decide-swap loop ----------------------------------------------------------------
 
-    def _plan_change(self, thread_id: str, decide: Decide) -> Plan[Lease]:
+    def _plan_change(self, thread_id: str, decide: Decide, *, fence_all: bool = False) -> Plan[Lease]:
+        """Read the root head, decide, compare-and-swap. After a change of epoch (or always, with
+        ``fence_all``: acquire and accept, so retrying one finishes an interrupted fence pass)
+        the epoch is carried to every subgraph namespace head."""
         thread_id = keys.validate_thread_id(thread_id)
         saver, hkey = self.saver, keys.head_key(thread_id, "")
         for attempt in range(saver.layout.max_attempts):
@@ -116,13 +119,13 @@ class SessionManager:
                 head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
                 if lease_of(head, thread_id) == new:  # our write landed after all
                     saver._cache.observe(thread_id, "", head, etag)
-                    if current is None or new.epoch != current.epoch:
+                    if fence_all or current is None or new.epoch != current.epoch:
                         yield from self._plan_fence_namespaces(thread_id, new.epoch)
                     return new
                 yield Sleep(_backoff(saver.layout, attempt))
                 continue
             saver._cache.observe(thread_id, "", written, new_etag)
-            if current is None or new.epoch != current.epoch:
+            if fence_all or current is None or new.epoch != current.epoch:
                 yield from self._plan_fence_namespaces(thread_id, new.epoch)
             return new
         raise ConflictError(
@@ -153,7 +156,8 @@ class SessionManager:
             else:
                 raise ConflictError(
                     f"could not carry epoch {epoch} to namespace {ns!r} of session {thread_id!r} "
-                    f"({saver.layout.max_attempts} attempts): retry the takeover"
+                    f"({saver.layout.max_attempts} attempts). The lease is yours at epoch {epoch}; call acquire "
+                    "again to finish (bound subgraph writes check the root head meanwhile)"
                 )
         return None
 
@@ -172,7 +176,7 @@ class SessionManager:
 
     def _acquire(self, thread_id: str, owner: str, ttl: float, force: bool) -> Plan[Lease]:
         lease = yield from self._plan_change(
-            thread_id, lambda cur, now: L.acquire(cur, thread_id, owner, ttl=ttl, now=now, force=force)
+            thread_id, lambda cur, now: L.acquire(cur, thread_id, owner, ttl=ttl, now=now, force=force), fence_all=True
         )
         log.info("session %r: %s holds epoch %d (%s)", thread_id, owner, lease.epoch, lease.via)
         return lease
