@@ -163,22 +163,19 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 continue
             _check_refs(head, seg.payloads, skey, present, report)
         for key in sorted(present):
-            if "/w/" in key:
+            decoder: Any = rec_io.decode_writes if "/w/" in key else rec_io.decode_blob if "/b/" in key else None
+            if decoder is None:
+                continue
+            if decoder is rec_io.decode_writes:
                 report.writes += 1
-                wobj = store.get(key)
-                if wobj is not None:
-                    try:
-                        rec_io.decode_writes(wobj.body, key=key)
-                    except EnvelopeError as exc:
-                        report.problems.append(Problem(key, type(exc).__name__, str(exc)))
-            elif "/b/" in key:
+            else:
                 report.blobs += 1
-                bobj = store.get(key)
-                if bobj is not None:
-                    try:
-                        rec_io.decode_blob(bobj.body, key=key)
-                    except EnvelopeError as exc:
-                        report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+            obj = store.get(key)
+            if obj is not None:
+                try:
+                    decoder(obj.body, key=key)  # envelope, version and checksum
+                except EnvelopeError as exc:
+                    report.problems.append(Problem(key, type(exc).__name__, str(exc)))
     return report
 
 

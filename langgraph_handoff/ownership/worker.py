@@ -174,19 +174,23 @@ class SessionWorker:
         checkpoint once (``invoke(None)``: completed tasks are replayed, not run again) if it has
         tasks. :meth:`invoke` calls it for you. Returns the resumed result, or ``None``.
         """
-        lease = self.lease_for(thread_id)
-        graph = self.graph_for(lease)
-        cfg = self._config(thread_id, config)
-        with self._lock:
-            if thread_id not in self._unsettled:
-                return None
+        graph, cfg = self.graph_for(self.lease_for(thread_id)), self._config(thread_id, config)
+        if not self._needs_settling(thread_id):
+            return None
         result = None
         if _interrupted_step(graph, graph.get_state(cfg)):
             log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
             result = graph.invoke(None, cfg, durability=self.durability)
+        self._settled(thread_id)
+        return result
+
+    def _needs_settling(self, thread_id: str) -> bool:
+        with self._lock:
+            return thread_id in self._unsettled
+
+    def _settled(self, thread_id: str) -> None:
         with self._lock:
             self._unsettled.discard(thread_id)
-        return result
 
     async def asettle(self, thread_id: str, config: dict[str, Any] | None = None) -> Any:
         """Async twin of :meth:`settle`."""
@@ -195,17 +199,14 @@ class SessionWorker:
         if lease is None:
             lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
             self._hold(lease)
-        graph = self.graph_for(lease)
-        cfg = self._config(thread_id, config)
-        with self._lock:
-            if thread_id not in self._unsettled:
-                return None
+        graph, cfg = self.graph_for(lease), self._config(thread_id, config)
+        if not self._needs_settling(thread_id):
+            return None
         result = None
         if _interrupted_step(graph, await graph.aget_state(cfg)):
             log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
             result = await graph.ainvoke(None, cfg, durability=self.durability)
-        with self._lock:
-            self._unsettled.discard(thread_id)
+        self._settled(thread_id)
         return result
 
     def invoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -216,8 +217,7 @@ class SessionWorker:
         if input is not None:
             self.settle(thread_id, config)
         else:
-            with self._lock:
-                self._unsettled.discard(thread_id)
+            self._settled(thread_id)
         kwargs.setdefault("durability", self.durability)
         return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
 
@@ -232,8 +232,7 @@ class SessionWorker:
         if input is not None:
             await self.asettle(thread_id, config)
         else:
-            with self._lock:
-                self._unsettled.discard(thread_id)
+            self._settled(thread_id)
         kwargs.setdefault("durability", self.durability)
         return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
 
