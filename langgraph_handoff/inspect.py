@@ -142,10 +142,8 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
         if obj is None:
             continue
         report.heads += 1
-        try:
-            head = rec_io.decode_head(obj.body, key=hkey)
-        except EnvelopeError as exc:
-            report.problems.append(Problem(hkey, type(exc).__name__, str(exc)))
+        head = _decoded(rec_io.decode_head, obj.body, hkey, report)
+        if head is None:
             continue
         present = {i.key for i in store.list(keys.data_prefix(head.thread_id, head.checkpoint_ns))}
         _check_refs(head, head.payloads, hkey, present, report)
@@ -156,12 +154,9 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 report.problems.append(Problem(skey, "missing_segment", f"listed by {hkey} but absent"))
                 continue
             report.segments += 1
-            try:
-                seg = rec_io.decode_segment(sobj.body, key=skey)
-            except EnvelopeError as exc:
-                report.problems.append(Problem(skey, type(exc).__name__, str(exc)))
-                continue
-            _check_refs(head, seg.payloads, skey, present, report)
+            seg = _decoded(rec_io.decode_segment, sobj.body, skey, report)
+            if seg is not None:
+                _check_refs(head, seg.payloads, skey, present, report)
         for key in sorted(present):
             decoder: Any = rec_io.decode_writes if "/w/" in key else rec_io.decode_blob if "/b/" in key else None
             if decoder is None:
@@ -172,11 +167,17 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 report.blobs += 1
             obj = store.get(key)
             if obj is not None:
-                try:
-                    decoder(obj.body, key=key)  # envelope, version and checksum
-                except EnvelopeError as exc:
-                    report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+                _decoded(decoder, obj.body, key, report)
     return report
+
+
+def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:
+    """``decoder(body)`` (envelope, version, checksum, shape), or None with the problem reported."""
+    try:
+        return decoder(body, key=key)
+    except EnvelopeError as exc:
+        report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+        return None
 
 
 def _check_refs(head: Head, table: Any, where: str, present: set[str], report: VerifyReport) -> None:

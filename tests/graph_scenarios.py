@@ -338,3 +338,17 @@ ASYNC_SCENARIOS = {
 
 def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+def with_subgraph(checkpointer: Any, state: Any, key: str) -> Any:
+    """A graph whose one node is a compiled subgraph appending "x" to ``key``: it gives a thread
+    a second checkpoint namespace."""
+    inner = StateGraph(state)
+    inner.add_node("x", lambda s: {key: ["x"]})
+    inner.add_edge(START, "x")
+    inner.add_edge("x", END)
+    outer = StateGraph(state)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    outer.add_edge("sub", END)
+    return outer.compile(checkpointer=checkpointer)

@@ -158,15 +158,9 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     )
     assert json.loads(east.stdout)["threads"] == []  # written moments ago, whatever the local zone
 
-    inner = StateGraph(S)
-    inner.add_node("x", lambda s: {"log": ["x"]})
-    inner.add_edge(START, "x")
-    inner.add_edge("x", END)
-    outer = StateGraph(S)
-    outer.add_node("sub", inner.compile())
-    outer.add_edge(START, "sub")
-    outer.add_edge("sub", END)
-    graph = outer.compile(checkpointer=saver)
+    from tests.graph_scenarios import with_subgraph
+
+    graph = with_subgraph(saver, S, "log")
     for i in range(3):
         graph.invoke({"log": [str(i)]}, {"configurable": {"thread_id": "nested"}})
     before = sum(1 for _ in saver.list({"configurable": {"thread_id": "nested"}}))
@@ -187,7 +181,7 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     migrated = ObjectStoreSaver.from_url(url, migrations=module.migrations)
-    outer.compile(checkpointer=migrated).invoke({"log": ["m"]}, {"configurable": {"thread_id": "schema1"}})
+    with_subgraph(migrated, S, "log").invoke({"log": ["m"]}, {"configurable": {"thread_id": "schema1"}})
     env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parents[1]}{os.pathsep}{tmp_path}"}
     refused = subprocess.run(
         [sys.executable, "-m", "langgraph_handoff.cli", "show", url, "schema1"],

@@ -148,17 +148,11 @@ def test_zombie_with_a_warm_cache_is_refused_atomically(setup) -> None:  # type:
 def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-untyped-def]
     from langgraph.checkpoint.base.id import uuid6
 
+    from tests.graph_scenarios import with_subgraph
+
     saver, sessions, clock = setup
-    inner = StateGraph(S)
-    inner.add_node("x", lambda s: {"steps": ["x"]})
-    inner.add_edge(START, "x")
-    inner.add_edge("x", END)
-    outer = StateGraph(S)
-    outer.add_node("sub", inner.compile())
-    outer.add_edge(START, "sub")
-    outer.add_edge("sub", END)
     a = sessions.acquire("chat", "a", ttl=10)
-    outer.compile(checkpointer=saver.with_lease(a)).invoke({"steps": []}, cfg())
+    with_subgraph(saver.with_lease(a), S, "steps").invoke({"steps": []}, cfg())
     sub_ns = [ns for ns in driver_namespaces(saver, "chat") if ns]
     assert sub_ns
     clock.t += 11

@@ -18,6 +18,7 @@ from langgraph_handoff.keys import head_key
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.ownership import SessionManager, SessionWorker
 from langgraph_handoff.stores.memory import MemoryStore
+from tests import graph_scenarios as scenarios
 
 
 class Clock:
@@ -40,15 +41,7 @@ def cfg(thread: str = "chat", ns: str | None = None) -> dict[str, Any]:
 
 
 def with_subgraph(saver: Any) -> Any:
-    inner = StateGraph(S)
-    inner.add_node("x", lambda s: {"steps": ["x"]})
-    inner.add_edge(START, "x")
-    inner.add_edge("x", END)
-    outer = StateGraph(S)
-    outer.add_node("sub", inner.compile())
-    outer.add_edge(START, "sub")
-    outer.add_edge("sub", END)
-    return outer.compile(checkpointer=saver)
+    return scenarios.with_subgraph(saver, S, "steps")
 
 
 def sub_namespace(saver: ObjectStoreSaver, thread: str = "chat") -> str:

@@ -117,7 +117,6 @@ def validate_payload(schema: type[BaseModel] | None, payload: Any, *, target: st
     {'order_id': 'A-1'}
     >>> validate_payload(Order, {}, target="orders")
     Traceback (most recent call last):
-    ...
     langgraph_handoff.errors.InvalidHandoffError: payload for 'orders' is invalid: order_id: Field required (got {}). ...
     """
     if schema is None:
