@@ -44,8 +44,10 @@ __all__ = [
 ]
 
 MAGIC = b"LGHO"
-#: The envelope format this version writes and the newest it reads.
-FORMAT_VERSION = 1
+#: The envelope format this version writes and the newest it reads (history: formats.py).
+FORMAT_VERSION = 2
+#: The oldest format this version still reads (upgrading it in memory, see formats.py).
+OLDEST_FORMAT_VERSION = 1
 _HEADER = struct.Struct(">4sHBBII16s")
 HEADER_SIZE = _HEADER.size  # 32
 _FLAG_ZLIB = 0x01
@@ -72,8 +74,11 @@ class Envelope:
     format_version: int = FORMAT_VERSION
 
 
-def encode(kind: Kind, body: bytes, *, schema_version: int = 0, compress: bool = True) -> bytes:
-    """Frame ``body`` in an envelope. Compresses with zlib when it pays off."""
+def encode(
+    kind: Kind, body: bytes, *, schema_version: int = 0, compress: bool = True, format_version: int = FORMAT_VERSION
+) -> bytes:
+    """Frame ``body`` in an envelope. Compresses with zlib when it pays off. (``format_version``
+    exists for tests that write old formats; everything else writes the current one.)"""
     flags = 0
     stored = body
     if compress and len(body) >= COMPRESS_MIN:
@@ -81,7 +86,7 @@ def encode(kind: Kind, body: bytes, *, schema_version: int = 0, compress: bool =
         if len(packed) < len(body):
             stored, flags = packed, _FLAG_ZLIB
     digest = hashlib.blake2b(stored, digest_size=16).digest()
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, int(kind), flags, schema_version, len(stored), digest)
+    header = _HEADER.pack(MAGIC, format_version, int(kind), flags, schema_version, len(stored), digest)
     return header + stored
 
 
@@ -92,7 +97,7 @@ def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
     (version,) = struct.unpack_from(">H", data, 4)
     if version > FORMAT_VERSION:
         raise EnvelopeVersionError(key, version, FORMAT_VERSION)
-    if version < 1:
+    if version < OLDEST_FORMAT_VERSION:
         raise CorruptObjectError(key, f"invalid envelope format version {version}")
     if len(data) < HEADER_SIZE:
         raise CorruptObjectError(key, f"truncated header ({len(data)} of {HEADER_SIZE} bytes)")

@@ -58,24 +58,34 @@ def rename_channel(old: str, new: str) -> Migration:
 
 
 class SchemaMigrations:
-    """The numbered migrations of one graph's state schema; :attr:`current` is the newest."""
+    """The numbered migrations of one graph's state schema; :attr:`current` is the newest.
 
-    def __init__(self) -> None:
+    ``base`` is the version that needs no step (0 for a state schema; the package's own storage
+    format starts at 1, see :mod:`langgraph_handoff.formats`). ``subject`` names what is migrated
+    in log lines and errors.
+    """
+
+    def __init__(self, *, base: int = 0, subject: str = "schema") -> None:
         self._steps: dict[int, Migration] = {}
+        self.base = base
+        self.subject = subject
 
     @property
     def current(self) -> int:
-        return max(self._steps, default=0)
+        return max(self._steps, default=self.base)
 
     @property
     def steps(self) -> list[Migration]:
         return [self._steps[v] for v in sorted(self._steps)]
 
+    def _after(self, version: int) -> list[Migration]:
+        return [self._steps[v] for v in sorted(self._steps) if v > version]
+
     def register(self, version: int, name: str | None = None) -> Callable[[MigrationFn | Migration], Migration]:
         """Decorator: ``@migrations.register(3, "split name")`` on ``fn(values, metadata)``, or
-        called on a :func:`rename_channel` migration. Versions start at 1 and have no gaps."""
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise InvalidConfigError(f"migration versions are ints starting at 1, got {version!r}")
+        called on a :func:`rename_channel` migration. Versions start at ``base + 1`` and have no gaps."""
+        if isinstance(version, bool) or not isinstance(version, int) or version <= self.base:
+            raise InvalidConfigError(f"migration versions are ints starting at {self.base + 1}, got {version!r}")
         if version in self._steps:
             raise InvalidConfigError(f"migration {version} is registered twice")
 
@@ -90,11 +100,11 @@ class SchemaMigrations:
         return add
 
     def check(self) -> None:
-        """Versions must be 1..N with no gaps (a gap would skip a step silently)."""
-        missing = [v for v in range(1, self.current + 1) if v not in self._steps]
+        """Versions must run ``base + 1 .. current`` with no gaps (a gap would skip a step silently)."""
+        missing = [v for v in range(self.base + 1, self.current + 1) if v not in self._steps]
         if missing:
             raise InvalidConfigError(
-                f"migrations {missing} are missing: versions must run 1..{self.current} with no gaps"
+                f"migrations {missing} are missing: versions must run {self.base + 1}..{self.current} with no gaps"
             )
 
     def upgrade(
@@ -107,7 +117,7 @@ class SchemaMigrations:
             raise SchemaVersionError(where or "a checkpoint", found=from_version, supported=self.current)
         values, metadata = copy.deepcopy(values), copy.deepcopy(metadata)
         applied: list[Migration] = []
-        for step in self.steps[from_version:]:
+        for step in self._after(from_version):
             try:
                 out = step.fn(values, metadata)
             except Exception as exc:
@@ -115,16 +125,26 @@ class SchemaMigrations:
                     f"migration {step.version} ({step.name}) failed on {where or 'a checkpoint'}: "
                     f"{type(exc).__name__}: {exc}. Nothing was loaded or written; fix the migration."
                 ) from exc
+            if out is not None and not isinstance(out, Mapping):
+                raise MigrationError(
+                    f"migration {step.version} ({step.name}) returned a {type(out).__name__}: a step changes "
+                    "values in place (returning None) or returns the new values as a dict; fix the migration."
+                )
             if out is not None:
                 values = dict(out)
             applied.append(step)
             log.info(
-                "migrated %s: schema %d -> %d (%s)", where or "a checkpoint", step.version - 1, step.version, step.name
+                "migrated %s: %s %d -> %d (%s)",
+                where or "a checkpoint",
+                self.subject,
+                step.version - 1,
+                step.version,
+                step.name,
             )
         return values, metadata, applied
 
     def rename(self, channel: str, *, from_version: int) -> str:
         """Where a pending write addressed to ``channel`` goes after the steps since ``from_version``."""
-        for step in self.steps[from_version:]:
+        for step in self._after(from_version):
             channel = step.renames.get(channel, channel)
         return channel

@@ -7,7 +7,7 @@ import struct
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_handoff import CorruptObjectError, EnvelopeVersionError, ObjectStoreSaver, keys
+from langgraph_handoff import CorruptObjectError, EnvelopeVersionError, ObjectStoreSaver, envelope, keys
 from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidConfigError, InvalidThreadIdError
 from langgraph_handoff.stores import StoreBase
 from tests.graph_scenarios import scenario_interrupt_resume
@@ -123,9 +123,9 @@ def test_future_envelope_format_is_refused(store: StoreBase) -> None:
     _saved_thread(store)
     key = keys.head_key("t", "")
     data = bytearray(store.get(key).body)
-    struct.pack_into(">H", data, 4, 2)
+    struct.pack_into(">H", data, 4, envelope.FORMAT_VERSION + 1)
     store.put(key, bytes(data))
-    with pytest.raises(EnvelopeVersionError, match=r"format 2.*up to 1.*Upgrade"):
+    with pytest.raises(EnvelopeVersionError, match=r"format 3.*up to 2.*Upgrade"):
         ObjectStoreSaver(store).get_tuple({"configurable": {"thread_id": "t"}})
 
 
@@ -154,7 +154,7 @@ def test_setup_writes_and_checks_the_format_marker(store: StoreBase) -> None:
     saver.setup()
     saver.setup()  # idempotent
     data = bytearray(store.get(keys.FORMAT_MARKER_KEY).body)
-    struct.pack_into(">H", data, 4, 3)
+    struct.pack_into(">H", data, 4, envelope.FORMAT_VERSION + 1)
     store.put(keys.FORMAT_MARKER_KEY, bytes(data))
     with pytest.raises(EnvelopeVersionError):
         saver.setup()

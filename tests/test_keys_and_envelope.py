@@ -99,7 +99,7 @@ def test_envelope_roundtrip_small_and_compressed() -> None:
     for body in (b"", b"small", b"z" * 100_000):
         data = envelope.encode(Kind.HEAD, body, schema_version=7)
         env = envelope.decode(data, key="k", expect=Kind.HEAD)
-        assert env.body == body and env.schema_version == 7 and env.format_version == 1
+        assert env.body == body and env.schema_version == 7 and env.format_version == envelope.FORMAT_VERSION
     assert len(envelope.encode(Kind.HEAD, b"z" * 100_000)) < 2_000  # compressed
 
 
@@ -108,7 +108,7 @@ def test_future_format_is_refused_with_both_versions() -> None:
     struct.pack_into(">H", data, 4, 9)
     with pytest.raises(EnvelopeVersionError) as info:
         envelope.decode(bytes(data), key="heads/t/=")
-    assert info.value.found == 9 and info.value.supported == 1
+    assert info.value.found == 9 and info.value.supported == envelope.FORMAT_VERSION
     assert "heads/t/=" in str(info.value) and "Upgrade" in str(info.value)
 
 

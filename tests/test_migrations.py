@@ -147,3 +147,39 @@ def test_from_url_takes_migrations(tmp_path) -> None:  # type: ignore[no-untyped
     v1_graph(ObjectStoreSaver.from_url(url)).invoke({"log": ["hi"]}, CFG)
     saver = ObjectStoreSaver.from_url(url, migrations=migrations())
     assert saver.get_tuple(CFG).checkpoint["channel_values"]["language"] == "en"
+
+
+def renamed_then_reused() -> Any:
+    """Format 2 fix: v1 renames topic -> subject and v2 adds a new, unrelated ``topic``. A write
+    that v2 code makes on a v0 checkpoint is addressed to the *new* topic. Format 1 writes did not
+    say which schema named them, so such a write was renamed to ``subject``."""
+    m = SchemaMigrations()
+    m.register(1)(rename_channel("topic", "subject"))
+
+    @m.register(2, "new topic")
+    def new_topic(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.setdefault("topic", "none")
+
+    old_code = ObjectStoreSaver.from_url("memory://")
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"topic": "refund"}, "channel_versions": {"topic": 1}, "versions_seen": {}}  # fmt: skip
+    saved = old_code.put(config, cp, {}, {"topic": 1})
+    old_code.put_writes(saved, [("topic", "old write")], "old-task")
+    new_code = ObjectStoreSaver(old_code.store, migrations=m)
+    new_code.put_writes(saved, [("topic", "new write")], "new-task")
+    for saver in (new_code, ObjectStoreSaver(old_code.store, migrations=m)):  # cached and fresh readers
+        writes = saver.get_tuple(config).pending_writes
+        assert ("old-task", "subject", "old write") in writes and ("new-task", "topic", "new write") in writes
+    return new_code, config, m
+
+
+def test_new_channel_named_like_an_old_renamed_one() -> None:
+    renamed_then_reused()
+
+
+def test_a_step_returning_something_else_than_values_is_a_migration_error() -> None:
+    m = SchemaMigrations()
+    m.register(1, "bad")(lambda values, metadata: values.setdefault("x", "y"))  # returns "y"
+    with pytest.raises(MigrationError, match="returned a str"):
+        m.upgrade({}, {}, from_version=0)

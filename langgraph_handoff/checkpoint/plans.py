@@ -428,7 +428,7 @@ class SaverPlans:
         for info in infos:
             hit = by_segment.get(info.key.rsplit("/", 1)[1])
             if hit is not None and hit[1].etag == info.etag:
-                tasks.append((hit[0], hit[1].task_path, hit[1].items))
+                tasks.append((hit[0], hit[1].task_path, self._current_items(thread_id, ns, rec, hit[1].items)))
             else:
                 want.append(info.key)
         channels = list(channels)
@@ -439,7 +439,7 @@ class SaverPlans:
             if obj is None:
                 continue  # deleted between LIST and GET
             doc = self._decode_writes_doc(obj, thread_id, ns, rec.id)
-            tasks.append((doc.task_id, doc.task_path, doc.items))
+            tasks.append((doc.task_id, doc.task_path, self._current_items(thread_id, ns, rec, doc.items)))
             self._cache.remember_writes(thread_id, ns, rec.id, doc.task_id, Folded(obj.etag, doc.task_path, doc.items))
         blobs: dict[str, bytes] = {}
         for key, obj in zip(blob_keys, results[len(want) :], strict=True):
@@ -458,6 +458,22 @@ class SaverPlans:
             values[ch] = self._value(payload, blobs, bkey)
         return tasks, values
 
+    def _current_items(self, thread_id: str, ns: str, rec: Record, items: tuple[WriteItem, ...]) -> list[WriteItem]:
+        """Pending writes addressed in this code's channel names. Each write is renamed from the
+        schema of the code that wrote it (format 1 writes: that of their checkpoint)."""
+        out = []
+        for w in items:
+            since = rec.schema if w.schema is None else w.schema
+            if since != self._schema:
+                if self.migrations is None or since > self.migrations.current:
+                    where = f"a pending write on checkpoint {rec.id} of thread {thread_id!r}" + (
+                        f" namespace {ns!r}" if ns else ""
+                    )
+                    raise SchemaVersionError(where, found=since, supported=self._schema)
+                w = replace(w, channel=self.migrations.rename(w.channel, from_version=since), schema=self._schema)
+            out.append(w)
+        return out
+
     def _assemble(
         self, thread_id: str, ns: str, rec: Record, table: PayloadTable, infos: Sequence[ObjectInfo]
     ) -> Plan[CheckpointTuple]:
@@ -467,7 +483,7 @@ class SaverPlans:
         metadata = self.serde.loads_typed(rec.metadata)
         pending = sorted_pending(tasks, self.serde.loads_typed)
         if rec.schema != self._schema:
-            checkpoint, metadata, pending = self._migrate(thread_id, ns, rec, checkpoint, metadata, pending)
+            checkpoint, metadata = self._migrate(thread_id, ns, rec, checkpoint, metadata)
         return CheckpointTuple(
             config=_tuple_config(thread_id, ns, rec.id),
             checkpoint=checkpoint,
@@ -488,9 +504,7 @@ class SaverPlans:
             1
         ]
 
-    def _migrate(
-        self, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any, pending: list[Any]
-    ) -> tuple[Any, Any, list[Any]]:
+    def _migrate(self, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
         """Upgrade a checkpoint written in an older state schema, in memory, before LangGraph
         sees it. Channels a step added or changed get a new version, so the next ``put`` stores
         their new values instead of pointing at the old ones; renamed channels keep theirs."""
@@ -519,8 +533,7 @@ class SaverPlans:
             for node, chans in (checkpoint.get("versions_seen") or {}).items()
         }
         checkpoint = {**checkpoint, "channel_values": values, "channel_versions": versions, "versions_seen": seen}
-        pending = [(task, migrations.rename(ch, from_version=since), value) for task, ch, value in pending]
-        return checkpoint, metadata, pending
+        return checkpoint, metadata
 
     # -- get_tuple -------------------------------------------------------------------------------
     def _plan_get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
@@ -900,7 +913,7 @@ class SaverPlans:
             raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
         keys.validate_checkpoint_id(cid)
         task_id = str(task_id)
-        items = slot_items(writes, self.serde.dumps_typed)
+        items = slot_items(writes, self.serde.dumps_typed, schema=self._schema)
         key = keys.writes_key(thread_id, ns, cid, task_id)
         schema = self.layout.schema_version
 

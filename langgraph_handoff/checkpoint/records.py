@@ -24,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langgraph_handoff import envelope
-from langgraph_handoff.envelope import Kind
+from langgraph_handoff.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff.errors import CorruptObjectError
+from langgraph_handoff.formats import upgrade_body
 
 __all__ = [
     "BlobRef",
@@ -71,6 +72,9 @@ class WriteItem:
     channel: str
     type: str
     data: bytes
+    #: state-schema version ``channel`` is named in (the writer's); None: that of its checkpoint
+    #: (writes stored in format 1 did not say)
+    schema: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,8 @@ class Head:
     segments: tuple[SegmentRef, ...] = ()
     #: top-level fields written by newer versions of this package, preserved on rewrite
     extra: dict[str, Any] = field(default_factory=dict)
+    #: storage format the object was read in (what ``migrate`` looks at); writes are always current
+    format_version: int = field(default=FORMAT_VERSION, compare=False)
 
     @property
     def latest_id(self) -> str | None:
@@ -156,6 +162,7 @@ class Segment:
     checkpoint_ns: str
     records: dict[str, Record]
     payloads: PayloadTable
+    format_version: int = field(default=FORMAT_VERSION, compare=False)
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,7 @@ class WritesDoc:
     task_id: str
     task_path: str
     items: tuple[WriteItem, ...]
+    format_version: int = field(default=FORMAT_VERSION, compare=False)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,11 +194,20 @@ def _payload_in(raw: Any) -> Payload:
 
 
 def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
-    return [[w.idx, w.channel, w.type, w.data] for w in items]
+    return [[w.idx, w.channel, w.type, w.data, w.schema] for w in items]
 
 
 def _items_in(raw: Any) -> tuple[WriteItem, ...]:
-    return tuple(WriteItem(int(i), str(c), str(t), bytes(d)) for i, c, t, d in raw)
+    return tuple(WriteItem(int(i), str(c), str(t), bytes(d), None if z is None else int(z)) for i, c, t, d, z in raw)
+
+
+def _body(data: bytes, key: str, kind: Kind) -> tuple[Any, int]:
+    """The msgpack body of an object, laid out in the current format, and the format it was in."""
+    obj, env = envelope.decode_msgpack(data, key=key, expect=kind)
+    try:
+        return upgrade_body(obj, kind, from_version=env.format_version, key=key), env.format_version
+    except _MALFORMED as exc:
+        raise CorruptObjectError(key, f"malformed {kind.name.lower()} ({type(exc).__name__}: {exc})") from None
 
 
 def _record_out(r: Record) -> dict[str, Any]:
@@ -259,7 +276,7 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
 
 
 def decode_head(data: bytes, *, key: str) -> Head:
-    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.HEAD)
+    obj, fmt = _body(data, key, Kind.HEAD)
     try:
         return Head(
             thread_id=str(obj["t"]),
@@ -268,6 +285,7 @@ def decode_head(data: bytes, *, key: str) -> Head:
             payloads=_table_in(obj["x"]),
             segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
             extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
+            format_version=fmt,
         )
     except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed head ({type(exc).__name__}: {exc})") from None
@@ -279,13 +297,14 @@ def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
 
 
 def decode_segment(data: bytes, *, key: str) -> Segment:
-    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.SEGMENT)
+    obj, fmt = _body(data, key, Kind.SEGMENT)
     try:
         return Segment(
             thread_id=str(obj["t"]),
             checkpoint_ns=str(obj["n"]),
             records=_records_in(obj),
             payloads=_table_in(obj["x"]),
+            format_version=fmt,
         )
     except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed segment ({type(exc).__name__}: {exc})") from None
@@ -304,7 +323,7 @@ def encode_writes(doc: WritesDoc, *, schema_version: int = 0) -> bytes:
 
 
 def decode_writes(data: bytes, *, key: str) -> WritesDoc:
-    obj, _env = envelope.decode_msgpack(data, key=key, expect=Kind.WRITES)
+    obj, fmt = _body(data, key, Kind.WRITES)
     try:
         return WritesDoc(
             thread_id=str(obj["t"]),
@@ -313,6 +332,7 @@ def decode_writes(data: bytes, *, key: str) -> WritesDoc:
             task_id=str(obj["k"]),
             task_path=str(obj["p"]),
             items=_items_in(obj["i"]),
+            format_version=fmt,
         )
     except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed writes ({type(exc).__name__}: {exc})") from None

@@ -26,13 +26,14 @@ from langgraph_handoff.checkpoint.records import WriteItem
 __all__ = ["merge_items", "slot_items", "sorted_pending"]
 
 
-def slot_items(writes: Sequence[tuple[str, Any]], dumps_typed: Any) -> tuple[WriteItem, ...]:
-    """Serialise one ``put_writes`` call into slotted items (last one wins within a call)."""
+def slot_items(writes: Sequence[tuple[str, Any]], dumps_typed: Any, *, schema: int = 0) -> tuple[WriteItem, ...]:
+    """Serialise one ``put_writes`` call into slotted items (last one wins within a call), each
+    tagged with the state-schema version its channel is named in."""
     slots: dict[int, WriteItem] = {}
     for position, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, position)
         typ, data = dumps_typed(value)
-        slots[idx] = WriteItem(idx=idx, channel=channel, type=typ, data=data)
+        slots[idx] = WriteItem(idx=idx, channel=channel, type=typ, data=data, schema=schema)
     return tuple(slots.values())
 
 

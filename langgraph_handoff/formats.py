@@ -1,0 +1,69 @@
+"""Migrations of the package's *own* storage format, on the same machinery as your state schema.
+
+Every object's envelope names the format version that wrote it (see :mod:`.envelope`). When a
+release changes how something is laid out, it bumps :data:`~langgraph_handoff.envelope.FORMAT_VERSION`
+and registers the step here. Readers then upgrade older bodies in memory as they decode them (so
+old and new objects can live side by side while a fleet rolls over), and ``langgraph-handoff
+migrate`` rewrites them for good, which is what lets a later release stop reading the old form.
+
+A step is ``fn(body, context)`` over the decoded msgpack body of one object; ``context["kind"]``
+says which kind of object it is (:class:`~langgraph_handoff.envelope.Kind`). Each applied step is
+logged, like a state-schema step.
+
+Format history:
+
+* **1**: the first format.
+* **2**: every pending write carries the state-schema version of the code that wrote it (a fifth
+  field of each write item; ``None`` for writes stored in format 1, read as "the version of its
+  checkpoint", which is what format 1 readers assumed). A write made by newer code on an older
+  checkpoint was renamed as if it were old: with ``rename topic -> subject`` followed by a new
+  channel ``topic``, the new ``topic`` writes went to ``subject``.
+
+>>> body = {"t": "t1", "n": "", "c": "cid", "k": "task", "p": "", "i": [[0, "messages", "msgpack", b"x"]]}
+>>> upgrade_body(body, Kind.WRITES, from_version=1, key="example")["i"]
+[[0, 'messages', 'msgpack', b'x', None]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_handoff.envelope import FORMAT_VERSION, Kind
+from langgraph_handoff.errors import CorruptObjectError, MigrationError
+from langgraph_handoff.migrations import SchemaMigrations
+
+__all__ = ["FORMAT_MIGRATIONS", "upgrade_body"]
+
+#: Steps of the envelope/body layout; ``FORMAT_MIGRATIONS.current == FORMAT_VERSION`` always.
+FORMAT_MIGRATIONS = SchemaMigrations(base=1, subject="storage format")
+
+
+def _items_v2(items: list[Any]) -> None:
+    for item in items:
+        if len(item) == 4:
+            item.append(None)
+
+
+@FORMAT_MIGRATIONS.register(2, "pending writes carry their state-schema version")
+def _writes_schema(body: dict[str, Any], context: dict[str, Any]) -> None:
+    kind = context["kind"]
+    if kind == Kind.WRITES:
+        _items_v2(body["i"])
+    elif kind in (Kind.HEAD, Kind.SEGMENT):
+        for record in body["r"]:
+            for folded in record.get("w", {}).values():
+                _items_v2(folded[2])
+
+
+assert FORMAT_MIGRATIONS.current == FORMAT_VERSION, "register the step of every format version"
+
+
+def upgrade_body(body: Any, kind: Kind, *, from_version: int, key: str) -> Any:
+    """``body`` as the current format lays it out. A malformed old body is a corrupt object."""
+    if from_version == FORMAT_VERSION:
+        return body
+    try:
+        upgraded, _, _ = FORMAT_MIGRATIONS.upgrade(body, {"kind": kind}, from_version=from_version, where=key)
+    except MigrationError as exc:
+        raise CorruptObjectError(key, f"cannot upgrade from storage format {from_version}: {exc.__cause__}") from None
+    return upgraded
