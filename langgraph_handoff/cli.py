@@ -1,4 +1,4 @@
-"""The ``langgraph-handoff`` command: inspect and maintain what a store holds.
+"""The ``langgraph-handoff`` command: inspect, maintain and migrate what a store holds.
 
 ::
 
@@ -12,36 +12,96 @@
     langgraph-handoff copy     URL SOURCE TARGET
     langgraph-handoff delete   URL THREAD --yes
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
+    langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
 
 Threads written by a saver with state-schema migrations need ``--migrations module:name`` (the
-app's ``SchemaMigrations``); without it such checkpoints are refused, never misread.
+app's ``SchemaMigrations``); without it such checkpoints are refused, never misread. ``migrate``
+rewrites old threads into that schema and the current storage format, while workers keep running.
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
 ``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
 document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``verify``,
-``sessions``), 2 bad input or a store error.
+``sessions``, a failed ``migrate``), 2 bad input or a store error.
+
+Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
+the issue named: both are small, typed and widely kept up.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from langgraph_handoff import envelope, keys
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import records
+from langgraph_handoff.checkpoint.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
-from langgraph_handoff.errors import LangGraphHandoffError
+from langgraph_handoff.errors import InvalidConfigError, LangGraphHandoffError
+from langgraph_handoff.migrations import SchemaMigrations
 
-__all__ = ["main"]
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="langgraph-handoff",
+    help="Inspect, maintain and migrate what a langgraph-handoff store holds.",
+    rich_markup_mode="markdown",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# The arguments every command shares, declared once.
+Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
+Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+Migrations = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+    typer.Option(
+        "--migrations",
+        metavar="MODULE:NAME",
+        help="your SchemaMigrations (e.g. myapp.schema:migrations), to read and migrate migrated threads",
+    ),
+]
+Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
 
 
-def _out(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else text)
+def _load_migrations(spec: str | None) -> SchemaMigrations | None:
+    """``module:attribute`` naming a SchemaMigrations object (the app's, so the CLI reads what it writes)."""
+    if spec is None:
+        return None
+    module, _, name = spec.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), name or "migrations")
+    except (ImportError, AttributeError) as exc:
+        raise InvalidConfigError(f"--migrations {spec!r}: {exc}") from None
+    if not isinstance(obj, SchemaMigrations):
+        raise InvalidConfigError(f"--migrations {spec!r} is a {type(obj).__name__}, not a SchemaMigrations")
+    return obj
+
+
+@contextmanager
+def _saver(url: str, migrations: str | None) -> Iterator[ObjectStoreSaver]:
+    with ObjectStoreSaver.from_url(url, migrations=_load_migrations(migrations)) as saver:
+        yield saver
+
+
+def _out(as_json: bool, obj: Any, text: str) -> None:
+    print(json.dumps(obj, ensure_ascii=False, default=str) if as_json else text)
+
+
+def _document(as_json: bool, obj: Any) -> None:
+    print(json.dumps(obj, indent=None if as_json else 2, ensure_ascii=False, default=str))
 
 
 def _thread_rows(saver: ObjectStoreSaver) -> dict[str, dict[str, Any]]:
@@ -59,115 +119,200 @@ def _thread_rows(saver: ObjectStoreSaver) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def _threads(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
-    for row in _thread_rows(saver).values():
-        row["namespaces"] = sorted(row["namespaces"])
-        _out(args, row, f"{row['thread_id']}\t{len(row['namespaces'])} namespace(s)\tlatest {row['latest']}")
-    return 0
+def _version(value: bool) -> None:
+    if value:
+        print(f"langgraph-handoff {__version__}")
+        raise typer.Exit(0)
 
 
-def _history(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
-    conf: dict[str, object] = {"thread_id": args.thread_id}
-    if args.ns is not None:
-        conf["checkpoint_ns"] = args.ns
-    for tup in saver.list({"configurable": conf}, limit=args.limit):
-        md = tup.metadata
-        row = {
-            "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
-            "checkpoint_ns": tup.config["configurable"]["checkpoint_ns"],
-            "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
-            "source": md.get("source"),
-            "step": md.get("step"),
-            "channels": sorted(tup.checkpoint["channel_values"]),
-            "pending_writes": len(tup.pending_writes or []),
-        }
-        text = f"{row['checkpoint_id']}  step {row['step']!s:>3}  {row['source']!s:<6}  {', '.join(row['channels'])}"
-        _out(args, row, text)
-    return 0
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Inspect, maintain and migrate what a langgraph-handoff store holds."""
 
 
-def _show(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
+@app.command()
+def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
+    """Check a store is reachable and write its format marker."""
+    with _saver(url, migrations) as saver:
+        saver.setup()
+        _out(
+            as_json,
+            {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
+            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
+        )
+
+
+@app.command()
+def threads(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
+    """List the threads a store holds."""
+    with _saver(url, migrations) as saver:
+        for row in _thread_rows(saver).values():
+            row["namespaces"] = sorted(row["namespaces"])
+            _out(as_json, row, f"{row['thread_id']}\t{len(row['namespaces'])} namespace(s)\tlatest {row['latest']}")
+
+
+@app.command()
+def history(
+    url: Url,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    ns: Annotated[Optional[str], typer.Option("--ns", help="only this namespace ('' is the root graph)")] = None,  # noqa: UP045
+    limit: Annotated[Optional[int], typer.Option("--limit")] = None,  # noqa: UP045
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """List a thread's checkpoints, newest first."""
+    conf: dict[str, object] = {"thread_id": thread_id}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    with _saver(url, migrations) as saver:
+        for tup in saver.list({"configurable": conf}, limit=limit):
+            md = tup.metadata
+            row = {
+                "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+                "checkpoint_ns": tup.config["configurable"]["checkpoint_ns"],
+                "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+                "source": md.get("source"),
+                "step": md.get("step"),
+                "channels": sorted(tup.checkpoint["channel_values"]),
+                "pending_writes": len(tup.pending_writes or []),
+            }
+            text = (
+                f"{row['checkpoint_id']}  step {row['step']!s:>3}  {row['source']!s:<6}  {', '.join(row['channels'])}"
+            )
+            _out(as_json, row, text)
+
+
+@app.command()
+def show(
+    url: Url,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="a checkpoint id (default: latest)")] = None,  # noqa: UP045
+    ns: Ns = "",
+    raw: Annotated[bool, typer.Option("--raw", help="the stored head as it is (records, references, lease)")] = False,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """One checkpoint's values, metadata and pending writes (the latest by default)."""
     from langgraph_handoff.inspect import show_checkpoint
 
-    if args.raw:
-        obj = saver.store.get(keys.head_key(args.thread_id, args.ns))
+    with _saver(url, migrations) as saver:
+        if not raw:
+            _document(as_json, show_checkpoint(saver, thread_id, checkpoint, ns))
+            return
+        obj = saver.store.get(keys.head_key(thread_id, ns))
         if obj is None:
-            raise LangGraphHandoffError(f"thread {args.thread_id!r} namespace {args.ns!r} has no head")
+            raise LangGraphHandoffError(f"thread {thread_id!r} namespace {ns!r} has no head")
         head = records.decode_head(obj.body, key=obj.key)
-        raw = {
-            "key": obj.key,
-            "etag": obj.etag,
-            "bytes": len(obj.body),
-            "extra": head.extra,
-            "segments": [s.__dict__ for s in head.segments],
-            "records": [
-                {
-                    "id": r.id,
-                    "parent": r.parent,
-                    "schema": r.schema,
-                    "values": {c: list(v) for c, v in r.values.items()},
-                    "folded_writes": sorted(r.writes),
-                }
-                for _, r in sorted(head.records.items(), reverse=True)
-            ],
-        }
-        print(json.dumps(raw, indent=None if args.json else 2, ensure_ascii=False, default=str))
-        return 0
-    view = show_checkpoint(saver, args.thread_id, args.checkpoint, args.ns)
-    print(json.dumps(view, indent=None if args.json else 2, ensure_ascii=False, default=str))
-    return 0
+        _document(
+            as_json,
+            {
+                "key": obj.key,
+                "etag": obj.etag,
+                "bytes": len(obj.body),
+                "format": head.format_version,
+                "extra": head.extra,
+                "segments": [s.__dict__ for s in head.segments],
+                "records": [
+                    {
+                        "id": r.id,
+                        "parent": r.parent,
+                        "schema": r.schema,
+                        "values": {c: list(v) for c, v in r.values.items()},
+                        "folded_writes": sorted(r.writes),
+                    }
+                    for _, r in sorted(head.records.items(), reverse=True)
+                ],
+            },
+        )
 
 
-def _diff(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
+@app.command()
+def diff(
+    url: Url,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    from_id: Annotated[str, typer.Argument(metavar="FROM_ID")],
+    to_id: Annotated[str, typer.Argument(metavar="TO_ID")],
+    ns: Ns = "",
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """What changed between two checkpoints of a thread."""
     from langgraph_handoff.inspect import diff_checkpoints
 
-    result = diff_checkpoints(saver, args.thread_id, args.from_id, args.to_id, args.ns)
-    print(json.dumps(result, indent=None if args.json else 2, ensure_ascii=False, default=str))
-    return 0
+    with _saver(url, migrations) as saver:
+        _document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
 
 
-def _verify(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
+@app.command()
+def verify(
+    url: Url,
+    thread: Annotated[Optional[str], typer.Option("--thread", help="only this thread")] = None,  # noqa: UP045
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Read every object: checksums, versions, dangling references (exit 1 on problems)."""
     from langgraph_handoff.inspect import verify_store
 
-    report = verify_store(saver, args.thread)
+    with _saver(url, migrations) as saver:
+        report = verify_store(saver, thread)
     text = (
         f"checked {report.heads} heads, {report.segments} segments, {report.writes} writes, {report.blobs} blobs: "
         + ("ok" if not report.problems else f"{len(report.problems)} problem(s)")
         + "".join(f"\n  {p.kind}: {p.key}: {p.detail}" for p in report.problems)
     )
-    _out(args, report.as_dict(), text)
-    return 1 if report.problems else 0
+    _out(as_json, report.as_dict(), text)
+    if report.problems:
+        raise typer.Exit(1)
 
 
-def _prune(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
-    rows = _thread_rows(saver)
-    threads = sorted(rows) if args.all else list(args.thread or [])
-    if not threads:
-        raise LangGraphHandoffError("prune needs --thread THREAD (repeatable) or --all")
-    if args.older_than is not None:
-        cutoff = time.time() - args.older_than * 86400
-        idle = []
-        for t in threads:
-            latest = saver.get_tuple({"configurable": {"thread_id": t}})
-            stamp = latest.checkpoint.get("ts") if latest else None
-            when = datetime.fromisoformat(stamp).timestamp() if stamp else 0.0  # ts carries its UTC offset
-            if when < cutoff:
-                idle.append(t)
-        plan: dict[str, Any] = {"strategy": "delete idle threads", "threads": idle}
-        if not args.dry_run and idle:
-            saver.prune(idle, strategy="delete")
-    else:
-        plan = {
-            "strategy": "keep_latest",
-            "threads": threads,
-            "checkpoints_removed": {t: _keep_latest_count(saver, t) for t in threads},
-        }
-        if not args.dry_run:
-            saver.prune(threads, strategy="keep_latest")
-    plan["dry_run"] = args.dry_run
-    verb = "would prune" if args.dry_run else "pruned"
-    _out(args, plan, f"{verb} ({plan['strategy']}): {', '.join(plan['threads']) or 'nothing'}")
-    return 0
+@app.command()
+def prune(
+    url: Url,
+    thread: Annotated[Optional[list[str]], typer.Option("--thread", help="a thread to prune (repeatable)")] = None,  # noqa: UP045
+    all_threads: Annotated[bool, typer.Option("--all", help="every thread")] = False,
+    keep_latest: Annotated[bool, typer.Option("--keep-latest", help="keep only each namespace's latest")] = False,
+    older_than: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--older-than", metavar="DAYS", help="delete threads idle this long"),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="report, change nothing")] = False,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Keep only the latest checkpoint, or delete threads idle for DAYS."""
+    if keep_latest == (older_than is not None):
+        raise typer.BadParameter("choose one of --keep-latest and --older-than DAYS")
+    with _saver(url, migrations) as saver:
+        chosen = sorted(_thread_rows(saver)) if all_threads else list(thread or [])
+        if not chosen:
+            raise LangGraphHandoffError("prune needs --thread THREAD (repeatable) or --all")
+        if older_than is not None:
+            cutoff = time.time() - older_than * 86400
+            idle = []
+            for t in chosen:
+                latest = saver.get_tuple({"configurable": {"thread_id": t}})
+                stamp = latest.checkpoint.get("ts") if latest else None
+                when = datetime.fromisoformat(stamp).timestamp() if stamp else 0.0  # ts carries its UTC offset
+                if when < cutoff:
+                    idle.append(t)
+            plan: dict[str, Any] = {"strategy": "delete idle threads", "threads": idle}
+            if not dry_run and idle:
+                saver.prune(idle, strategy="delete")
+        else:
+            plan = {
+                "strategy": "keep_latest",
+                "threads": chosen,
+                "checkpoints_removed": {t: _keep_latest_count(saver, t) for t in chosen},
+            }
+            if not dry_run:
+                saver.prune(chosen, strategy="keep_latest")
+    plan["dry_run"] = dry_run
+    verb = "would prune" if dry_run else "pruned"
+    _out(as_json, plan, f"{verb} ({plan['strategy']}): {', '.join(plan['threads']) or 'nothing'}")
 
 
 def _keep_latest_count(saver: ObjectStoreSaver, thread_id: str) -> int:
@@ -185,134 +330,152 @@ def _keep_latest_count(saver: ObjectStoreSaver, thread_id: str) -> int:
     return removed
 
 
-def _sessions(saver: ObjectStoreSaver, args: argparse.Namespace) -> int:
-    """One line per session with its status; exit 1 if any needs attention (for monitors)."""
+@app.command()
+def copy(
+    url: Url,
+    source: Annotated[str, typer.Argument(metavar="SOURCE")],
+    target: Annotated[str, typer.Argument(metavar="TARGET")],
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Copy a thread (every namespace) to a new thread id."""
+    with _saver(url, migrations) as saver:
+        saver.copy_thread(source, target)
+    _out(as_json, {"copied": source, "to": target}, f"copied {source!r} to {target!r}")
+
+
+@app.command()
+def delete(
+    url: Url,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    yes: Annotated[bool, typer.Option("--yes", help="really delete")] = False,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Delete a thread and everything it stored."""
+    if not yes:
+        raise LangGraphHandoffError(f"deleting {thread_id!r} cannot be undone: add --yes")
+    with _saver(url, migrations) as saver:
+        saver.delete_thread(thread_id)
+    _out(as_json, {"deleted": thread_id}, f"deleted {thread_id!r}")
+
+
+@app.command()
+def sessions(
+    url: Url,
+    attention: Annotated[bool, typer.Option("--attention", help="only sessions nobody is responsible for")] = False,
+    reclaim_as: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--reclaim-as", metavar="WORKER", help="take over expired sessions as WORKER first"),
+    ] = None,
+    ttl: Annotated[float, typer.Option("--ttl", help="lease seconds for --reclaim-as")] = 30.0,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """List sessions and who owns them; exit 1 when some are expired, stuck in transfer or never owned."""
     from langgraph_handoff.ownership import SessionManager
 
-    manager = SessionManager(saver)
-    if args.reclaim_as is not None:
-        for lease in manager.reclaim_expired(args.reclaim_as, args.ttl):
-            print(json.dumps({"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}))
-    infos = manager.sessions()
+    with _saver(url, migrations) as saver:
+        manager = SessionManager(saver)
+        if reclaim_as is not None:
+            for lease in manager.reclaim_expired(reclaim_as, ttl):
+                print(json.dumps({"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}))
+        infos = manager.sessions()
     for info in infos:
-        if info.needs_attention or not args.attention:
+        if info.needs_attention or not attention:
             row = info.as_dict()
             text = f"{row['thread_id']}\t{row['status']}\towner {row['owner']}\tepoch {row['epoch']}"
-            print(json.dumps(row) if args.json or args.reclaim_as else text)
-    return 1 if any(i.needs_attention for i in infos) else 0
+            print(json.dumps(row) if as_json or reclaim_as else text)
+    if any(i.needs_attention for i in infos):
+        raise typer.Exit(1)
 
 
-def _load_migrations(spec: str | None) -> Any:
-    """``module:attribute`` naming a SchemaMigrations object (the app's, so the CLI reads what it writes)."""
-    if spec is None:
-        return None
-    import importlib
-
-    from langgraph_handoff.errors import InvalidConfigError
-    from langgraph_handoff.migrations import SchemaMigrations
-
-    module, _, name = spec.partition(":")
+def _migrate_one(saver: ObjectStoreSaver, thread_id: str, dry_run: bool) -> ThreadMigration:
+    """One thread; any failure is reported for that thread and the others go on."""
     try:
-        obj = getattr(importlib.import_module(module), name or "migrations")
-    except (ImportError, AttributeError) as exc:
-        raise InvalidConfigError(f"--migrations {spec!r}: {exc}") from None
-    if not isinstance(obj, SchemaMigrations):
-        raise InvalidConfigError(f"--migrations {spec!r} is a {type(obj).__name__}, not a SchemaMigrations")
-    return obj
+        return saver.migrate_thread(thread_id, dry_run=dry_run)
+    except Exception as exc:  # noqa: BLE001 - a failed thread must not stop the run; it is reported
+        return ThreadMigration(thread_id, status="failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="langgraph-handoff", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"langgraph-handoff {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+@app.command()
+def migrate(
+    url: Url,
+    thread: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--thread", help="only this thread (repeatable; default: every thread)"),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="run every step, report, write nothing")] = False,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="threads migrated at once")] = 8,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Rewrite threads into your current state schema (--migrations) and the current storage format.
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        p.add_argument("url", help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.add_argument(
-            "--migrations",
-            metavar="MODULE:NAME",
-            default=None,
-            help="your SchemaMigrations (e.g. myapp.schema:migrations), to read migrated threads",
-        )
-        return p
-
-    command("setup", "check a store is reachable and write its format marker")
-    command("threads", "list the threads a store holds")
-    p = command("history", "list a thread's checkpoints, newest first")
-    p.add_argument("thread_id")
-    p.add_argument("--ns", default=None, help="only this checkpoint namespace ('' is the root graph)")
-    p.add_argument("--limit", type=int, default=None)
-    p = command("show", "one checkpoint's values, metadata and pending writes (the latest by default)")
-    p.add_argument("thread_id")
-    p.add_argument("--checkpoint", default=None)
-    p.add_argument("--ns", default="")
-    p.add_argument("--raw", action="store_true", help="the stored head as it is (records, references, lease)")
-    p = command("diff", "what changed between two checkpoints of a thread")
-    p.add_argument("thread_id")
-    p.add_argument("from_id")
-    p.add_argument("to_id")
-    p.add_argument("--ns", default="")
-    p = command("verify", "read every object: checksums, versions, dangling references (exit 1 on problems)")
-    p.add_argument("--thread", default=None)
-    p = command("prune", "keep only the latest checkpoint, or delete threads idle for DAYS")
-    p.add_argument("--thread", action="append", help="a thread to prune (repeatable)")
-    p.add_argument("--all", action="store_true", help="every thread")
-    how = p.add_mutually_exclusive_group(required=True)
-    how.add_argument("--keep-latest", action="store_true")
-    how.add_argument("--older-than", type=float, metavar="DAYS")
-    p.add_argument("--dry-run", action="store_true")
-    p = command("copy", "copy a thread (every namespace) to a new thread id")
-    p.add_argument("source")
-    p.add_argument("target")
-    p = command("delete", "delete a thread and everything it stored")
-    p.add_argument("thread_id")
-    p.add_argument("--yes", action="store_true", help="really delete")
-    p = command(
-        "sessions", "list sessions and who owns them; exits 1 when some are expired, stuck in transfer or never owned"
-    )
-    p.add_argument("--attention", action="store_true", help="only sessions nobody is responsible for")
-    p.add_argument("--reclaim-as", metavar="WORKER", default=None, help="take over expired sessions as WORKER first")
-    p.add_argument("--ttl", type=float, default=30.0, help="lease seconds for --reclaim-as (default 30)")
-    return parser
+    Safe while workers run (every rewrite is a compare-and-swap; a concurrent writer wins and the
+    thread is redone), idempotent and resumable (a rerun skips what is current). Exits 1 if any
+    thread failed; the others are still migrated.
+    """
+    started = time.monotonic()
+    err = Console(stderr=True)
+    with _saver(url, migrations) as saver:
+        chosen = [keys.validate_thread_id(t) for t in thread] if thread else saver.thread_ids()
+        results: list[ThreadMigration] = []
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with (
+            Progress(*columns, console=err, disable=as_json) as progress,
+            ThreadPoolExecutor(concurrency, thread_name_prefix="migrate") as pool,
+        ):
+            bar = progress.add_task("checking" if dry_run else "migrating", total=len(chosen))
+            for future in as_completed([pool.submit(_migrate_one, saver, t, dry_run) for t in chosen]):
+                result = future.result()
+                results.append(result)
+                progress.advance(bar)
+                if as_json:
+                    print(json.dumps(result.as_dict()), flush=True)
+                elif result.status == "failed":
+                    progress.console.print(f"[red]failed[/red] {result.thread_id}: {result.error}")
+        summary: dict[str, Any] = {
+            "scanned": len(results),
+            "migrated": sum(r.status in ("migrated", "would migrate") for r in results),
+            "current": sum(r.status == "current" for r in results),
+            "failed": sum(r.status == "failed" for r in results),
+            "checkpoints": sum(r.checkpoints for r in results),
+            "objects": sum(r.objects for r in results),
+            "retries": sum(r.retries for r in results),
+            "dry_run": dry_run,
+            "seconds": round(time.monotonic() - started, 3),
+            "schema": saver.migrations.current if saver.migrations else 0,
+            "format": envelope.FORMAT_VERSION,
+        }
+        if not thread and not dry_run and not summary["failed"]:
+            saver.mark_format()  # every thread is current: the marker may say so
+    if as_json:
+        print(json.dumps({"summary": summary}))
+    else:
+        table = Table(title=("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)")
+        for column in ("scanned", "would migrate" if dry_run else "migrated", "already current", "failed"):
+            table.add_column(column, justify="right")
+        table.add_column("checkpoints upgraded", justify="right")
+        table.add_column("objects rewritten", justify="right")
+        table.add_column("CAS retries", justify="right")
+        table.add_row(*(str(summary[k]) for k in ("scanned", "migrated", "current", "failed", "checkpoints",
+                                                   "objects", "retries")))  # fmt: skip
+        Console(width=120).print(table)
+    if summary["failed"]:
+        raise typer.Exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command line; returns the exit code (0 ok, 1 problems found, 2 bad input)."""
     try:
-        with ObjectStoreSaver.from_url(args.url, migrations=_load_migrations(args.migrations)) as saver:
-            if args.command == "setup":
-                saver.setup()
-                _out(
-                    args,
-                    {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
-                    f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
-                )
-                return 0
-            if args.command == "copy":
-                saver.copy_thread(args.source, args.target)
-                _out(args, {"copied": args.source, "to": args.target}, f"copied {args.source!r} to {args.target!r}")
-                return 0
-            if args.command == "delete":
-                if not args.yes:
-                    raise LangGraphHandoffError(f"deleting {args.thread_id!r} cannot be undone: add --yes")
-                saver.delete_thread(args.thread_id)
-                _out(args, {"deleted": args.thread_id}, f"deleted {args.thread_id!r}")
-                return 0
-            handlers = {
-                "threads": _threads,
-                "history": _history,
-                "show": _show,
-                "diff": _diff,
-                "verify": _verify,
-                "prune": _prune,
-                "sessions": _sessions,
-            }
-            return handlers[args.command](saver, args)
+        app(args=list(argv) if argv is not None else None, prog_name="langgraph-handoff")
+    except SystemExit as exc:  # typer ends every run this way, with the command's exit code
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except LangGraphHandoffError as exc:
         print(f"langgraph-handoff: {exc}", file=sys.stderr)
         return 2
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

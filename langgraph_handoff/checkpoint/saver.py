@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import copy
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -22,7 +23,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_handoff import envelope, keys
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
-from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
+from langgraph_handoff.checkpoint.migrate import MigratePlans, ThreadMigration
+from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
@@ -34,7 +36,7 @@ __all__ = ["ObjectStoreSaver"]
 _NAMED_MEMORY: dict[str, MemoryStore] = {}
 
 
-class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
+class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
     """Checkpoints on an object store, with ETag optimistic concurrency.
 
     Every operation exists in a sync and an async form on the same instance (``invoke`` uses the
@@ -321,6 +323,69 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await driver.arun(self.store, self._plan_prune(thread_ids, strategy))
+
+    # -- migration ---------------------------------------------------------------------------------
+    def thread_ids(self) -> builtins.list[str]:
+        """Every thread id the store holds (from key listings: no object is read unless its id
+        was too long to sit in its key)."""
+        return sorted({t for t, _ns in driver.run(self.store, self._plan_heads_ids(keys.heads_prefix()))})
+
+    async def athread_ids(self) -> builtins.list[str]:
+        return sorted({t for t, _ns in await driver.arun(self.store, self._plan_heads_ids(keys.heads_prefix()))})
+
+    def migrate_thread(self, thread_id: str, *, dry_run: bool = False) -> ThreadMigration:
+        """Rewrite one thread into this saver's state schema (``migrations``) and the current
+        storage format; safe while workers write to it, and a no-op on a current thread.
+
+        ``dry_run`` runs every migration step and reports what would be rewritten, writing nothing.
+        Raises :class:`~langgraph_handoff.errors.MigrationError` if a step fails,
+        :class:`~langgraph_handoff.errors.SchemaVersionError` for a thread written by newer code
+        (in both cases that namespace is left as it was). ``langgraph-handoff migrate`` runs this
+        over many threads at once. See :mod:`langgraph_handoff.checkpoint.migrate`.
+
+        >>> from langgraph_handoff.migrations import SchemaMigrations
+        >>> v1 = ObjectStoreSaver.from_url("memory://")
+        >>> cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        >>> cp = {"v": 1, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+        ...       "channel_values": {"topic": "refund"}, "channel_versions": {"topic": 1}, "versions_seen": {}}
+        >>> _ = v1.put(cfg, cp, {}, {"topic": 1})
+        >>> migrations = SchemaMigrations()
+        >>> @migrations.register(1, "add language")
+        ... def add_language(values, metadata):
+        ...     values.setdefault("language", "en")
+        >>> v2 = ObjectStoreSaver(v1.store, migrations=migrations)
+        >>> v2.migrate_thread("t").status, v2.migrate_thread("t").status
+        ('migrated', 'current')
+        >>> v2.get_tuple(cfg).checkpoint["channel_values"]
+        {'topic': 'refund', 'language': 'en'}
+        """
+        return driver.run(self.store, self._plan_migrate_thread(thread_id, dry_run))
+
+    async def amigrate_thread(self, thread_id: str, *, dry_run: bool = False) -> ThreadMigration:
+        return await driver.arun(self.store, self._plan_migrate_thread(thread_id, dry_run))
+
+    def mark_format(self) -> bool:
+        """After every thread was migrated: stamp the store's format marker with the current
+        storage format (so a later release can tell the store holds nothing older). Returns
+        whether the marker changed."""
+        return driver.run(self.store, self._plan_mark_format())
+
+    async def amark_format(self) -> bool:
+        return await driver.arun(self.store, self._plan_mark_format())
+
+    def _plan_mark_format(self) -> driver.Plan[bool]:
+        obj = yield Get(keys.FORMAT_MARKER_KEY)
+        if obj is not None and envelope.decode(obj.body, key=obj.key).format_version == envelope.FORMAT_VERSION:
+            return False
+        marker = envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "langgraph-handoff"})
+        try:
+            if obj is None:
+                yield Put(keys.FORMAT_MARKER_KEY, marker, if_none_match=True)
+            else:
+                yield Put(keys.FORMAT_MARKER_KEY, marker, if_match=obj.etag)
+        except (PreconditionFailedError, UnknownOutcomeError):
+            return False  # someone else stamped it meanwhile
+        return True
 
     # -- DeltaChannel support --------------------------------------------------------------------
     def get_delta_channel_history(

@@ -1,0 +1,469 @@
+"""Rewriting stored threads into the current state schema and storage format, while workers run.
+
+Readers already upgrade old checkpoints in memory (lazily, see :mod:`langgraph_handoff.migrations`
+and :mod:`langgraph_handoff.formats`). ``migrate`` makes that permanent, one namespace at a time,
+so old versions can eventually be dropped from the code:
+
+1. **Writes documents** whose format or channel names are old are rewritten in place, each by
+   compare-and-swap on its own ETag. A rewritten document means exactly what it meant before to
+   every reader running current code, so it is safe to do first and to do again.
+2. **Records** (checkpoints) in an older state schema are upgraded with the very function readers
+   use (``_migrate``), so ``get_state`` shows the same values before and after. Values the steps
+   left unchanged keep their stored payload; changed ones are stored once per chain, the way a
+   ``put`` would store them.
+3. Replacement **segments** go to fresh keys (create-only), then the **head** moves by
+   compare-and-swap. A writer that moved the head first wins: the migration reads again and redoes
+   the namespace. Only after the head moved are the replaced segments and the large values no
+   record uses any more deleted.
+
+A kill at any point leaves either the old head or the new one (plus, at worst, objects nothing
+references, removed with the thread by ``delete_thread``). Current records are skipped, so a rerun
+finishes what was left and never migrates a checkpoint twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.plans import SaverPlans, _backoff, _Vanished
+from langgraph_handoff.checkpoint.records import (
+    BlobRef,
+    Folded,
+    Head,
+    Inline,
+    Payload,
+    PayloadTable,
+    Record,
+    Segment,
+    SegmentRef,
+    WritesDoc,
+    payloads_for,
+)
+from langgraph_handoff.envelope import FORMAT_VERSION
+from langgraph_handoff.errors import (
+    ConflictError,
+    MigrationError,
+    PreconditionFailedError,
+    SchemaVersionError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
+
+__all__ = ["MigratePlans", "ThreadMigration"]
+
+log = logging.getLogger("langgraph_handoff.migrate")
+
+
+@dataclass
+class ThreadMigration:
+    """What ``migrate_thread`` did (or, with ``dry_run``, would do) to one thread.
+
+    ``status`` is ``"migrated"`` (something was rewritten), ``"current"`` (nothing to do),
+    ``"would migrate"`` (dry run) or ``"failed"`` (``error`` says why; nothing of that
+    namespace was written).
+    """
+
+    thread_id: str
+    status: str = "current"
+    #: checkpoints upgraded to the current state schema
+    checkpoints: int = 0
+    #: heads, segments and writes documents rewritten
+    objects: int = 0
+    #: compare-and-swap races lost to concurrent writers (each one re-read and redone)
+    retries: int = 0
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Counts:
+    checkpoints: int = 0
+    objects: int = 0
+    retries: int = 0
+
+
+@dataclass
+class _Upgraded:
+    """One record's upgrade, kept across attempts so a retry after a lost race only re-reads
+    the head and reassembles: the window a busy writer can slip into stays small."""
+
+    old: Record
+    checkpoint: tuple[str, bytes]
+    metadata: tuple[str, bytes]
+    #: channel -> (version, serialised value), in the current schema
+    values: dict[str, tuple[Any, tuple[str, bytes]]]
+
+
+@dataclass
+class _Memo:
+    upgraded: dict[str, _Upgraded] = field(default_factory=dict)
+    #: (key, ETag) of writes documents seen current
+    current_docs: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _holds(payload: Payload, typed: tuple[str, bytes]) -> bool:
+    """Does a stored payload hold exactly these serialised bytes? (blobs: by digest)"""
+    if isinstance(payload, Inline):
+        return (payload.type, payload.data) == typed
+    return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == _digest(typed[1])
+
+
+def _same_checkpoint(a: Record, b: Record) -> bool:
+    """The same stored checkpoint, whatever writes were folded into either copy since."""
+    return replace(a, writes={}) == replace(b, writes={})
+
+
+class MigratePlans(SaverPlans):
+    """The ``migrate_thread`` plan, on top of the saver's plans (see the module docstring)."""
+
+    def _plan_migrate_thread(self, thread_id: Any, dry_run: bool) -> Plan[ThreadMigration]:
+        tid = keys.validate_thread_id(thread_id)
+        result = ThreadMigration(tid)
+        for ns in (yield from self._plan_namespaces(tid)):
+            counts = yield from self._migrate_namespace(tid, ns, dry_run)
+            result.checkpoints += counts.checkpoints
+            result.objects += counts.objects
+            result.retries += counts.retries
+        if result.objects:
+            result.status = "would migrate" if dry_run else "migrated"
+        if not dry_run:
+            self._cache.forget_thread(tid)
+        return result
+
+    def _migrate_namespace(self, tid: str, ns: str, dry_run: bool) -> Plan[_Counts]:
+        counts, memo = _Counts(), _Memo()
+        for attempt in range(self.layout.max_attempts):
+            try:
+                done = yield from self._migrate_namespace_once(tid, ns, dry_run, counts, memo)
+            except _Vanished:
+                done = False  # a value vanished under a concurrent prune: read again
+            if done:
+                return counts
+            counts.retries += 1
+            yield Sleep(_backoff(self.layout, attempt))
+        raise ConflictError(
+            f"could not migrate thread {tid!r} namespace {ns!r}: writers kept moving it "
+            f"({self.layout.max_attempts} attempts). Rerun migrate; what is done stays done."
+        )
+
+    def _migrate_namespace_once(self, tid: str, ns: str, dry_run: bool, counts: _Counts, memo: _Memo) -> Plan[bool]:
+        """One pass; False when the namespace must be read again from the start.
+
+        Losing the head's compare-and-swap to a writer that only added checkpoints (the usual
+        case: a worker taking a turn) does not restart the pass: the head is read again, the
+        prepared upgrades are laid over it and the swap is retried at once. The window a busy
+        writer can slip into is then one GET and one PUT long.
+        """
+        head, etag, segments = yield from self._plan_load_namespace(tid, ns)
+        if head is None:
+            return True
+        seg_records: dict[str, Record] = {}
+        where: dict[str, PayloadTable] = {}  # record id -> the payload table it was read with
+        for seg in segments.values():
+            seg_records.update(seg.records)
+            where.update(dict.fromkeys(seg.records, seg.payloads))
+        everything = {**seg_records, **head.records}
+        where.update(dict.fromkeys(head.records, head.payloads))
+        for rec in everything.values():
+            if rec.schema > self._schema:
+                raise SchemaVersionError(
+                    f"checkpoint {rec.id} of thread {tid!r}" + (f" namespace {ns!r}" if ns else ""),
+                    found=rec.schema,
+                    supported=self._schema,
+                )
+        # 1. writes documents, each by its own compare-and-swap
+        folded = yield from self._migrate_writes(tid, ns, everything, dry_run, counts, memo)
+        old_blobs = self._blob_keys(tid, ns, [(head.records, head.payloads)] + [
+            (s.records, s.payloads) for s in segments.values()])  # fmt: skip
+        hkey = keys.head_key(tid, ns)
+        seg_puts: list[tuple[str, bytes]] | None = None  # written once per pass
+        new_refs: list[SegmentRef] = []
+        replaced: list[str] = []
+        written_blobs: set[str] = set()
+        segments_written = False
+        for _ in range(self.layout.max_attempts):
+            # 2. records
+            upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
+            new_records, table, blobs = yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
+            for cid, tasks in folded.items():
+                rec = new_records.get(cid, everything[cid])
+                new_records[cid] = replace(rec, writes={**rec.writes, **tasks})
+            # 3. segments (once: they do not change while we only lose to added checkpoints)
+            if seg_puts is None:
+                seg_puts = []
+                for ref in head.segments:
+                    seg = segments[ref.key]
+                    if seg.format_version == FORMAT_VERSION and not set(seg.records) & set(new_records):
+                        new_refs.append(ref)
+                        continue
+                    recs = {i: new_records.get(i, r) for i, r in seg.records.items()}
+                    suffix = keys.segment_suffix(ref.first_id, secrets.token_hex(4))
+                    body = rec_io.encode_segment(Segment(tid, ns, recs, payloads_for(recs.values(), table)),
+                                                 schema_version=self.layout.schema_version)  # fmt: skip
+                    seg_puts.append((keys.segment_key(tid, ns, suffix), body))
+                    new_refs.append(SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
+                    replaced.append(keys.segment_key(tid, ns, ref.key))
+            # 4. the head
+            head_recs = {i: new_records.get(i, r) for i, r in head.records.items()}
+            if not seg_puts and head.format_version == FORMAT_VERSION and head_recs == head.records:
+                return True
+            if dry_run:
+                counts.objects += 1 + len(seg_puts)
+                counts.checkpoints += len(upgrade)
+                return True
+            new_head = Head(tid, ns, head_recs, payloads_for(head_recs.values(), table), tuple(new_refs), head.extra)
+            # what the head references is durable before the head moves
+            fresh_blobs = [(k, b) for k, b in blobs if k not in written_blobs]
+            if fresh_blobs:
+                yield Batch(tuple(Put(k, b) for k, b in fresh_blobs))
+                written_blobs.update(k for k, _ in fresh_blobs)
+            if seg_puts and not segments_written:
+                yield Batch(tuple(Put(k, b, if_none_match=True) for k, b in seg_puts))
+                segments_written = True
+            try:
+                new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=self.layout.schema_version),
+                                     if_match=etag)  # fmt: skip
+            except (PreconditionFailedError, UnknownOutcomeError):
+                fresh, fresh_etag = self._head_from((yield Get(hkey)), tid, ns)
+                if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:
+                    new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
+                else:
+                    counts.retries += 1
+                    if (
+                        fresh is None
+                        or fresh.segments != head.segments
+                        or any(
+                            i not in fresh.records or not _same_checkpoint(fresh.records[i], head.records[i])
+                            for i in upgrade
+                            if i in head.records
+                        )
+                    ):
+                        # Not just added checkpoints: start over. Our new segments are orphans:
+                        # delete them (their keys are ours alone). Blobs stay: a concurrent
+                        # migration of the same thread may have written, and now use, the same keys.
+                        if seg_puts:
+                            yield DeleteMany(tuple(k for k, _ in seg_puts))
+                        return False
+                    head, etag = fresh, fresh_etag
+                    everything = {**seg_records, **head.records}
+                    where.update(dict.fromkeys(head.records, head.payloads))
+                    continue
+            self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
+            counts.objects += 1 + len(seg_puts)
+            counts.checkpoints += len(upgrade)
+            kept = self._blob_keys(tid, ns, [({**everything, **new_records}, table)])
+            garbage = replaced + sorted(old_blobs - kept - written_blobs)
+            if garbage:
+                yield DeleteMany(tuple(garbage))
+            log.info(
+                "migrated thread %r namespace %r: %d checkpoints upgraded, %d objects rewritten",
+                tid,
+                ns,
+                len(upgrade),
+                1 + len(seg_puts),
+            )
+            return True
+        if seg_puts:
+            yield DeleteMany(tuple(k for k, _ in seg_puts))
+        return False
+
+    def _blob_keys(self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]]) -> set[str]:
+        out = set()
+        for recs, table in parts:
+            for origin, chs in payloads_for(list(recs.values()), table).items():
+                for p in chs.values():
+                    if isinstance(p, BlobRef):
+                        out.add(keys.blob_key(tid, ns, origin, p.digest))
+        return out
+
+    def _migrate_writes(
+        self, tid: str, ns: str, everything: dict[str, Record], dry_run: bool, counts: _Counts, memo: _Memo
+    ) -> Plan[dict[str, dict[str, Folded]]]:
+        """Rewrite the writes documents that are in an old format or name channels of an old
+        schema. Returns the new folded copies (checkpoint id -> task id -> Folded) for the
+        records that held a copy of a rewritten document."""
+        by_key: dict[str, tuple[str, str, Folded]] = {}
+        for cid, rec in everything.items():
+            for task, f in rec.writes.items():
+                by_key[keys.writes_key(tid, ns, cid, task)] = (cid, task, f)
+        todo: list[tuple[str, str, WritesDoc]] = []  # key, ETag, document
+        fetch: list[ObjectInfo] = []
+        for info in (yield from self._list_all(keys.writes_prefix(tid, ns))):
+            parsed = keys.parse_writes_key(info.key)
+            if parsed is None or parsed[0] not in everything:
+                continue  # writes of a checkpoint this namespace no longer holds: garbage, not data
+            hit = by_key.get(info.key)
+            if (info.key, info.etag) in memo.current_docs:
+                continue
+            if hit is not None and hit[2].etag == info.etag:
+                # the folded copy is this very document: decide (and rewrite) without a GET
+                cid, task, f = hit
+                if any(w.schema != self._schema for w in f.items):
+                    todo.append((info.key, info.etag, WritesDoc(tid, ns, cid, task, f.task_path, f.items)))
+            else:
+                fetch.append(info)
+        for chunk_start in range(0, len(fetch), 64):
+            chunk = fetch[chunk_start : chunk_start + 64]
+            for info, obj in zip(chunk, (yield Batch(tuple(Get(i.key) for i in chunk))), strict=True):
+                if obj is None:
+                    continue  # deleted meanwhile (a prune): nothing to migrate
+                cid = keys.parse_writes_key(info.key)[0]  # type: ignore[index]
+                doc = self._decode_writes_doc(obj, tid, ns, cid)
+                if doc.format_version != FORMAT_VERSION or any(w.schema != self._schema for w in doc.items):
+                    todo.append((info.key, obj.etag, doc))
+                else:
+                    memo.current_docs.add((info.key, obj.etag))
+        out: dict[str, dict[str, Folded]] = {}
+        for key, etag, doc in todo:
+            counts.objects += 1
+            if dry_run:
+                continue
+            for attempt in range(self.layout.max_attempts):
+                rec = everything[doc.checkpoint_id]
+                items = tuple(self._current_items(tid, ns, rec, doc.items))
+                body = rec_io.encode_writes(replace(doc, items=items), schema_version=self.layout.schema_version)
+                try:
+                    new_etag = yield Put(key, body, if_match=etag)
+                    memo.current_docs.add((key, new_etag))
+                except (PreconditionFailedError, UnknownOutcomeError):
+                    # a task's retry merged into it (or our write landed unseen): read and redo
+                    counts.retries += 1
+                    obj = yield Get(key)
+                    if obj is None:
+                        break
+                    fresh = self._decode_writes_doc(obj, tid, ns, doc.checkpoint_id)
+                    if fresh.format_version == FORMAT_VERSION and all(w.schema == self._schema for w in fresh.items):
+                        new_etag, items = obj.etag, fresh.items
+                    else:
+                        doc, etag = fresh, obj.etag
+                        yield Sleep(_backoff(self.layout, attempt))
+                        continue
+                if doc.task_id in rec.writes:
+                    out.setdefault(doc.checkpoint_id, {})[doc.task_id] = Folded(new_etag, doc.task_path, items)
+                break
+            else:
+                raise ConflictError(
+                    f"writes document {key!r} kept changing while it was migrated; rerun migrate when it is idle"
+                )
+        return out
+
+    def _upgraded_records(
+        self,
+        tid: str,
+        ns: str,
+        everything: dict[str, Record],
+        where: dict[str, PayloadTable],
+        upgrade: list[str],
+        memo: _Memo,
+    ) -> Plan[tuple[dict[str, Record], PayloadTable, list[tuple[str, bytes]]]]:
+        """The records in ``upgrade`` rebuilt in the current schema, the payload table every
+        record of the namespace uses afterwards, and the large values to write first.
+
+        Current records keep their references exactly ("pinned"). An upgraded record inherits
+        its parent's (upgraded) value when version and bytes match, as ``put`` would; otherwise
+        it owns the value under its own id, reusing the stored payload when the bytes are the
+        ones it already stored there.
+        """
+        table: PayloadTable = {}
+        todo = set(upgrade)
+        for rid, rec in everything.items():
+            if rid in todo:
+                continue
+            for ch, (origin, _v) in rec.values.items():
+                payload = where[rid].get(origin, {}).get(ch)
+                if payload is not None:
+                    table.setdefault(origin, {})[ch] = payload
+        new_records: dict[str, Record] = {}
+        # channel -> (origin, version, serialised value) of each upgraded record, for inheritance
+        upgraded_values: dict[str, dict[str, tuple[str, Any, tuple[str, bytes]]]] = {}
+        blobs: list[tuple[str, bytes]] = []
+        for rid in upgrade:  # ascending ids: parents before children
+            rec = everything[rid]
+            up = memo.upgraded.get(rid)
+            if up is None or not _same_checkpoint(up.old, rec):
+                up = yield from self._upgrade_record(tid, ns, rec, where[rid])
+                memo.upgraded[rid] = up
+            parent = upgraded_values.get(rec.parent or "", {})
+            mine: dict[str, tuple[str, Any, tuple[str, bytes]]] = {}
+            refs: dict[str, tuple[str, Any]] = {}
+            for ch, (version, typed) in up.values.items():
+                inherited = parent.get(ch)
+                if inherited is not None and inherited[1] == version and inherited[2] == typed:
+                    origin = inherited[0]
+                else:
+                    origin = rid
+                    taken = table.get(rid, {}).get(ch)
+                    if taken is not None and not _holds(taken, typed):
+                        raise MigrationError(
+                            f"cannot rewrite checkpoint {rid} of thread {tid!r}: its upgraded value of {ch!r} "
+                            "differs from the one a newer checkpoint still shares with it. Nothing was written; "
+                            "readers keep upgrading it on read."
+                        )
+                    if taken is None:
+                        table.setdefault(rid, {})[ch] = self._payload_for(tid, ns, rid, ch, typed, where[rid], blobs)
+                mine[ch] = (origin, version, typed)
+                refs[ch] = (origin, version)
+            upgraded_values[rid] = mine
+            new_records[rid] = replace(
+                rec, checkpoint=up.checkpoint, metadata=up.metadata, values=refs, schema=self._schema
+            )
+        return new_records, table, blobs
+
+    def _upgrade_record(self, tid: str, ns: str, rec: Record, table: PayloadTable) -> Plan[_Upgraded]:
+        """Load a record's values and upgrade it exactly as a reader would (``_migrate``)."""
+        _tasks, values = yield from self._fetch(tid, ns, rec, table, (), rec.values)
+        checkpoint = self.serde.loads_typed(rec.checkpoint)
+        checkpoint["channel_values"] = values
+        checkpoint, metadata = self._migrate(tid, ns, rec, checkpoint, self.serde.loads_typed(rec.metadata))
+        versions = checkpoint.get("channel_versions") or {}
+        typed = {
+            ch: (versions[ch], self.serde.dumps_typed(value))
+            for ch, value in checkpoint["channel_values"].items()
+            if versions.get(ch) is not None  # a value without a version is not part of it (as put)
+        }
+        return _Upgraded(
+            rec,
+            self.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"}),
+            self.serde.dumps_typed(metadata),
+            typed,
+        )
+
+    def _payload_for(
+        self,
+        tid: str,
+        ns: str,
+        rid: str,
+        ch: str,
+        typed: tuple[str, bytes],
+        old: PayloadTable,
+        blobs: list[tuple[str, bytes]],
+    ) -> Payload:
+        """The payload an upgraded record owns for ``ch``: what it stored there already if the
+        bytes are the same (a blob stays where it is), else a new inline value or blob."""
+        stored = old.get(rid, {}).get(ch)
+        if stored is not None and _holds(stored, typed):
+            return stored
+        typ, data = typed
+        if len(data) < self.layout.blob_threshold:
+            return Inline(typ, data)
+        ref = BlobRef(typ, _digest(data), len(data))
+        blobs.append(
+            (
+                keys.blob_key(tid, ns, rid, ref.digest),
+                rec_io.encode_blob(data, schema_version=self.layout.schema_version),
+            )
+        )
+        return ref
