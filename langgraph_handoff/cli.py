@@ -33,7 +33,6 @@ import json
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Optional
@@ -263,6 +262,13 @@ def verify(
         f"checked {report.heads} heads, {report.segments} segments, {report.writes} writes, {report.blobs} blobs: "
         + ("ok" if not report.problems else f"{len(report.problems)} problem(s)")
         + "".join(f"\n  {p.kind}: {p.key}: {p.detail}" for p in report.problems)
+        + f"\nstorage formats: {dict(sorted(report.formats.items()))}, "
+        f"state schemas: {dict(sorted(report.schemas.items()))}"
+        + (
+            f"\n{len(report.unreferenced)} unreferenced object(s) (harmless; delete_thread removes them)"
+            if report.unreferenced
+            else ""
+        )
     )
     _out(as_json, report.as_dict(), text)
     if report.problems:
@@ -390,14 +396,6 @@ def sessions(
         raise typer.Exit(1)
 
 
-def _migrate_one(saver: ObjectStoreSaver, thread_id: str, dry_run: bool) -> ThreadMigration:
-    """One thread; any failure is reported for that thread and the others go on."""
-    try:
-        return saver.migrate_thread(thread_id, dry_run=dry_run)
-    except Exception as exc:  # noqa: BLE001 - a failed thread must not stop the run; it is reported
-        return ThreadMigration(thread_id, status="failed", error=f"{type(exc).__name__}: {exc}")
-
-
 @app.command()
 def migrate(
     url: Url,
@@ -416,53 +414,39 @@ def migrate(
     thread is redone), idempotent and resumable (a rerun skips what is current). Exits 1 if any
     thread failed; the others are still migrated.
     """
-    started = time.monotonic()
-    err = Console(stderr=True)
-    with _saver(url, migrations) as saver:
-        chosen = [keys.validate_thread_id(t) for t in thread] if thread else saver.thread_ids()
-        results: list[ThreadMigration] = []
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with (
-            Progress(*columns, console=err, disable=as_json) as progress,
-            ThreadPoolExecutor(concurrency, thread_name_prefix="migrate") as pool,
-        ):
-            bar = progress.add_task("checking" if dry_run else "migrating", total=len(chosen))
-            for future in as_completed([pool.submit(_migrate_one, saver, t, dry_run) for t in chosen]):
-                result = future.result()
-                results.append(result)
-                progress.advance(bar)
-                if as_json:
-                    print(json.dumps(result.as_dict()), flush=True)
-                elif result.status == "failed":
-                    progress.console.print(f"[red]failed[/red] {result.thread_id}: {result.error}")
-        summary: dict[str, Any] = {
-            "scanned": len(results),
-            "migrated": sum(r.status in ("migrated", "would migrate") for r in results),
-            "current": sum(r.status == "current" for r in results),
-            "failed": sum(r.status == "failed" for r in results),
-            "checkpoints": sum(r.checkpoints for r in results),
-            "objects": sum(r.objects for r in results),
-            "retries": sum(r.retries for r in results),
-            "dry_run": dry_run,
-            "seconds": round(time.monotonic() - started, 3),
-            "schema": saver.migrations.current if saver.migrations else 0,
-            "format": envelope.FORMAT_VERSION,
-        }
-        if not thread and not dry_run and not summary["failed"]:
-            saver.mark_format()  # every thread is current: the marker may say so
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with (
+        _saver(url, migrations) as saver,
+        Progress(*columns, console=Console(stderr=True), disable=as_json) as progress,
+    ):
+        bar = progress.add_task("checking" if dry_run else "migrating", total=None)
+
+        def reported(result: ThreadMigration) -> None:
+            progress.advance(bar)
+            if as_json:
+                print(json.dumps(result.as_dict()), flush=True)
+            elif result.status == "failed":
+                progress.console.print(f"[red]failed[/red] {result.thread_id}: {result.error}")
+
+        chosen = thread or saver.thread_ids()
+        progress.update(bar, total=len(chosen))
+        outcome = saver.migrate(chosen, dry_run=dry_run, concurrency=concurrency, on_result=reported)
+        if not thread and not dry_run and not outcome.failed:
+            saver.mark_format()  # every thread listed is current: the marker may say so
+        schema = saver.migrations.current if saver.migrations else 0
+    summary = {**outcome.as_dict(), "schema": schema, "format": envelope.FORMAT_VERSION}
     if as_json:
         print(json.dumps({"summary": summary}))
     else:
         table = Table(title=("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)")
-        for column in ("scanned", "would migrate" if dry_run else "migrated", "already current", "failed"):
-            table.add_column(column, justify="right")
-        table.add_column("checkpoints upgraded", justify="right")
-        table.add_column("objects rewritten", justify="right")
-        table.add_column("CAS retries", justify="right")
-        table.add_row(*(str(summary[k]) for k in ("scanned", "migrated", "current", "failed", "checkpoints",
-                                                   "objects", "retries")))  # fmt: skip
+        names = ("scanned", "would migrate" if dry_run else "migrated", "already current", "failed",
+                 "checkpoints upgraded", "objects rewritten", "CAS retries")  # fmt: skip
+        for name in names:
+            table.add_column(name, justify="right")
+        fields = ("scanned", "migrated", "current", "failed", "checkpoints", "objects", "retries")
+        table.add_row(*(str(summary[k]) for k in fields))
         Console(width=120).print(table)
-    if summary["failed"]:
+    if outcome.failed:
         raise typer.Exit(1)
 
 

@@ -7,6 +7,7 @@ Kept apart from ``cli.py`` (argument parsing, printing) so scripts and tests can
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +15,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_handoff import keys
+from langgraph_handoff import envelope, keys
 from langgraph_handoff.checkpoint import records as rec_io
-from langgraph_handoff.checkpoint.records import BlobRef, Head
+from langgraph_handoff.checkpoint.records import BlobRef, Head, Record
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import EnvelopeError, InvalidConfigError
 
@@ -116,6 +117,13 @@ class VerifyReport:
     writes: int = 0
     blobs: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: objects nothing references (left by a crash or a lost race; ``delete_thread`` removes them).
+    #: Not problems: readers never look at them, and a writer may be about to reference one.
+    unreferenced: list[str] = field(default_factory=list)
+    #: storage format version -> objects in it (older than the current: ``migrate`` rewrites them)
+    formats: Counter[int] = field(default_factory=Counter)
+    #: state-schema version -> checkpoints written in it
+    schemas: Counter[int] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +132,9 @@ class VerifyReport:
             "writes": self.writes,
             "blobs": self.blobs,
             "problems": [p.as_dict() for p in self.problems],
+            "unreferenced": self.unreferenced,
+            "formats": {str(k): v for k, v in sorted(self.formats.items())},
+            "schemas": {str(k): v for k, v in sorted(self.schemas.items())},
         }
 
 
@@ -133,8 +144,21 @@ def _heads(saver: ObjectStoreSaver, thread_id: str | None) -> Iterator[str]:
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
-    """Read every object (of one thread, or all): envelopes and checksums, versions, and that
-    every segment and large value a head or segment references exists."""
+    """Read every object (of one thread, or all) and check it against the heads:
+
+    * every object: envelope, format version, checksum, shape (``CorruptObjectError``,
+      ``EnvelopeVersionError``);
+    * every segment a head lists exists; every value a checkpoint references is in its payload
+      table, and every large value exists (``missing_segment``, ``missing_value``,
+      ``dangling_reference``);
+    * every writes document sits under the key of its own thread, namespace and checkpoint, and a
+      copy folded into a checkpoint with the same ETag holds the same writes (``misplaced_writes``,
+      ``folded_mismatch``);
+    * what nothing references is listed apart (``unreferenced``), and formats and state-schema
+      versions are counted.
+
+    Problems make ``langgraph-handoff verify`` exit 1.
+    """
     report = VerifyReport()
     store = saver.store
     for hkey in _heads(saver, thread_id):
@@ -145,10 +169,15 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
         head = _decoded(rec_io.decode_head, obj.body, hkey, report)
         if head is None:
             continue
-        present = {i.key for i in store.list(keys.data_prefix(head.thread_id, head.checkpoint_ns))}
-        _check_refs(head, head.payloads, hkey, present, report)
+        report.formats[head.format_version] += 1
+        tid, ns = head.thread_id, head.checkpoint_ns
+        present = {i.key: i.etag for i in store.list(keys.data_prefix(tid, ns))}
+        referenced: set[str] = set()
+        checkpoints: dict[str, Record] = {}
+        tables = [(hkey, head.records, head.payloads)]
         for ref in head.segments:
-            skey = keys.segment_key(head.thread_id, head.checkpoint_ns, ref.key)
+            skey = keys.segment_key(tid, ns, ref.key)
+            referenced.add(skey)
             sobj = store.get(skey)
             if sobj is None:
                 report.problems.append(Problem(skey, "missing_segment", f"listed by {hkey} but absent"))
@@ -156,19 +185,50 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
             report.segments += 1
             seg = _decoded(rec_io.decode_segment, sobj.body, skey, report)
             if seg is not None:
-                _check_refs(head, seg.payloads, skey, present, report)
+                report.formats[seg.format_version] += 1
+                tables.append((skey, seg.records, seg.payloads))
+        for where, recs, table in tables:
+            checkpoints.update(recs)
+            referenced |= _check_refs(head, recs, table, where, present, report)
+        report.schemas.update(r.schema for r in checkpoints.values())
         for key in sorted(present):
-            decoder: Any = rec_io.decode_writes if "/w/" in key else rec_io.decode_blob if "/b/" in key else None
-            if decoder is None:
-                continue
-            if decoder is rec_io.decode_writes:
+            if "/w/" in key:
                 report.writes += 1
-            else:
+                if _check_writes(store, key, tid, ns, checkpoints, report):
+                    referenced.add(key)
+            elif "/b/" in key:
                 report.blobs += 1
-            obj = store.get(key)
-            if obj is not None:
-                _decoded(decoder, obj.body, key, report)
+                wobj = store.get(key)
+                if wobj is not None and _decoded(rec_io.decode_blob, wobj.body, key, report) is not None:
+                    report.formats[envelope.decode(wobj.body, key=key).format_version] += 1
+        report.unreferenced += sorted(set(present) - referenced)
     return report
+
+
+def _check_writes(
+    store: Any, key: str, tid: str, ns: str, checkpoints: dict[str, Record], report: VerifyReport
+) -> bool:
+    """Check one writes document; True if it belongs to a checkpoint the namespace holds."""
+    obj = store.get(key)
+    if obj is None:
+        return True  # deleted since the listing
+    doc = _decoded(rec_io.decode_writes, obj.body, key, report)
+    if doc is None:
+        return True
+    report.formats[doc.format_version] += 1
+    if keys.writes_key(doc.thread_id, doc.checkpoint_ns, doc.checkpoint_id, doc.task_id) != key or (
+        doc.thread_id,
+        doc.checkpoint_ns,
+    ) != (tid, ns):
+        report.problems.append(Problem(key, "misplaced_writes", "holds the writes of another checkpoint or task"))
+        return True
+    folded = checkpoints.get(doc.checkpoint_id)
+    copy = folded.writes.get(doc.task_id) if folded is not None else None
+    if copy is not None and copy.etag == obj.etag and copy.items != doc.items:
+        report.problems.append(
+            Problem(key, "folded_mismatch", f"checkpoint {doc.checkpoint_id} holds a different copy of these writes")
+        )
+    return folded is not None
 
 
 def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:
@@ -180,15 +240,29 @@ def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:
         return None
 
 
-def _check_refs(head: Head, table: Any, where: str, present: set[str], report: VerifyReport) -> None:
-    for origin, chs in table.items():
-        for ch, payload in chs.items():
-            if isinstance(payload, BlobRef):
+def _check_refs(
+    head: Head, recs: dict[str, Record], table: Any, where: str, present: Any, report: VerifyReport
+) -> set[str]:
+    """Report values the checkpoints in ``recs`` reference but ``table`` lacks, and large values
+    missing from the store; return the blob keys referenced."""
+    blobs = set()
+    for rec in recs.values():
+        for ch, (origin, _version) in rec.values.items():
+            payload = table.get(origin, {}).get(ch)
+            if payload is None:
+                report.problems.append(
+                    Problem(where, "missing_value", f"checkpoint {rec.id} references a value of {ch!r} it lacks")
+                )
+            elif isinstance(payload, BlobRef):
                 bkey = keys.blob_key(head.thread_id, head.checkpoint_ns, origin, payload.digest)
+                blobs.add(bkey)
                 if bkey not in present:
                     report.problems.append(
                         Problem(bkey, "dangling_reference", f"{where} references channel {ch!r} here")
                     )
+            elif payload.spill:
+                blobs.add(keys.blob_key(head.thread_id, head.checkpoint_ns, origin, payload.spill))
+    return blobs
 
 
 def dumps(obj: Any) -> str:

@@ -85,6 +85,46 @@ def test_verify_finds_damage(url: str, tmp_path: Path) -> None:
     assert bad.returncode == 1 and "CorruptObjectError" in bad.stdout and "chat-2" in bad.stdout
 
 
+def test_verify_checks_writes_and_values_against_the_heads(tmp_path: Path) -> None:
+    """Writes documents against the checkpoints that fold them, values against the payload
+    tables, and objects nothing references."""
+    from dataclasses import replace
+
+    from langgraph_handoff.checkpoint import records as rec_io
+    from langgraph_handoff.inspect import verify_store
+    from langgraph_handoff.keys import writes_key
+
+    saver = populate(f"file://{tmp_path / 'store'}")
+    store = saver.store
+    clean = verify_store(saver)
+    assert clean.problems == [] and clean.unreferenced == [] and clean.schemas == {0: 8}
+    head = rec_io.decode_head(store.get(head_key("chat-1", "")).body, key="h")
+    folded_in = next(r for r in head.records.values() if r.writes)
+    task, copy = next(iter(folded_in.writes.items()))
+    wkey = writes_key("chat-1", "", folded_in.id, task)
+    doc = rec_io.decode_writes(store.get(wkey).body, key=wkey)
+    # 1. a writes document whose folded copy (same ETag) says otherwise
+    changed = replace(copy, items=tuple(replace(w, data=b"\xc0") for w in copy.items))
+    bad_head = replace(head, records={**head.records, folded_in.id: replace(folded_in, writes={task: changed})})
+    store.put(head_key("chat-1", ""), rec_io.encode_head(bad_head))
+    # 2. a writes document stored under another checkpoint's key
+    other = next(i for i in head.records if i != folded_in.id)
+    store.put(writes_key("chat-1", "", other, task), rec_io.encode_writes(doc))
+    # 3. a checkpoint referencing a value its head lacks
+    head2 = rec_io.decode_head(store.get(head_key("chat-2", "")).body, key="h")
+    latest = head2.latest
+    assert latest is not None
+    head2 = replace(head2, payloads={o: {} for o in head2.payloads})
+    store.put(head_key("chat-2", ""), rec_io.encode_head(head2))
+    # 4. writes of a checkpoint the thread does not hold: unreferenced, not a problem
+    store.put(writes_key("chat-2", "", "1ef4f797-8335-6428-8001-8a1503f9b875", "t"), rec_io.encode_writes(
+        replace(doc, thread_id="chat-2", checkpoint_id="1ef4f797-8335-6428-8001-8a1503f9b875", task_id="t")))  # fmt: skip
+    report = verify_store(saver)
+    kinds = sorted({p.kind for p in report.problems})
+    assert kinds == ["folded_mismatch", "misplaced_writes", "missing_value"], report.problems
+    assert report.unreferenced == [writes_key("chat-2", "", "1ef4f797-8335-6428-8001-8a1503f9b875", "t")]
+
+
 def test_prune_copy_delete(url: str) -> None:
     dry = json.loads(cli("prune", url, "--thread", "chat-1", "--keep-latest", "--dry-run", "--json").stdout)
     assert dry == {

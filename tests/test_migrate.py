@@ -332,3 +332,22 @@ def test_cli_migrate_reports_failed_threads_and_exits_1(tmp_path: Path) -> None:
     assert text.returncode == 1 and "failed long: MigrationError" in " ".join(text.stderr.split())
     assert cli("migrate", url, "--thread", "", "--json").returncode == 2  # an invalid thread id
     assert cli("migrate", url, "--concurrency", "0").returncode == 2
+
+
+async def test_migrate_many_sync_and_async_twins(tmp_path: Path) -> None:
+    for name, run in (("sync", None), ("async", "a")):
+        store = unpack_fixture(tmp_path / name)
+        saver = ObjectStoreSaver(store, migrations=stamped())
+        finished: list[str] = []
+        note = finished.append
+        if run is None:
+            summary = saver.migrate(concurrency=3, on_result=lambda r, note=note: note(r.thread_id))
+        else:
+            summary = await saver.amigrate(concurrency=3, on_result=lambda r, note=note: note(r.thread_id))
+        assert sorted(finished) == FIXTURE_THREADS and summary.as_dict()["migrated"] == 7 and summary.marked
+        marker = store.get("meta/format")
+        assert marker is not None and envelope.decode(marker.body, key="m").format_version == envelope.FORMAT_VERSION
+        again = saver.migrate(["chat-0", "long"], dry_run=True)
+        assert again.as_dict()["current"] == 2 and not again.marked
+    with pytest.raises(TypeError, match="not a single string"):
+        saver.migrate("chat-0")  # type: ignore[arg-type]

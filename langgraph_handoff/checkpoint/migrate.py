@@ -56,7 +56,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
-__all__ = ["MigratePlans", "ThreadMigration"]
+__all__ = ["MigratePlans", "MigrationSummary", "ThreadMigration"]
 
 log = logging.getLogger("langgraph_handoff.migrate")
 
@@ -82,6 +82,42 @@ class ThreadMigration:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def failure(cls, thread_id: str, exc: BaseException) -> ThreadMigration:
+        """A thread that could not be migrated: the run reports it and goes on with the others."""
+        return cls(thread_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+
+
+@dataclass
+class MigrationSummary:
+    """The outcome of ``ObjectStoreSaver.migrate()`` over many threads."""
+
+    results: list[ThreadMigration]
+    dry_run: bool
+    seconds: float
+    #: whether the store's format marker was stamped with the current format (full, clean runs)
+    marked: bool = False
+
+    def count(self, *statuses: str) -> int:
+        return sum(r.status in statuses for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return self.count("failed")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scanned": len(self.results),
+            "migrated": self.count("migrated", "would migrate"),
+            "current": self.count("current"),
+            "failed": self.failed,
+            "checkpoints": sum(r.checkpoints for r in self.results),
+            "objects": sum(r.objects for r in self.results),
+            "retries": sum(r.retries for r in self.results),
+            "dry_run": self.dry_run,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @dataclass

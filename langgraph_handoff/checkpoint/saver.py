@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import copy
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -23,7 +26,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_handoff import envelope, keys
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
-from langgraph_handoff.checkpoint.migrate import MigratePlans, ThreadMigration
+from langgraph_handoff.checkpoint.migrate import MigratePlans, MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
@@ -363,6 +366,77 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
 
     async def amigrate_thread(self, thread_id: str, *, dry_run: bool = False) -> ThreadMigration:
         return await driver.arun(self.store, self._plan_migrate_thread(thread_id, dry_run))
+
+    def migrate(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        concurrency: int = 8,
+        on_result: Callable[[ThreadMigration], None] | None = None,
+    ) -> MigrationSummary:
+        """:meth:`migrate_thread` over ``thread_ids`` (default: every thread), ``concurrency`` at
+        a time. A thread that fails is reported (``status="failed"``) and the others go on;
+        ``on_result`` is called as each thread finishes (progress). A run over every thread with
+        no failure stamps the store's format marker (:meth:`mark_format`). This is what
+        ``langgraph-handoff migrate`` runs."""
+        started = time.monotonic()
+        chosen = self._migration_targets(thread_ids)
+        results: builtins.list[ThreadMigration] = []
+
+        def one(thread_id: str) -> ThreadMigration:
+            try:
+                return self.migrate_thread(thread_id, dry_run=dry_run)
+            except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
+                return ThreadMigration.failure(thread_id, exc)
+
+        with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate") as pool:
+            for future in as_completed([pool.submit(one, t) for t in chosen]):
+                results.append(future.result())
+                if on_result is not None:
+                    on_result(results[-1])
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started)
+        if thread_ids is None and not dry_run and not summary.failed:
+            self.mark_format()
+            summary.marked = True
+        return summary
+
+    async def amigrate(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        concurrency: int = 8,
+        on_result: Callable[[ThreadMigration], None] | None = None,
+    ) -> MigrationSummary:
+        started = time.monotonic()
+        chosen = self._migration_targets(thread_ids) if thread_ids is not None else await self.athread_ids()
+        gate = asyncio.Semaphore(max(1, concurrency))
+        results: builtins.list[ThreadMigration] = []
+
+        async def one(thread_id: str) -> None:
+            async with gate:
+                try:
+                    result = await self.amigrate_thread(thread_id, dry_run=dry_run)
+                except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
+                    result = ThreadMigration.failure(thread_id, exc)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
+        await asyncio.gather(*(one(t) for t in chosen))
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started)
+        if thread_ids is None and not dry_run and not summary.failed:
+            await self.amark_format()
+            summary.marked = True
+        return summary
+
+    def _migration_targets(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
+        if thread_ids is None:
+            return self.thread_ids()
+        if isinstance(thread_ids, str):
+            raise TypeError("migrate takes a sequence of thread ids, not a single string; wrap it in a list")
+        return [keys.validate_thread_id(t) for t in thread_ids]
 
     def mark_format(self) -> bool:
         """After every thread was migrated: stamp the store's format marker with the current
