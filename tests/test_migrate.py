@@ -351,3 +351,21 @@ async def test_migrate_many_sync_and_async_twins(tmp_path: Path) -> None:
         assert again.as_dict()["current"] == 2 and not again.marked
     with pytest.raises(TypeError, match="not a single string"):
         saver.migrate("chat-0")  # type: ignore[arg-type]
+
+
+def test_a_deltachannel_thread_reads_again_once_migrated(store: StoreBase) -> None:
+    """Lazy reads refuse DeltaChannel histories in an older schema; ``migrate`` rewrites them and
+    the thread reads exactly as LangGraph's own saver would have it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from tests.test_delta_channels import _run, delta_graph
+
+    expected = _run(InMemorySaver())
+    _run(ObjectStoreSaver(store))
+    saver = ObjectStoreSaver(store, migrations=migrations(1))
+    graph = delta_graph().compile(checkpointer=saver)
+    with pytest.raises(MigrationError, match="DeltaChannel history"):
+        graph.get_state(cfg("d"))
+    assert saver.migrate_thread("d").status == "migrated"
+    assert graph.get_state(cfg("d")).values == expected[0]
+    assert [h.values for h in graph.get_state_history(cfg("d"))] == expected[1]

@@ -1455,7 +1455,8 @@ class SaverPlans:
             raise MigrationError(
                 f"checkpoint {target.id} of thread {thread_id!r} is in state schema {target.schema} and uses "
                 f"DeltaChannel history, which migrations do not reach yet (code is at schema {self._schema}). "
-                "Nothing was loaded; keep delta channels out of migrated schemas or migrate these threads later."
+                "Nothing was loaded; rewrite the thread with `langgraph-handoff migrate` (or "
+                "ObjectStoreSaver.migrate_thread) and it reads normally."
             )
         # Ancestors have smaller ids: list writes strictly below the target's own.
         wprefix = keys.writes_prefix(thread_id, ns)
