@@ -75,3 +75,20 @@ def test_worker_takeover_demo(tmp_path: Path) -> None:
     assert "late write with worker A's lease was refused" in out.stdout
     assert "agent: By email, as you prefer" in out.stdout  # worker B read A's note from the shared memory
     assert out.stdout.rstrip().splitlines()[-1].startswith("result: OK: 3 questions, 3 answers, 1 refund")
+
+
+def test_schema_migration_demo(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "schema_migration.py"), "--store", str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (
+        "seen:   {'log': ['customer 7: my refund?', 'bot: which order?'], 'subject': 'refund', 'language': 'en'}"
+        in (out.stdout)
+    )
+    assert '"summary": {"scanned": 3, "migrated": 0, "current": 3, "failed": 0' in out.stdout
+    assert "storage formats: {2: 9}, state schemas: {2: 9}" in out.stdout
+    assert "'bot: your refund is on its way (en)']" in out.stdout
