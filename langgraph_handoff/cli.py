@@ -35,10 +35,13 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Optional
+from urllib.parse import unquote, urlparse
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -90,7 +93,14 @@ def _load_migrations(spec: str | None) -> SchemaMigrations | None:
 
 
 @contextmanager
-def _saver(url: str, migrations: str | None) -> Iterator[ObjectStoreSaver]:
+def _saver(url: str, migrations: str | None, *, create: bool = False) -> Iterator[ObjectStoreSaver]:
+    """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
+    would otherwise create an empty store and report nothing to do), except for ``setup``."""
+    parsed = urlparse(url)
+    if parsed.scheme.lower() == "file" and not create:
+        path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
+        if not path.is_dir():
+            raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
     with ObjectStoreSaver.from_url(url, migrations=_load_migrations(migrations)) as saver:
         yield saver
 
@@ -136,7 +146,7 @@ def _root(
 @app.command()
 def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
     """Check a store is reachable and write its format marker."""
-    with _saver(url, migrations) as saver:
+    with _saver(url, migrations, create=True) as saver:
         saver.setup()
         _out(
             as_json,
@@ -425,8 +435,11 @@ def migrate(
             progress.advance(bar)
             if as_json:
                 print(json.dumps(result.as_dict()), flush=True)
-            elif result.status == "failed":
-                progress.console.print(f"[red]failed[/red] {result.thread_id}: {result.error}")
+            elif result.status in ("failed", "not found"):
+                progress.console.print(
+                    f"[red]{result.status}[/red] {escape(result.thread_id)}"
+                    + (f": {escape(result.error)}" if result.error else "")
+                )
 
         chosen = thread or saver.thread_ids()
         progress.update(bar, total=len(chosen))
@@ -440,13 +453,13 @@ def migrate(
     else:
         table = Table(title=("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)")
         names = ("scanned", "would migrate" if dry_run else "migrated", "already current", "failed",
-                 "checkpoints upgraded", "objects rewritten", "CAS retries")  # fmt: skip
+                 "not found", "checkpoints upgraded", "objects rewritten", "CAS retries")  # fmt: skip
         for name in names:
             table.add_column(name, justify="right")
-        fields = ("scanned", "migrated", "current", "failed", "checkpoints", "objects", "retries")
+        fields = ("scanned", "migrated", "current", "failed", "not_found", "checkpoints", "objects", "retries")
         table.add_row(*(str(summary[k]) for k in fields))
         Console(width=120).print(table)
-    if outcome.failed:
+    if outcome.failed or (thread and summary["not_found"]):
         raise typer.Exit(1)
 
 

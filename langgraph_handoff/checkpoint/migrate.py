@@ -66,8 +66,8 @@ class ThreadMigration:
     """What ``migrate_thread`` did (or, with ``dry_run``, would do) to one thread.
 
     ``status`` is ``"migrated"`` (something was rewritten), ``"current"`` (nothing to do),
-    ``"would migrate"`` (dry run) or ``"failed"`` (``error`` says why; nothing of that
-    namespace was written).
+    ``"would migrate"`` (dry run), ``"not found"`` (the store holds no such thread) or
+    ``"failed"`` (``error`` says why; nothing of the namespace that failed was written).
     """
 
     thread_id: str
@@ -112,6 +112,7 @@ class MigrationSummary:
             "migrated": self.count("migrated", "would migrate"),
             "current": self.count("current"),
             "failed": self.failed,
+            "not_found": self.count("not found"),
             "checkpoints": sum(r.checkpoints for r in self.results),
             "objects": sum(r.objects for r in self.results),
             "retries": sum(r.retries for r in self.results),
@@ -168,7 +169,11 @@ class MigratePlans(SaverPlans):
     def _plan_migrate_thread(self, thread_id: Any, dry_run: bool) -> Plan[ThreadMigration]:
         tid = keys.validate_thread_id(thread_id)
         result = ThreadMigration(tid)
-        for ns in (yield from self._plan_namespaces(tid)):
+        namespaces = yield from self._plan_namespaces(tid)
+        if not namespaces:
+            result.status = "not found"
+            return result
+        for ns in namespaces:
             counts = yield from self._migrate_namespace(tid, ns, dry_run)
             result.checkpoints += counts.checkpoints
             result.objects += counts.objects
@@ -220,8 +225,17 @@ class MigratePlans(SaverPlans):
                     found=rec.schema,
                     supported=self._schema,
                 )
-        # 1. writes documents, each by its own compare-and-swap
-        folded = yield from self._migrate_writes(tid, ns, everything, dry_run, counts, memo)
+        # Everything that can fail (a step, a newer write, a value shared with a newer
+        # checkpoint) runs before the first write: a failed namespace is left exactly as it was.
+        todo = yield from self._writes_to_migrate(tid, ns, everything, memo)
+        upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
+        yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
+        folded: dict[str, dict[str, Folded]] = {}
+        counts.objects += len(todo)
+        if not dry_run:
+            # 1. writes documents, each by its own compare-and-swap
+            folded, lost = yield from self._rewrite_writes(tid, ns, everything, todo, memo)
+            counts.retries += lost
         old_blobs = self._blob_keys(tid, ns, [(head.records, head.payloads)] + [
             (s.records, s.payloads) for s in segments.values()])  # fmt: skip
         hkey = keys.head_key(tid, ns)
@@ -235,8 +249,9 @@ class MigratePlans(SaverPlans):
             upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
             new_records, table, blobs = yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
             for cid, tasks in folded.items():
-                rec = new_records.get(cid, everything[cid])
-                new_records[cid] = replace(rec, writes={**rec.writes, **tasks})
+                target = new_records[cid] if cid in new_records else everything.get(cid)
+                if target is not None:  # (a checkpoint pruned meanwhile has no copy to update)
+                    new_records[cid] = replace(target, writes={**target.writes, **tasks})
             # 3. segments (once: they do not change while we only lose to added checkpoints)
             if seg_puts is None:
                 seg_puts = []
@@ -282,16 +297,12 @@ class MigratePlans(SaverPlans):
                         fresh is None
                         or fresh.segments != head.segments
                         or any(
-                            i not in fresh.records or not _same_checkpoint(fresh.records[i], head.records[i])
-                            for i in upgrade
-                            if i in head.records
+                            i not in fresh.records or not _same_checkpoint(fresh.records[i], r)
+                            for i, r in head.records.items()
                         )
                     ):
-                        # Not just added checkpoints: start over. Our new segments are orphans:
-                        # delete them (their keys are ours alone). Blobs stay: a concurrent
-                        # migration of the same thread may have written, and now use, the same keys.
-                        if seg_puts:
-                            yield DeleteMany(tuple(k for k, _ in seg_puts))
+                        # Not just added checkpoints: start over, without leaving orphans behind.
+                        yield from self._drop_unused(tid, ns, fresh, seg_puts, written_blobs)
                         return False
                     head, etag = fresh, fresh_etag
                     everything = {**seg_records, **head.records}
@@ -312,9 +323,29 @@ class MigratePlans(SaverPlans):
                 1 + len(seg_puts),
             )
             return True
-        if seg_puts:
-            yield DeleteMany(tuple(k for k, _ in seg_puts))
+        yield from self._drop_unused(tid, ns, head, seg_puts, written_blobs)
         return False
+
+    def _drop_unused(
+        self, tid: str, ns: str, fresh: Head | None, seg_puts: list[tuple[str, bytes]] | None, blobs: set[str]
+    ) -> Plan[None]:
+        """After a head swap we lost: delete what this pass wrote that nothing can come to use.
+        Our new segments have keys of their own. A large value keeps its key across passes and
+        across concurrent migrations of the thread, so it stays while the checkpoint owning it
+        may still be there (the next pass, or another migration, will reference it); once that
+        checkpoint is gone (a delete or a prune won), nobody will."""
+        garbage = [k for k, _ in seg_puts or []]
+        for key in sorted(blobs):
+            owner = keys.parse_blob_key(key)
+            if (
+                fresh is None
+                or owner is None
+                or (owner not in fresh.records and not any(s.covers(owner) for s in fresh.segments))
+            ):
+                garbage.append(key)
+        if garbage:
+            yield DeleteMany(tuple(garbage))
+        return None
 
     def _blob_keys(self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]]) -> set[str]:
         out = set()
@@ -325,12 +356,12 @@ class MigratePlans(SaverPlans):
                         out.add(keys.blob_key(tid, ns, origin, p.digest))
         return out
 
-    def _migrate_writes(
-        self, tid: str, ns: str, everything: dict[str, Record], dry_run: bool, counts: _Counts, memo: _Memo
-    ) -> Plan[dict[str, dict[str, Folded]]]:
-        """Rewrite the writes documents that are in an old format or name channels of an old
-        schema. Returns the new folded copies (checkpoint id -> task id -> Folded) for the
-        records that held a copy of a rewritten document."""
+    def _writes_to_migrate(
+        self, tid: str, ns: str, everything: dict[str, Record], memo: _Memo
+    ) -> Plan[list[tuple[str, str, WritesDoc]]]:
+        """``(key, ETag, document)`` of the writes documents in an old format or naming channels
+        of an old schema. Their new items are computed here once, so an item from newer code
+        (``SchemaVersionError``) stops the migration before anything is written."""
         by_key: dict[str, tuple[str, str, Folded]] = {}
         for cid, rec in everything.items():
             for task, f in rec.writes.items():
@@ -362,11 +393,19 @@ class MigratePlans(SaverPlans):
                     todo.append((info.key, obj.etag, doc))
                 else:
                     memo.current_docs.add((info.key, obj.etag))
+        for _key, _etag, doc in todo:
+            self._current_items(tid, ns, everything[doc.checkpoint_id], doc.items)
+        return todo
+
+    def _rewrite_writes(
+        self, tid: str, ns: str, everything: dict[str, Record], todo: list[tuple[str, str, WritesDoc]], memo: _Memo
+    ) -> Plan[tuple[dict[str, dict[str, Folded]], int]]:
+        """Rewrite each document by compare-and-swap on its own ETag (a task that merged more
+        writes into it meanwhile wins: read and redo). Returns the new folded copies (checkpoint
+        id -> task id -> Folded) for the records holding a copy, and the races lost."""
         out: dict[str, dict[str, Folded]] = {}
+        lost = 0
         for key, etag, doc in todo:
-            counts.objects += 1
-            if dry_run:
-                continue
             for attempt in range(self.layout.max_attempts):
                 rec = everything[doc.checkpoint_id]
                 items = tuple(self._current_items(tid, ns, rec, doc.items))
@@ -376,7 +415,7 @@ class MigratePlans(SaverPlans):
                     memo.current_docs.add((key, new_etag))
                 except (PreconditionFailedError, UnknownOutcomeError):
                     # a task's retry merged into it (or our write landed unseen): read and redo
-                    counts.retries += 1
+                    lost += 1
                     obj = yield Get(key)
                     if obj is None:
                         break
@@ -394,7 +433,7 @@ class MigratePlans(SaverPlans):
                 raise ConflictError(
                     f"writes document {key!r} kept changing while it was migrated; rerun migrate when it is idle"
                 )
-        return out
+        return out, lost
 
     def _upgraded_records(
         self,

@@ -256,15 +256,13 @@ class _ListQuery:
     def done(self) -> bool:
         return self.limit is not None and self.emitted >= self.limit
 
-    def matches(self, rec: Record, metadata_of: Callable[[Record], Any]) -> bool:
-        """The config's checkpoint id, then top-level metadata equality (missing == None), as
-        InMemorySaver filters; metadata is only decoded (and migrated) when there is a filter."""
-        if self.only_id is not None and rec.id != self.only_id:
-            return False
-        if not self.filter:
-            return True
-        md = metadata_of(rec)
-        return all(md.get(k) == v for k, v in self.filter.items())
+    def wants(self, rec: Record) -> bool:
+        """The config's checkpoint id, if it names one."""
+        return self.only_id is None or rec.id == self.only_id
+
+    def accepts(self, metadata: Mapping[str, Any]) -> bool:
+        """Top-level metadata equality (missing == None), as InMemorySaver filters."""
+        return not self.filter or all(metadata.get(k) == v for k, v in self.filter.items())
 
 
 class _RecordStream:
@@ -491,18 +489,6 @@ class SaverPlans:
             parent_config=_tuple_config(thread_id, ns, rec.parent) if rec.parent else None,
             pending_writes=pending,
         )
-
-    def _metadata_of(self, rec: Record) -> Any:
-        """A record's metadata as readers see it: upgraded if the record is from an older schema
-        (so ``list(filter=...)`` agrees with the history it returns)."""
-        md = self.serde.loads_typed(rec.metadata)
-        if rec.schema == self._schema:
-            return md
-        if self.migrations is None or rec.schema > self.migrations.current:
-            raise SchemaVersionError(f"checkpoint {rec.id}", found=rec.schema, supported=self._schema)
-        return self.migrations.upgrade({}, dict(md), from_version=rec.schema, where=f"metadata of checkpoint {rec.id}")[
-            1
-        ]
 
     def _migrate(self, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
         """Upgrade a checkpoint written in an older state schema, in memory, before LangGraph
@@ -1035,7 +1021,13 @@ class SaverPlans:
             yield from self._fill(stream)
             if stream.items:
                 heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
-            if not query.matches(rec, self._metadata_of):
+            if not query.wants(rec):
+                continue
+            # A filter is checked on the metadata readers get: a current record's as stored
+            # (decoded before anything is fetched), an older one's after the same upgrade as its
+            # values, since a step may derive metadata from them.
+            current = rec.schema == self._schema
+            if current and not query.accepts(self.serde.loads_typed(rec.metadata)):
                 continue
             infos = yield from self._writes_for(cursor, rec.id)
             try:
@@ -1055,6 +1047,8 @@ class SaverPlans:
                     tup = yield from self._assemble(stream.thread_id, stream.ns, found[0], found[1], infos)
                 except _Vanished:
                     raise gone.corrupt() from None
+            if not current and not query.accepts(tup.metadata):
+                continue
             yield Emit(tup)
             query.emitted += 1
             if query.done:

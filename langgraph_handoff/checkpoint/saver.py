@@ -436,7 +436,7 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
             return self.thread_ids()
         if isinstance(thread_ids, str):
             raise TypeError("migrate takes a sequence of thread ids, not a single string; wrap it in a list")
-        return [keys.validate_thread_id(t) for t in thread_ids]
+        return list(dict.fromkeys(keys.validate_thread_id(t) for t in thread_ids))  # each once
 
     def mark_format(self) -> bool:
         """After every thread was migrated: stamp the store's format marker with the current

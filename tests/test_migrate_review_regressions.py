@@ -1,0 +1,159 @@
+"""Regressions from the fifth review round (``migrate``, storage format 2, the typer CLI). Each
+test failed on the commit before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from langgraph_handoff import ObjectStoreSaver, envelope
+from langgraph_handoff.checkpoint.plans import Layout
+from langgraph_handoff.envelope import Kind
+from langgraph_handoff.errors import MigrationError
+from langgraph_handoff.inspect import verify_store
+from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.stores import MemoryStore, StoreBase
+from langgraph_handoff.stores.base import Op, Put
+from tests.migrate_helpers import Tripwire, cfg, unpack_fixture
+from tests.test_migrate import BROKEN, stamped
+from tests.test_migrations import migrations, v1_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_failed_migration_writes_nothing_at_all(tmp_path: Path) -> None:
+    """The writes documents were rewritten before the failing step ran: a rollback to the
+    previous schema could then no longer read the thread."""
+    store = unpack_fixture(tmp_path / "store")
+    before = {i.key: i.etag for i in store.list("")}
+    with pytest.raises(MigrationError, match="fails on the long thread"):
+        ObjectStoreSaver(store, migrations=BROKEN).migrate_thread("long")
+    assert {i.key: i.etag for i in store.list("")} == before
+    ObjectStoreSaver(store, migrations=migrations(1)).get_tuple(cfg("long"))  # the previous release reads it
+
+
+def test_list_filter_agrees_before_and_after_migrate() -> None:
+    """Lazy filtering upgraded metadata without the values, so a step deriving metadata from
+    values filtered differently before and after ``migrate``."""
+    store = MemoryStore()
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, cfg("t"))
+    m = SchemaMigrations()
+
+    @m.register(1, "tag metadata with the topic")
+    def tag(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        metadata["topic"] = values.get("topic")
+
+    def refund_ids(saver: ObjectStoreSaver) -> list[str]:
+        return [t.config["configurable"]["checkpoint_id"] for t in saver.list(cfg("t"), filter={"topic": "refund"})]
+
+    lazy = ObjectStoreSaver(store, migrations=m)
+    before = refund_ids(lazy)
+    assert len(before) == 1
+    assert [t.metadata.get("topic") for t in lazy.list(cfg("t"))].count("refund") == 1
+    lazy.migrate_thread("t")
+    assert refund_ids(ObjectStoreSaver(store, migrations=m)) == before
+
+
+def _format1_writes(store: StoreBase, thread: str) -> None:
+    """Re-frame a thread's writes documents as the format-1 release stored them."""
+    for info in store.list(f"data/{thread}/=/w/"):
+        obj = store.get(info.key)
+        assert obj is not None
+        body, _env = envelope.decode_msgpack(obj.body, key=info.key, expect=Kind.WRITES)
+        body["i"] = [item[:4] for item in body["i"]]
+        store.put(info.key, envelope.encode(Kind.WRITES, msgpack.packb(body, use_bin_type=True), format_version=1))
+
+
+def test_a_prune_just_before_the_head_swap_is_not_a_keyerror() -> None:
+    store = MemoryStore()
+    graph = v1_graph(ObjectStoreSaver(store))
+    for turn in range(3):
+        graph.invoke({"log": [f"turn {turn}"]}, cfg("t"))
+    _format1_writes(store, "t")
+    latest = ObjectStoreSaver(store).get_tuple(cfg("t"))
+    pruned: list[int] = []
+
+    def prune_first(op: Op, when: str) -> None:
+        if when == "before" and isinstance(op, Put) and op.key.startswith("heads/") and not pruned:
+            pruned.append(1)
+            ObjectStoreSaver(store).prune(["t"])
+
+    result = ObjectStoreSaver(Tripwire(store, prune_first)).migrate_thread("t")
+    assert pruned and result.status == "migrated" and result.retries >= 1
+    fresh = ObjectStoreSaver(store)
+    assert fresh.get_tuple(cfg("t")) == latest and len(list(fresh.list(cfg("t")))) == 1
+    report = verify_store(fresh)
+    assert report.problems == [] and set(report.formats) == {envelope.FORMAT_VERSION}
+
+
+@pytest.mark.parametrize("action", ["delete", "prune"])
+def test_a_delete_or_prune_during_migration_leaves_no_orphan_blobs(action: str) -> None:
+    store = MemoryStore()
+    layout = Layout(blob_threshold=256)
+    graph = v1_graph(ObjectStoreSaver(store, layout=layout))
+    for turn in range(3):
+        graph.invoke({"log": [f"turn {turn} " + "x" * 400]}, cfg("t"))
+    other = ObjectStoreSaver(store)
+    done: list[int] = []
+
+    def land_first(op: Op, when: str) -> None:  # after migrate read the thread, before its new blobs
+        if when == "before" and isinstance(op, Put) and "/b/" in op.key and not done:
+            done.append(1)
+            other.delete_thread("t") if action == "delete" else other.prune(["t"])
+
+    ObjectStoreSaver(Tripwire(store, land_first), migrations=stamped(), layout=layout).migrate_thread("t")
+    assert done
+    report = verify_store(ObjectStoreSaver(store, migrations=stamped()))
+    assert report.problems == [] and report.unreferenced == []
+    if action == "delete":
+        assert list(store.list("")) == []
+
+
+def cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_handoff.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{(env_extra or {}).get('PYTHONPATH', '')}"},
+    )
+
+
+def test_cli_prints_failures_with_brackets_verbatim(tmp_path: Path) -> None:
+    """A failure message with ``[/...]`` was read as rich markup: a traceback and no summary."""
+    (tmp_path / "bracketed.py").write_text(
+        "from langgraph_handoff.migrations import SchemaMigrations\n"
+        "migrations = SchemaMigrations()\n"
+        "@migrations.register(1, 'needs a subject')\n"
+        "def needs(values, metadata):\n    raise ValueError('missing field [/subject] [i]')\n"
+    )
+    unpack_fixture(tmp_path / "store")
+    out = cli(
+        "migrate", f"file://{tmp_path / 'store'}", "--migrations", "bracketed:migrations",
+        env_extra={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "missing field [/subject] [i]" in " ".join(out.stderr.split())
+    assert "scanned" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_cli_refuses_a_missing_directory_and_reports_unknown_threads(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    out = cli("migrate", f"file://{missing}", "--dry-run")
+    assert out.returncode == 2 and "no store at" in out.stderr and not missing.exists()
+    unpack_fixture(tmp_path / "store")
+    url = f"file://{tmp_path / 'store'}"
+    typo = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--thread", "chat-9", "--json")
+    rows = [json.loads(x) for x in typo.stdout.splitlines()]
+    assert typo.returncode == 1 and rows[0]["status"] == "not found" and rows[-1]["summary"]["not_found"] == 1
+    twice = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--thread", "chat-0",
+                "--thread", "chat-0", "--json")  # fmt: skip
+    summary = json.loads(twice.stdout.splitlines()[-1])["summary"]
+    assert twice.returncode == 0 and (summary["scanned"], summary["migrated"]) == (1, 1)
