@@ -9,14 +9,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_resume_after_kill_demo(tmp_path: Path) -> None:
+def demo(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``examples/<script>`` and check it succeeded."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "resume_after_kill.py"), "--store", str(tmp_path / "store")],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+def test_resume_after_kill_demo(tmp_path: Path) -> None:
+    out = demo("resume_after_kill.py", "--store", str(tmp_path / "store"))
     assert "killed with SIGKILL" in out.stdout
     assert "was refused" in out.stdout and "StaleWriterError" not in out.stderr
     assert "one unbroken chain: True" in out.stdout
@@ -39,13 +42,7 @@ def test_cli_inspects_the_demo_store(tmp_path: Path) -> None:
 
 
 def test_support_desk_demo(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "support_desk.py"), "--store", str(tmp_path / "desk")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = demo("support_desk.py", "--store", str(tmp_path / "desk"))
     text = out.stdout
     assert "navigator -> after_sales via semantic" in text
     assert "tool transfer_to_orders (error): payload for 'orders' is invalid: status: Field required" in text
@@ -62,13 +59,7 @@ def test_support_desk_demo(tmp_path: Path) -> None:
 
 
 def test_worker_takeover_demo(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "worker_takeover.py"), "--dir", str(tmp_path / "demo")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = demo("worker_takeover.py", "--dir", str(tmp_path / "demo"))
     assert "killed with SIGKILL (exit -9); refunds sent so far: 1" in out.stdout
     assert "took the session over" in out.stdout and "(epoch 2, was worker-a's)" in out.stdout
     assert "refund already sent (idempotency key)" in out.stdout
@@ -78,13 +69,7 @@ def test_worker_takeover_demo(tmp_path: Path) -> None:
 
 
 def test_schema_migration_demo(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "schema_migration.py"), "--store", str(tmp_path / "m")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = demo("schema_migration.py", "--store", str(tmp_path / "m"))
     assert (
         "seen:   {'log': ['customer 7: my refund?', 'bot: which order?'], 'subject': 'refund', 'language': 'en'}"
         in (out.stdout)
