@@ -191,10 +191,10 @@ class MigratePlans(SaverPlans):
                 done = yield from self._migrate_namespace_once(tid, ns, dry_run, counts, memo)
             except _Vanished:
                 done = False  # a value vanished under a concurrent prune: read again
+                counts.retries += 1
             if done:
                 return counts
-            counts.retries += 1
-            yield Sleep(_backoff(self.layout, attempt))
+            yield Sleep(_backoff(self.layout, attempt))  # (the lost race is counted where it was lost)
         raise ConflictError(
             f"could not migrate thread {tid!r} namespace {ns!r}: writers kept moving it "
             f"({self.layout.max_attempts} attempts). Rerun migrate; what is done stays done."
