@@ -441,11 +441,13 @@ def migrate(
                     + (f": {escape(result.error)}" if result.error else "")
                 )
 
-        chosen = thread or saver.thread_ids()
-        progress.update(bar, total=len(chosen))
-        outcome = saver.migrate(chosen, dry_run=dry_run, concurrency=concurrency, on_result=reported)
-        if not thread and not dry_run and not outcome.failed:
-            saver.mark_format()  # every thread listed is current: the marker may say so
+        outcome = saver.migrate(
+            thread or None,
+            dry_run=dry_run,
+            concurrency=concurrency,
+            on_result=reported,
+            on_start=lambda n: progress.update(bar, total=n),
+        )
         schema = saver.migrations.current if saver.migrations else 0
     summary = {**outcome.as_dict(), "schema": schema, "format": envelope.FORMAT_VERSION}
     if as_json:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -166,10 +167,26 @@ def _same_checkpoint(a: Record, b: Record) -> bool:
 class MigratePlans(SaverPlans):
     """The ``migrate_thread`` plan, on top of the saver's plans (see the module docstring)."""
 
-    def _plan_migrate_thread(self, thread_id: Any, dry_run: bool) -> Plan[ThreadMigration]:
+    def _plan_migration_targets(self, thread_ids: Sequence[str] | None) -> Plan[dict[str, list[str] | None]]:
+        """Thread id -> its namespaces (None: list them when the thread's turn comes). Every
+        thread of the store comes from one listing of the heads, namespaces included, which
+        saves a LIST per thread; named threads are validated and taken once each."""
+        if thread_ids is None:
+            found: dict[str, list[str] | None] = {}
+            for tid, ns in (yield from self._plan_heads_ids(keys.heads_prefix())):
+                found.setdefault(tid, []).append(ns)  # type: ignore[union-attr]
+            return dict(sorted(found.items()))
+        if isinstance(thread_ids, str):
+            raise TypeError("migrate takes a sequence of thread ids, not a single string; wrap it in a list")
+        return dict.fromkeys(keys.validate_thread_id(t) for t in thread_ids)
+
+    def _plan_migrate_thread(
+        self, thread_id: Any, dry_run: bool, namespaces: list[str] | None = None
+    ) -> Plan[ThreadMigration]:
         tid = keys.validate_thread_id(thread_id)
         result = ThreadMigration(tid)
-        namespaces = yield from self._plan_namespaces(tid)
+        if namespaces is None:
+            namespaces = yield from self._plan_namespaces(tid)
         if not namespaces:
             result.status = "not found"
             return result

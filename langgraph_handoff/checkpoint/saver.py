@@ -374,24 +374,27 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         dry_run: bool = False,
         concurrency: int = 8,
         on_result: Callable[[ThreadMigration], None] | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> MigrationSummary:
         """:meth:`migrate_thread` over ``thread_ids`` (default: every thread), ``concurrency`` at
-        a time. A thread that fails is reported (``status="failed"``) and the others go on;
-        ``on_result`` is called as each thread finishes (progress). A run over every thread with
-        no failure stamps the store's format marker (:meth:`mark_format`). This is what
-        ``langgraph-handoff migrate`` runs."""
+        a time. A thread that fails is reported (``status="failed"``) and the others go on.
+        ``on_start`` gets the number of threads, ``on_result`` each thread's result as it
+        finishes (progress). A run over every thread with no failure stamps the store's format
+        marker (:meth:`mark_format`). This is what ``langgraph-handoff migrate`` runs."""
         started = time.monotonic()
-        chosen = self._migration_targets(thread_ids)
+        targets = driver.run(self.store, self._plan_migration_targets(thread_ids))
+        if on_start is not None:
+            on_start(len(targets))
         results: builtins.list[ThreadMigration] = []
 
         def one(thread_id: str) -> ThreadMigration:
             try:
-                return self.migrate_thread(thread_id, dry_run=dry_run)
+                return driver.run(self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id]))
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                 return ThreadMigration.failure(thread_id, exc)
 
         with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate") as pool:
-            for future in as_completed([pool.submit(one, t) for t in chosen]):
+            for future in as_completed([pool.submit(one, t) for t in targets]):
                 results.append(future.result())
                 if on_result is not None:
                     on_result(results[-1])
@@ -408,35 +411,33 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         dry_run: bool = False,
         concurrency: int = 8,
         on_result: Callable[[ThreadMigration], None] | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> MigrationSummary:
         started = time.monotonic()
-        chosen = self._migration_targets(thread_ids) if thread_ids is not None else await self.athread_ids()
+        targets = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
+        if on_start is not None:
+            on_start(len(targets))
         gate = asyncio.Semaphore(max(1, concurrency))
         results: builtins.list[ThreadMigration] = []
 
         async def one(thread_id: str) -> None:
             async with gate:
                 try:
-                    result = await self.amigrate_thread(thread_id, dry_run=dry_run)
+                    result = await driver.arun(
+                        self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id])
+                    )
                 except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                     result = ThreadMigration.failure(thread_id, exc)
             results.append(result)
             if on_result is not None:
                 on_result(result)
 
-        await asyncio.gather(*(one(t) for t in chosen))
+        await asyncio.gather(*(one(t) for t in targets))
         summary = MigrationSummary(results, dry_run, time.monotonic() - started)
         if thread_ids is None and not dry_run and not summary.failed:
             await self.amark_format()
             summary.marked = True
         return summary
-
-    def _migration_targets(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
-        if thread_ids is None:
-            return self.thread_ids()
-        if isinstance(thread_ids, str):
-            raise TypeError("migrate takes a sequence of thread ids, not a single string; wrap it in a list")
-        return list(dict.fromkeys(keys.validate_thread_id(t) for t in thread_ids))  # each once
 
     def mark_format(self) -> bool:
         """After every thread was migrated: stamp the store's format marker with the current
