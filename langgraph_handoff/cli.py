@@ -59,6 +59,7 @@ app = typer.Typer(
     name="langgraph-handoff",
     help="Inspect, maintain and migrate what a langgraph-handoff store holds.",
     rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -157,3 +157,90 @@ def test_cli_refuses_a_missing_directory_and_reports_unknown_threads(tmp_path: P
                 "--thread", "chat-0", "--json")  # fmt: skip
     summary = json.loads(twice.stdout.splitlines()[-1])["summary"]
     assert twice.returncode == 0 and (summary["scanned"], summary["migrated"]) == (1, 1)
+
+
+# -- sixth review round ------------------------------------------------------------------------------
+
+
+def test_a_lost_pass_keeps_a_large_value_a_surviving_checkpoint_still_uses() -> None:
+    """A renamed channel's large value gets the same blob key as the old one (owner + bytes). A
+    prune before the head swap drops its owner but keeps the blob, which the latest checkpoint
+    still uses; the lost pass deleted it as its own."""
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_handoff.errors import LangGraphHandoffError
+    from tests.test_migrations import V1
+
+    layout = Layout(blob_threshold=256)
+    store = MemoryStore()
+    builder = StateGraph(V1)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", END)
+    graph = builder.compile(checkpointer=ObjectStoreSaver(store, layout=layout))
+    graph.invoke({"log": ["hi"], "topic": "T" * 1000}, cfg("t"))  # topic stored once, as a blob
+    graph.invoke({"log": ["again"]}, cfg("t"))  # later checkpoints inherit it
+    readable: list[bool] = []
+    steps: list[str] = []
+
+    def interfere(op: Op, when: str) -> None:
+        if when == "before" and isinstance(op, Put) and op.key.startswith("heads/") and op.if_match and not steps:
+            steps.append("pruned")
+            ObjectStoreSaver(store, layout=layout).prune(["t"])
+        elif when == "after" and steps == ["pruned"] and type(op).__name__ == "DeleteMany":
+            steps.append("cleaned")
+            try:  # a reader between the lost pass and the next one
+                ObjectStoreSaver(store, migrations=migrations()).get_tuple(cfg("t"))
+                readable.append(True)
+            except LangGraphHandoffError:
+                readable.append(False)
+
+    ObjectStoreSaver(Tripwire(store, interfere), migrations=migrations(), layout=layout).migrate_thread("t")
+    assert steps and all(readable)
+    fresh = ObjectStoreSaver(store, migrations=migrations())
+    assert fresh.get_tuple(cfg("t")).checkpoint["channel_values"]["subject"] == "T" * 1000
+    report = verify_store(fresh)
+    assert report.problems == [] and report.unreferenced == []
+
+
+def test_a_checkpoint_from_newer_code_mid_pass_leaves_nothing_unreferenced() -> None:
+    from langgraph.checkpoint.base.id import uuid6
+
+    from langgraph_handoff.errors import SchemaVersionError
+    from langgraph_handoff.migrations import rename_channel
+
+    small = Layout(head_max_records=5, head_keep=2)
+    store = MemoryStore()
+    graph = v1_graph(ObjectStoreSaver(store, layout=small))
+    for i in range(3):
+        graph.invoke({"log": [f"turn {i}"]}, cfg("t"))
+    newer = migrations()
+    newer.register(3)(rename_channel("log", "journal"))
+    before = {i.key for i in store.list("")}
+    arrived: list[int] = []
+
+    def newer_writer(op: Op, when: str) -> None:
+        if when == "before" and isinstance(op, Put) and op.key.startswith("heads/") and op.if_match and not arrived:
+            arrived.append(1)
+            writer = ObjectStoreSaver(store, migrations=newer, layout=Layout(head_max_records=50, head_keep=2))
+            tup = writer.get_tuple(cfg("t"))
+            writer.put(tup.config, {**tup.checkpoint, "id": str(uuid6(clock_seq=-2))}, {"source": "update"}, {})
+
+    with pytest.raises(SchemaVersionError):
+        ObjectStoreSaver(Tripwire(store, newer_writer), migrations=migrations(), layout=small).migrate_thread("t")
+    report = verify_store(ObjectStoreSaver(store, migrations=newer))
+    assert arrived and report.problems == [] and report.unreferenced == []
+    assert {i.key for i in store.list("")} - before == set()  # no replacement segment left behind
+
+
+def test_short_help_option_and_deleted_threads(tmp_path: Path) -> None:
+    from langgraph_handoff.ownership import SessionManager
+
+    assert cli("-h").returncode == 0 and cli("migrate", "-h").returncode == 0
+    url = f"file://{tmp_path / 'store'}"
+    saver = ObjectStoreSaver.from_url(url)
+    SessionManager(saver).acquire("gone", "worker-a", ttl=60)
+    v1_graph(saver).invoke({"log": ["hi"]}, cfg("gone"))
+    saver.delete_thread("gone")  # keeps a tombstone head with the released lease and epoch
+    assert saver.migrate_thread("gone").status == "not found"
+    assert cli("migrate", url, "--thread", "gone").returncode == 1

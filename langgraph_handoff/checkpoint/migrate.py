@@ -68,7 +68,8 @@ class ThreadMigration:
 
     ``status`` is ``"migrated"`` (something was rewritten), ``"current"`` (nothing to do),
     ``"would migrate"`` (dry run), ``"not found"`` (the store holds no such thread) or
-    ``"failed"`` (``error`` says why; nothing of the namespace that failed was written).
+    ``"failed"`` (``error`` says why; see :meth:`MigratePlans._migrate_namespace_once` for what
+    a failure leaves).
     """
 
     thread_id: str
@@ -127,6 +128,8 @@ class _Counts:
     checkpoints: int = 0
     objects: int = 0
     retries: int = 0
+    #: the namespace holds checkpoints (a deleted session's tombstone head holds none)
+    found: bool = False
 
 
 @dataclass
@@ -187,16 +190,17 @@ class MigratePlans(SaverPlans):
         result = ThreadMigration(tid)
         if namespaces is None:
             namespaces = yield from self._plan_namespaces(tid)
-        if not namespaces:
-            result.status = "not found"
-            return result
+        found = False
         for ns in namespaces:
             counts = yield from self._migrate_namespace(tid, ns, dry_run)
             result.checkpoints += counts.checkpoints
             result.objects += counts.objects
             result.retries += counts.retries
+            found = found or counts.found
         if result.objects:
             result.status = "would migrate" if dry_run else "migrated"
+        elif not found:
+            result.status = "not found"
         if not dry_run:
             self._cache.forget_thread(tid)
         return result
@@ -228,6 +232,7 @@ class MigratePlans(SaverPlans):
         head, etag, segments = yield from self._plan_load_namespace(tid, ns)
         if head is None:
             return True
+        counts.found = counts.found or bool(head.records or head.segments)
         seg_records: dict[str, Record] = {}
         where: dict[str, PayloadTable] = {}  # record id -> the payload table it was read with
         for seg in segments.values():
@@ -242,8 +247,11 @@ class MigratePlans(SaverPlans):
                     found=rec.schema,
                     supported=self._schema,
                 )
-        # Everything that can fail (a step, a newer write, a value shared with a newer
-        # checkpoint) runs before the first write: a failed namespace is left exactly as it was.
+        # Everything that can fail on what is stored (a step, a newer write, a value shared with
+        # a newer checkpoint) runs before the first write: then the namespace is left exactly as
+        # it was. Only a checkpoint arriving during the pass can fail it later; the writes
+        # documents already rewritten then stay (they read the same to this code and newer), and
+        # nothing else this pass wrote does.
         todo = yield from self._writes_to_migrate(tid, ns, everything, memo)
         upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
         yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
@@ -261,116 +269,141 @@ class MigratePlans(SaverPlans):
         replaced: list[str] = []
         written_blobs: set[str] = set()
         segments_written = False
-        for _ in range(self.layout.max_attempts):
-            # 2. records
-            upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
-            new_records, table, blobs = yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
-            for cid, tasks in folded.items():
-                target = new_records[cid] if cid in new_records else everything.get(cid)
-                if target is not None:  # (a checkpoint pruned meanwhile has no copy to update)
-                    new_records[cid] = replace(target, writes={**target.writes, **tasks})
-            # 3. segments (once: they do not change while we only lose to added checkpoints)
-            if seg_puts is None:
-                seg_puts = []
-                for ref in head.segments:
-                    seg = segments[ref.key]
-                    if seg.format_version == FORMAT_VERSION and not set(seg.records) & set(new_records):
-                        new_refs.append(ref)
+        try:
+            for _ in range(self.layout.max_attempts):
+                # 2. records
+                upgrade = sorted(i for i, r in everything.items() if r.schema != self._schema)
+                new_records, table, blobs = yield from self._upgraded_records(tid, ns, everything, where, upgrade, memo)
+                for cid, tasks in folded.items():
+                    target = new_records[cid] if cid in new_records else everything.get(cid)
+                    if target is not None:  # (a checkpoint pruned meanwhile has no copy to update)
+                        new_records[cid] = replace(target, writes={**target.writes, **tasks})
+                # 3. segments (once: they do not change while we only lose to added checkpoints)
+                if seg_puts is None:
+                    seg_puts = []
+                    for ref in head.segments:
+                        seg = segments[ref.key]
+                        if seg.format_version == FORMAT_VERSION and not set(seg.records) & set(new_records):
+                            new_refs.append(ref)
+                            continue
+                        recs = {i: new_records.get(i, r) for i, r in seg.records.items()}
+                        suffix = keys.segment_suffix(ref.first_id, secrets.token_hex(4))
+                        body = rec_io.encode_segment(Segment(tid, ns, recs, payloads_for(recs.values(), table)),
+                                                     schema_version=self.layout.schema_version)  # fmt: skip
+                        seg_puts.append((keys.segment_key(tid, ns, suffix), body))
+                        new_refs.append(SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
+                        replaced.append(keys.segment_key(tid, ns, ref.key))
+                # 4. the head
+                head_recs = {i: new_records.get(i, r) for i, r in head.records.items()}
+                if not seg_puts and head.format_version == FORMAT_VERSION and head_recs == head.records:
+                    return True
+                if dry_run:
+                    counts.objects += 1 + len(seg_puts)
+                    counts.checkpoints += len(upgrade)
+                    return True
+                new_head = Head(
+                    tid, ns, head_recs, payloads_for(head_recs.values(), table), tuple(new_refs), head.extra
+                )
+                # what the head references is durable before the head moves
+                fresh_blobs = [(k, b) for k, b in blobs if k not in written_blobs]
+                if fresh_blobs:
+                    yield Batch(tuple(Put(k, b) for k, b in fresh_blobs))
+                    written_blobs.update(k for k, _ in fresh_blobs)
+                if seg_puts and not segments_written:
+                    yield Batch(tuple(Put(k, b, if_none_match=True) for k, b in seg_puts))
+                    segments_written = True
+                try:
+                    new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=self.layout.schema_version),
+                                         if_match=etag)  # fmt: skip
+                except (PreconditionFailedError, UnknownOutcomeError):
+                    fresh, fresh_etag = self._head_from((yield Get(hkey)), tid, ns)
+                    if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:
+                        new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
+                    else:
+                        counts.retries += 1
+                        if (
+                            fresh is None
+                            or fresh.segments != head.segments
+                            or any(
+                                i not in fresh.records or not _same_checkpoint(fresh.records[i], r)
+                                for i, r in head.records.items()
+                            )
+                            or any(r.schema > self._schema for r in fresh.records.values())
+                        ):
+                            # Not just added checkpoints: start over, without leaving orphans behind.
+                            yield from self._drop_unused(
+                                tid, ns, seg_puts if segments_written else None, written_blobs, old_blobs
+                            )
+                            return False
+                        head, etag = fresh, fresh_etag
+                        everything = {**seg_records, **head.records}
+                        where.update(dict.fromkeys(head.records, head.payloads))
                         continue
-                    recs = {i: new_records.get(i, r) for i, r in seg.records.items()}
-                    suffix = keys.segment_suffix(ref.first_id, secrets.token_hex(4))
-                    body = rec_io.encode_segment(Segment(tid, ns, recs, payloads_for(recs.values(), table)),
-                                                 schema_version=self.layout.schema_version)  # fmt: skip
-                    seg_puts.append((keys.segment_key(tid, ns, suffix), body))
-                    new_refs.append(SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
-                    replaced.append(keys.segment_key(tid, ns, ref.key))
-            # 4. the head
-            head_recs = {i: new_records.get(i, r) for i, r in head.records.items()}
-            if not seg_puts and head.format_version == FORMAT_VERSION and head_recs == head.records:
-                return True
-            if dry_run:
+                self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
                 counts.objects += 1 + len(seg_puts)
                 counts.checkpoints += len(upgrade)
+                kept = self._blob_keys(tid, ns, [({**everything, **new_records}, table)])
+                garbage = replaced + sorted(old_blobs - kept - written_blobs)
+                if garbage:
+                    yield DeleteMany(tuple(garbage))
+                log.info(
+                    "migrated thread %r namespace %r: %d checkpoints upgraded, %d objects rewritten",
+                    tid,
+                    ns,
+                    len(upgrade),
+                    1 + len(seg_puts),
+                )
                 return True
-            new_head = Head(tid, ns, head_recs, payloads_for(head_recs.values(), table), tuple(new_refs), head.extra)
-            # what the head references is durable before the head moves
-            fresh_blobs = [(k, b) for k, b in blobs if k not in written_blobs]
-            if fresh_blobs:
-                yield Batch(tuple(Put(k, b) for k, b in fresh_blobs))
-                written_blobs.update(k for k, _ in fresh_blobs)
-            if seg_puts and not segments_written:
-                yield Batch(tuple(Put(k, b, if_none_match=True) for k, b in seg_puts))
-                segments_written = True
-            try:
-                new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=self.layout.schema_version),
-                                     if_match=etag)  # fmt: skip
-            except (PreconditionFailedError, UnknownOutcomeError):
-                fresh, fresh_etag = self._head_from((yield Get(hkey)), tid, ns)
-                if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:
-                    new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
-                else:
-                    counts.retries += 1
-                    if (
-                        fresh is None
-                        or fresh.segments != head.segments
-                        or any(
-                            i not in fresh.records or not _same_checkpoint(fresh.records[i], r)
-                            for i, r in head.records.items()
-                        )
-                    ):
-                        # Not just added checkpoints: start over, without leaving orphans behind.
-                        yield from self._drop_unused(tid, ns, fresh, seg_puts, written_blobs)
-                        return False
-                    head, etag = fresh, fresh_etag
-                    everything = {**seg_records, **head.records}
-                    where.update(dict.fromkeys(head.records, head.payloads))
-                    continue
-            self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
-            counts.objects += 1 + len(seg_puts)
-            counts.checkpoints += len(upgrade)
-            kept = self._blob_keys(tid, ns, [({**everything, **new_records}, table)])
-            garbage = replaced + sorted(old_blobs - kept - written_blobs)
-            if garbage:
-                yield DeleteMany(tuple(garbage))
-            log.info(
-                "migrated thread %r namespace %r: %d checkpoints upgraded, %d objects rewritten",
-                tid,
-                ns,
-                len(upgrade),
-                1 + len(seg_puts),
-            )
-            return True
-        yield from self._drop_unused(tid, ns, head, seg_puts, written_blobs)
-        return False
+            yield from self._drop_unused(tid, ns, seg_puts if segments_written else None, written_blobs, old_blobs)
+            return False
+        except Exception:
+            # a step or check failed on a checkpoint that arrived meanwhile, or the store failed:
+            # nothing this pass wrote may outlive it unreferenced
+            yield from self._drop_unused(tid, ns, seg_puts if segments_written else None, written_blobs, old_blobs)
+            raise
 
     def _drop_unused(
-        self, tid: str, ns: str, fresh: Head | None, seg_puts: list[tuple[str, bytes]] | None, blobs: set[str]
+        self, tid: str, ns: str, seg_puts: list[tuple[str, bytes]] | None, blobs: set[str], old_blobs: set[str]
     ) -> Plan[None]:
-        """After a head swap we lost: delete what this pass wrote that nothing can come to use.
-        Our new segments have keys of their own. A large value keeps its key across passes and
-        across concurrent migrations of the thread, so it stays while the checkpoint owning it
-        may still be there (the next pass, or another migration, will reference it); once that
-        checkpoint is gone (a delete or a prune won), nobody will."""
-        garbage = [k for k, _ in seg_puts or []]
-        for key in sorted(blobs):
-            owner = keys.parse_blob_key(key)
-            if (
-                fresh is None
-                or owner is None
-                or (owner not in fresh.records and not any(s.covers(owner) for s in fresh.segments))
-            ):
+        """After a pass that did not move the head: delete what it wrote that nothing uses.
+
+        Read against the namespace as it is now. A new segment goes unless the head lists it.
+        A large value is keyed by its owner and its bytes, not its channel, so a key this pass
+        wrote may be one the thread already used (a renamed channel's value): those stay, as do
+        keys something references now, and keys whose owner checkpoint is still there (the
+        next pass, or a concurrent migration of the thread, will use them).
+        """
+        if not seg_puts and not blobs:
+            return None
+        head, _etag, segments = yield from self._plan_load_namespace(tid, ns)
+        listed = {keys.segment_key(tid, ns, ref.key) for ref in head.segments} if head is not None else set()
+        garbage = [k for k, _ in seg_puts or [] if k not in listed]
+        if head is not None:
+            parts = [(head.records, head.payloads), *((g.records, g.payloads) for g in segments.values())]
+            used = self._blob_keys(tid, ns, parts, spills=True)
+            owners = set(head.records).union(*(g.records for g in segments.values()))
+        else:
+            used, owners = set(), set()
+        for key in sorted(blobs - used - old_blobs):
+            if keys.parse_blob_key(key) not in owners:
                 garbage.append(key)
         if garbage:
             yield DeleteMany(tuple(garbage))
         return None
 
-    def _blob_keys(self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]]) -> set[str]:
+    def _blob_keys(
+        self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, spills: bool = False
+    ) -> set[str]:
+        """Keys of the large values the records reference (and, with ``spills``, of the copies
+        being written behind an inline value)."""
         out = set()
         for recs, table in parts:
             for origin, chs in payloads_for(list(recs.values()), table).items():
                 for p in chs.values():
                     if isinstance(p, BlobRef):
                         out.add(keys.blob_key(tid, ns, origin, p.digest))
+                    elif spills and p.spill:
+                        out.add(keys.blob_key(tid, ns, origin, p.spill))
         return out
 
     def _writes_to_migrate(

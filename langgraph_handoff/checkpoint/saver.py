@@ -343,8 +343,11 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         ``dry_run`` runs every migration step and reports what would be rewritten, writing nothing.
         Raises :class:`~langgraph_handoff.errors.MigrationError` if a step fails,
         :class:`~langgraph_handoff.errors.SchemaVersionError` for a thread written by newer code
-        (in both cases that namespace is left as it was). ``langgraph-handoff migrate`` runs this
-        over many threads at once. See :mod:`langgraph_handoff.checkpoint.migrate`.
+        (when the data was there before the migration started, that namespace is left exactly as
+        it was; a checkpoint from newer code arriving mid-way stops it after the writes documents
+        may have been rewritten, which every reader at this version or newer reads the same).
+        ``langgraph-handoff migrate`` runs this over many threads at once. See
+        :mod:`langgraph_handoff.checkpoint.migrate`.
 
         >>> from langgraph_handoff.migrations import SchemaMigrations
         >>> v1 = ObjectStoreSaver.from_url("memory://")
