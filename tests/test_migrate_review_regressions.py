@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgpack
 import pytest
+from langgraph.channels.delta import DeltaChannel
+from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver, envelope
 from langgraph_handoff.checkpoint.plans import Layout
@@ -21,7 +23,7 @@ from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
-from tests.migrate_helpers import Tripwire, cfg, unpack_fixture
+from tests.migrate_helpers import Tripwire, cfg, seen, unpack_fixture
 from tests.test_migrate import BROKEN, stamped
 from tests.test_migrations import migrations, v1_graph
 
@@ -244,3 +246,180 @@ def test_short_help_option_and_deleted_threads(tmp_path: Path) -> None:
     saver.delete_thread("gone")  # keeps a tombstone head with the released lease and epoch
     assert saver.migrate_thread("gone").status == "not found"
     assert cli("migrate", url, "--thread", "gone").returncode == 1
+
+
+# -- seventh review round -----------------------------------------------------------------------------
+
+
+def _extend(state: list[str] | None, writes: list[list[str]]) -> list[str]:
+    return [*(state or []), *(x for w in writes for x in w)]
+
+
+class _Items(TypedDict, total=False):
+    items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=3)]
+
+
+def test_a_deltachannel_turn_after_a_lazy_read_cannot_undo_the_steps() -> None:
+    """The latest checkpoint held a DeltaChannel snapshot, so the lazy read was allowed; the next
+    checkpoint (new code, no snapshot) was seeded from the old record's unmigrated value."""
+    from langgraph.graph import END, START, StateGraph
+
+    def graph(saver: ObjectStoreSaver, tag: str) -> Any:
+        g = StateGraph(_Items)
+        g.add_node("a", lambda s: {"items": [tag]})
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+        return g.compile(checkpointer=saver)
+
+    def upper(x: Any) -> Any:  # a stored snapshot is LangGraph's wrapper with a .value
+        if isinstance(x, str):
+            return x.upper()
+        if isinstance(x, list):
+            return [upper(y) for y in x]
+        return type(x)(value=upper(x.value)) if hasattr(x, "value") else x
+
+    m = SchemaMigrations()
+
+    @m.register(1, "upper-case items")
+    def step(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        if "items" in values:
+            values["items"] = upper(values["items"])
+
+    results = {}
+    for mode in ("migrate first", "lazy first"):
+        store = MemoryStore()
+        for i in range(3):
+            graph(ObjectStoreSaver(store), f"old{i}").invoke({"items": [f"in{i}"]}, cfg("d"))
+        saver = ObjectStoreSaver(store, migrations=m)
+        if mode == "migrate first":
+            saver.migrate_thread("d")
+        graph(saver, "new").invoke({"items": ["t0"]}, cfg("d"))
+        if mode == "lazy first":
+            with pytest.raises(MigrationError, match="DeltaChannel history"):
+                graph(saver, "new").get_state(cfg("d"))
+            saver.migrate_thread("d")
+        results[mode] = graph(saver, "new").get_state(cfg("d")).values["items"]
+    assert results["lazy first"] == results["migrate first"]
+    assert results["migrate first"][:2] == ["IN0", "OLD0"]
+
+
+_SET_STEPS = """
+import operator, sys
+from typing import Annotated
+from typing_extensions import TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.stores import LocalStore
+from tests.test_migrations import migrations
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    tags: set
+
+first = sys.argv[2] == "old"
+g = StateGraph(S)
+g.add_node("a", (lambda s: {"log": ["a"], "tags": {f"tag-{i}" for i in range(40)}}) if first else (lambda s: {"log": ["b"]}))
+g.add_edge(START, "a")
+g.add_edge("a", END)
+saver = ObjectStoreSaver(LocalStore(sys.argv[1]), migrations=None if first else migrations(1))
+if sys.argv[2] == "migrate":
+    print(saver.migrate_thread("t").status)
+else:
+    g.compile(checkpointer=saver).invoke({"log": ["hi"]}, {"configurable": {"thread_id": "t"}})
+"""
+
+
+def test_a_set_written_under_another_hash_seed_still_migrates(tmp_path: Path) -> None:
+    """A set's bytes follow the process's hash seed: the shared, untouched value was compared by
+    bytes after a round trip and the migration failed on every rerun."""
+    (tmp_path / "steps.py").write_text(_SET_STEPS)
+    outs = []
+    for seed, step in (("1", "old"), ("2", "turn"), ("3", "migrate")):
+        out = subprocess.run(
+            [sys.executable, str(tmp_path / "steps.py"), str(tmp_path / "store"), step],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        outs.append(out.stdout.strip())
+    assert outs[-1] == "migrated"
+
+
+def test_an_encrypting_serde_does_not_make_every_channel_changed() -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"0" * 16)
+    store = MemoryStore()
+    graph = v1_graph(ObjectStoreSaver(store, serde=serde))
+    for i in range(8):
+        graph.invoke({"log": [f"turn {i} " + "x" * 2000]}, cfg("t"))
+    stored = ObjectStoreSaver(store, serde=serde).get_tuple(cfg("t")).checkpoint["channel_versions"]
+    lazy = ObjectStoreSaver(store, serde=serde, migrations=migrations(1)).get_tuple(cfg("t"))
+    versions = lazy.checkpoint["channel_versions"]
+    assert {ch: v for ch, v in versions.items() if ch != "language"} == stored  # only the new channel moves
+    size = sum(i.size for i in store.list(""))
+    ObjectStoreSaver(store, serde=serde, migrations=migrations(1)).migrate_thread("t")
+    assert sum(i.size for i in store.list("")) < 1.3 * size  # was about 10x: every value stored again
+
+
+def test_int_channel_versions_stay_ints() -> None:
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = {"v": 1, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"topic": "refund"}, "channel_versions": {"topic": 1}, "versions_seen": {}}  # fmt: skip
+    store = MemoryStore()
+    ObjectStoreSaver(store).put(config, cp, {}, {"topic": 1})
+    one = ObjectStoreSaver(store, migrations=migrations(1))
+    assert one.get_tuple(config).checkpoint["channel_versions"] == {"topic": 1, "language": 2}
+    one.migrate_thread("t")
+    two = migrations(1)
+
+    @two.register(2, "add region")
+    def region(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.setdefault("region", "eu")
+
+    read = ObjectStoreSaver(store, migrations=two).get_tuple(config).checkpoint
+    assert read["channel_values"]["region"] == "eu" and read["channel_versions"]["region"] == 3
+
+
+def test_lazy_reads_return_what_migrate_stores() -> None:
+    store = MemoryStore()
+    v1_graph(ObjectStoreSaver(store)).invoke({"log": ["hi"]}, cfg("t"))
+    m = SchemaMigrations()
+
+    @m.register(1, "a tuple")
+    def pair(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values["pair"] = ("pre", values.get("topic"))
+        metadata["pair"] = ("pre", "t")
+
+    lazy = seen(ObjectStoreSaver(store, migrations=m), ["t"])
+    ObjectStoreSaver(store, migrations=m).migrate_thread("t")
+    assert seen(ObjectStoreSaver(store, migrations=m), ["t"]) == lazy
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_failing_progress_callback_stops_the_run(api: str, tmp_path: Path) -> None:
+    """An exception in on_result (a closed pipe) or Ctrl-C surfaced only after every thread was
+    migrated; the async twin kept migrating in the background."""
+    from langgraph_handoff.stores import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    graph = v1_graph(ObjectStoreSaver(store))
+    for n in range(60):
+        graph.invoke({"log": ["hi"]}, cfg(f"t{n}"))
+    saver = ObjectStoreSaver(store, migrations=migrations(1))
+
+    def explode(result: Any) -> None:
+        raise BrokenPipeError("progress output closed")
+
+    with pytest.raises(BrokenPipeError):
+        if api == "sync":
+            saver.migrate(concurrency=2, on_result=explode)
+        else:
+            await saver.amigrate(concurrency=2, on_result=explode)
+    if api == "async":  # nothing left running in the background once the error is raised
+        import asyncio
+
+        assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+    done = ObjectStoreSaver(store, migrations=migrations(1)).migrate(dry_run=True).as_dict()
+    assert done["current"] <= 4 and done["migrated"] >= 56
+    assert verify_store(saver).problems == []

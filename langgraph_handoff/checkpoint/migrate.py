@@ -33,7 +33,7 @@ from typing import Any
 from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import SaverPlans, _backoff, _Vanished
+from langgraph_handoff.checkpoint.plans import SaverPlans, _backoff, _comparison_key, _Vanished
 from langgraph_handoff.checkpoint.records import (
     BlobRef,
     Folded,
@@ -132,6 +132,21 @@ class _Counts:
     found: bool = False
 
 
+@dataclass(frozen=True)
+class _Value:
+    """One channel of an upgraded record."""
+
+    version: Any
+    #: the value as the saver's serde stores it
+    typed: tuple[str, bytes]
+    #: ``_comparison_key``: equal exactly when values are (an encrypting serde never gives the
+    #: same bytes twice)
+    key: bytes
+    #: the record's stored reference, when the steps left the channel as it was: kept as it is
+    #: (bytes that cannot be reproduced, a set or an encrypted value, need not be)
+    kept: tuple[str, Any] | None
+
+
 @dataclass
 class _Upgraded:
     """One record's upgrade, kept across attempts so a retry after a lost race only re-reads
@@ -140,8 +155,8 @@ class _Upgraded:
     old: Record
     checkpoint: tuple[str, bytes]
     metadata: tuple[str, bytes]
-    #: channel -> (version, serialised value), in the current schema
-    values: dict[str, tuple[Any, tuple[str, bytes]]]
+    #: channel -> its value in the current schema
+    values: dict[str, _Value]
 
 
 @dataclass
@@ -512,8 +527,8 @@ class MigratePlans(SaverPlans):
                 if payload is not None:
                     table.setdefault(origin, {})[ch] = payload
         new_records: dict[str, Record] = {}
-        # channel -> (origin, version, serialised value) of each upgraded record, for inheritance
-        upgraded_values: dict[str, dict[str, tuple[str, Any, tuple[str, bytes]]]] = {}
+        # channel -> (origin, version, comparison key) of each upgraded record, for inheritance
+        upgraded_values: dict[str, dict[str, tuple[str, Any, bytes]]] = {}
         blobs: list[tuple[str, bytes]] = []
         for rid in upgrade:  # ascending ids: parents before children
             rec = everything[rid]
@@ -522,11 +537,16 @@ class MigratePlans(SaverPlans):
                 up = yield from self._upgrade_record(tid, ns, rec, where[rid])
                 memo.upgraded[rid] = up
             parent = upgraded_values.get(rec.parent or "", {})
-            mine: dict[str, tuple[str, Any, tuple[str, bytes]]] = {}
+            mine: dict[str, tuple[str, Any, bytes]] = {}
             refs: dict[str, tuple[str, Any]] = {}
-            for ch, (version, typed) in up.values.items():
+            for ch, val in up.values.items():
+                version, typed = val.version, val.typed
                 inherited = parent.get(ch)
-                if inherited is not None and inherited[1] == version and inherited[2] == typed:
+                stored = where[rid].get(val.kept[0], {}).get(ch) if val.kept else None
+                if val.kept and stored is not None and table.get(val.kept[0], {}).get(ch, stored) == stored:
+                    origin = val.kept[0]  # unchanged: the stored reference and payload stay
+                    table.setdefault(origin, {})[ch] = stored
+                elif inherited is not None and inherited[1] == version and inherited[2] == val.key:
                     origin = inherited[0]
                 else:
                     origin = rid
@@ -539,7 +559,7 @@ class MigratePlans(SaverPlans):
                         )
                     if taken is None:
                         table.setdefault(rid, {})[ch] = self._payload_for(tid, ns, rid, ch, typed, where[rid], blobs)
-                mine[ch] = (origin, version, typed)
+                mine[ch] = (origin, version, val.key)
                 refs[ch] = (origin, version)
             upgraded_values[rid] = mine
             new_records[rid] = replace(
@@ -554,11 +574,14 @@ class MigratePlans(SaverPlans):
         checkpoint["channel_values"] = values
         checkpoint, metadata = self._migrate(tid, ns, rec, checkpoint, self.serde.loads_typed(rec.metadata))
         versions = checkpoint.get("channel_versions") or {}
-        typed = {
-            ch: (versions[ch], self.serde.dumps_typed(value))
-            for ch, value in checkpoint["channel_values"].items()
-            if versions.get(ch) is not None  # a value without a version is not part of it (as put)
-        }
+        typed = {}
+        for ch, value in checkpoint["channel_values"].items():
+            version = versions.get(ch)
+            if version is None:
+                continue  # a value without a version is not part of the checkpoint (as put)
+            stored = rec.values.get(ch)
+            kept = stored if stored is not None and stored[1] == version else None  # (renamed: not kept)
+            typed[ch] = _Value(version, self.serde.dumps_typed(value), _comparison_key(self.serde, value), kept)
         return _Upgraded(
             rec,
             self.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"}),

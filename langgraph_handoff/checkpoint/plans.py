@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import records as rec_io
@@ -180,6 +181,43 @@ def _tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig
 
 def _backoff(layout: Layout, attempt: int) -> float:
     return min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5)
+
+
+_PLAIN = JsonPlusSerializer()
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every set in a fixed order: a set's bytes follow its iteration order, which
+    depends on the process's hash seed and on how the set was built."""
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, sorted((_canonical(v) for v in value), key=repr))
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_canonical(v) for v in value)
+    return value
+
+
+def _comparison_key(serde: Any, value: Any) -> bytes:
+    """Bytes that are equal exactly when two values are: serialised (``==`` is elementwise for
+    arrays and blind to 1 vs 1.0) by a plain serializer, since the saver's own may encrypt with
+    a random nonce and never give the same bytes twice; sets in a fixed order."""
+    try:
+        typ, data = _PLAIN.dumps_typed(_canonical(value))
+    except Exception:  # noqa: BLE001 - a type only the saver's serde knows how to store
+        typ, data = serde.dumps_typed(value)
+    return typ.encode() + b"\0" + data
+
+
+def _next_version(saver: Any, versions: Mapping[str, Any]) -> Any:
+    """A version above every one in ``versions``, of the same kind: an int if they are ints
+    (checkpoints written with int versions stay comparable), else the saver's string form."""
+    if not versions:
+        return saver.get_next_version(None, None)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in versions.values()):
+        return max(versions.values()) + 1
+    highest = max(versions.values(), key=lambda v: int(v) if isinstance(v, (int, float)) else int(str(v).split(".")[0]))
+    return saver.get_next_version(highest, None)
 
 
 def _inline_size(rec: Record, table: PayloadTable) -> int:
@@ -503,17 +541,16 @@ class SaverPlans:
             dict(checkpoint["channel_values"]), dict(metadata), from_version=since, where=where
         )
         versions = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_versions"].items()}
-        bumped = self.get_next_version(max(versions.values()) if versions else None, None)  # type: ignore[attr-defined]
-
-        def serialized(v: Any) -> Any:
-            # compare what would be stored: == is elementwise for arrays and blind to 1 vs 1.0
-            return self.serde.dumps_typed(v)
-
-        for ch, value in values.items():
-            if ch not in old or serialized(old[ch]) != serialized(value):
+        bumped = _next_version(self, versions)
+        for ch, value in list(values.items()):
+            if ch not in old or _comparison_key(self.serde, old[ch]) != _comparison_key(self.serde, value):
                 versions[ch] = bumped
+                # what a reader gets is what would be stored (a tuple comes back as a list), so a
+                # migrated thread reads the same before and after ``migrate`` rewrites it
+                values[ch] = self.serde.loads_typed(self.serde.dumps_typed(value))
         for ch in set(old) - set(values):
             versions.pop(ch, None)
+        metadata = self.serde.loads_typed(self.serde.dumps_typed(metadata))  # as stored, too
         seen = {
             node: {migrations.rename(ch, from_version=since): v for ch, v in chans.items()}
             for node, chans in (checkpoint.get("versions_seen") or {}).items()
@@ -1416,6 +1453,14 @@ class SaverPlans:
         return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)
 
     # -- get_delta_channel_history ---------------------------------------------------------------
+    def _delta_refusal(self, thread_id: str, rec: Record) -> MigrationError:
+        return MigrationError(
+            f"checkpoint {rec.id} of thread {thread_id!r} is in state schema {rec.schema} and is part of a "
+            f"DeltaChannel history, which lazy reads do not migrate (code is at schema {self._schema}). "
+            "Nothing was loaded; rewrite the thread with `langgraph-handoff migrate` (or "
+            "ObjectStoreSaver.migrate_thread) and it reads normally."
+        )
+
     def _plan_delta_history(
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[dict[str, DeltaChannelHistory]]:
@@ -1446,12 +1491,7 @@ class SaverPlans:
             return result
         target, _, head = found
         if target.schema != self._schema:
-            raise MigrationError(
-                f"checkpoint {target.id} of thread {thread_id!r} is in state schema {target.schema} and uses "
-                f"DeltaChannel history, which migrations do not reach yet (code is at schema {self._schema}). "
-                "Nothing was loaded; rewrite the thread with `langgraph-handoff migrate` (or "
-                "ObjectStoreSaver.migrate_thread) and it reads normally."
-            )
+            raise self._delta_refusal(thread_id, target)
         # Ancestors have smaller ids: list writes strictly below the target's own.
         wprefix = keys.writes_prefix(thread_id, ns)
         cursor = _WritesCursor(wprefix, start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~")
@@ -1463,6 +1503,10 @@ class SaverPlans:
             if found is None:
                 break
             rec, table, head = found
+            if rec.schema != self._schema:
+                # its stored value would seed the history unmigrated (a thread read lazily, then
+                # written once by new code): refuse rather than undo the steps silently
+                raise self._delta_refusal(thread_id, rec)
             infos = yield from self._writes_for(cursor, rec.id)
             seeds = [ch for ch in remaining if ch in rec.values]
             tasks, seed_values = yield from self._fetch(thread_id, ns, rec, table, infos, seeds)

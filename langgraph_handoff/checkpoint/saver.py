@@ -396,11 +396,18 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                 return ThreadMigration.failure(thread_id, exc)
 
-        with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate") as pool:
+        pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
+        try:
             for future in as_completed([pool.submit(one, t) for t in targets]):
                 results.append(future.result())
                 if on_result is not None:
                     on_result(results[-1])
+        except BaseException:
+            # Ctrl-C, or on_result failing (a closed pipe): threads not started yet never start;
+            # the ones under way finish their thread (each is safe to stop between threads)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         summary = MigrationSummary(results, dry_run, time.monotonic() - started)
         if thread_ids is None and not dry_run and not summary.failed:
             self.mark_format()
@@ -435,7 +442,14 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
             if on_result is not None:
                 on_result(result)
 
-        await asyncio.gather(*(one(t) for t in targets))
+        tasks = [asyncio.ensure_future(one(t)) for t in targets]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:  # stop the rest, as the sync twin does; a cancelled pass is a kill
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         summary = MigrationSummary(results, dry_run, time.monotonic() - started)
         if thread_ids is None and not dry_run and not summary.failed:
             await self.amark_format()
