@@ -3,7 +3,9 @@ test failed on the commit before its fix."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -423,3 +425,138 @@ async def test_a_failing_progress_callback_stops_the_run(api: str, tmp_path: Pat
     done = ObjectStoreSaver(store, migrations=migrations(1)).migrate(dry_run=True).as_dict()
     assert done["current"] <= 4 and done["migrated"] >= 56
     assert verify_store(saver).problems == []
+
+
+# -- eighth review round ------------------------------------------------------------------------------
+
+
+class _Old(TypedDict, total=False):
+    summary: str
+    summary_v2: dict[str, str]
+    n: int
+
+
+class _New(TypedDict, total=False):
+    summary: dict[str, str]
+    n: int
+
+
+def _count(state: dict[str, Any]) -> dict[str, int]:
+    return {"n": state.get("n", 0) + 1}
+
+
+def test_a_rename_onto_a_name_the_old_schema_used_is_not_unchanged() -> None:
+    """Drop ``summary``, rename ``summary_v2`` onto it: both old channels had one version (one
+    step wrote them), so the new channel passed for the old one and kept its stored value."""
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_handoff.migrations import rename_channel
+
+    m = SchemaMigrations()
+
+    @m.register(1, "drop the old summary")
+    def drop(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.pop("summary", None)
+
+    m.register(2)(rename_channel("summary_v2", "summary"))
+
+    def graph(schema: Any, saver: ObjectStoreSaver) -> Any:
+        g = StateGraph(schema)
+        g.add_node("step", _count)
+        g.add_edge(START, "step")
+        g.add_edge("step", END)
+        return g.compile(checkpointer=saver)
+
+    for mode in ("a turn after a lazy read", "migrate"):
+        store = MemoryStore()
+        graph(_Old, ObjectStoreSaver(store)).invoke({"summary": "OLD", "summary_v2": {"text": "NEW"}}, cfg("t"))
+        saver = ObjectStoreSaver(store, migrations=m)
+        assert graph(_New, saver).get_state(cfg("t")).values["summary"] == {"text": "NEW"}
+        if mode == "migrate":
+            saver.migrate_thread("t")
+        else:
+            graph(_New, saver).invoke({"n": 10}, cfg("t"))
+        fresh = graph(_New, ObjectStoreSaver(store, migrations=m))
+        assert fresh.get_state(cfg("t")).values["summary"] == {"text": "NEW"}, mode
+
+
+def test_an_unchanged_spilled_value_under_an_encrypting_serde_migrates() -> None:
+    """The owner's copy sealed in a segment was plain inline, the head's a spill or a blob
+    reference: compared as payload objects they differed, and the re-encrypted bytes never
+    match, so the thread failed on every rerun."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+    from langgraph.graph import END, START, StateGraph
+
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"0" * 16)
+    small = Layout(head_max_records=5, head_keep=4, spill_threshold=1000)
+
+    def graph(saver: ObjectStoreSaver) -> Any:
+        g = StateGraph(_Doc)
+        g.add_node("a", lambda s: {"log": ["a"]})  # never touches doc
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+        return g.compile(checkpointer=saver)
+
+    store = MemoryStore()
+    graph(ObjectStoreSaver(store, serde=serde, layout=small)).invoke({"log": ["hi"], "doc": "D" * 5000}, cfg("t"))
+    saver = ObjectStoreSaver(store, serde=serde, layout=small, migrations=migrations(1))
+    graph(saver).invoke({"log": ["t2"]}, cfg("t"))  # shares the old value
+    graph(saver).invoke({"log": ["t3"], "doc": "E" * 5000}, cfg("t"))  # replaces it: the old one spills
+    for i in range(3):
+        graph(saver).invoke({"log": [f"t{4 + i}"]}, cfg("t"))
+    before = seen(saver, ["t"])
+    assert saver.migrate_thread("t").status == "migrated"
+    assert seen(ObjectStoreSaver(store, serde=serde, migrations=migrations(1)), ["t"]) == before
+
+
+class _Doc(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    doc: str
+
+
+@dataclasses.dataclass
+class _Profile:
+    name: str
+    seen: set[int] = dataclasses.field(default_factory=set)
+
+
+def test_sets_inside_dataclasses_do_not_make_a_channel_changed() -> None:
+    items = [34, 145, 195, 16, 65, 30, 126, 194, 115, 120, 166, 97]  # orders differ after a copy
+    store = MemoryStore()
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"profile": _Profile("ann", set(items))}, "channel_versions": {"profile": "1.0"},
+          "versions_seen": {}}  # fmt: skip
+    ObjectStoreSaver(store).put(config, cp, {}, {"profile": "1.0"})
+    lazy = ObjectStoreSaver(store, migrations=migrations(1))
+    assert lazy.get_tuple(config).checkpoint["channel_versions"]["profile"] == "1.0"
+
+
+def test_verify_counts_blob_formats_apart(tmp_path: Path) -> None:
+    """Blobs keep format 1 after a full migrate (their framing never changed), so counting them
+    with the rest said a migrate was still due after the marker said all was current."""
+    store = unpack_fixture(tmp_path / "store")
+    saver = ObjectStoreSaver(store, migrations=migrations())
+    assert saver.migrate().marked
+    report = verify_store(saver)
+    assert set(report.formats) == {envelope.FORMAT_VERSION} and report.blob_formats == {1: 24}
+
+
+def test_prune_collects_a_dropped_checkpoints_blobs_by_key() -> None:
+    """prune kept every blob of a dropped checkpoint as soon as one of them was still used."""
+    from langgraph.graph import END, START, StateGraph
+
+    store = MemoryStore()
+    small = Layout(blob_threshold=256, spill_threshold=200, head_max_records=6, head_keep=2)
+    g = StateGraph(_Doc)
+    g.add_node("a", lambda s: {"log": ["a"]})  # never touches doc
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    graph = g.compile(checkpointer=ObjectStoreSaver(store, layout=small))
+    graph.invoke({"log": ["hi " + "x" * 300], "doc": "T" * 1000}, cfg("t"))  # two blobs, one owner
+    for i in range(3):
+        graph.invoke({"log": [f"turn {i}"]}, cfg("t"))  # the log changes, the doc is shared
+    saver = ObjectStoreSaver(store, layout=small)
+    saver.prune(["t"])
+    report = verify_store(saver)
+    assert report.problems == [] and report.unreferenced == []

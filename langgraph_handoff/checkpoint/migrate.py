@@ -177,6 +177,25 @@ def _holds(payload: Payload, typed: tuple[str, bytes]) -> bool:
     return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == _digest(typed[1])
 
 
+def _settled(a: Payload | None, b: Payload) -> Payload:
+    """Of two copies of one stored value, the one furthest along its spill: a blob reference (its
+    blob was seen written), then an inline copy being spilled, then a plain inline copy."""
+    if a is None:
+        return b
+    rank = {BlobRef: 2, Inline: 0}
+    ra = rank[type(a)] + (1 if isinstance(a, Inline) and a.spill else 0)
+    rb = rank[type(b)] + (1 if isinstance(b, Inline) and b.spill else 0)
+    return a if ra >= rb else b
+
+
+def _stored_as(payload: Payload) -> tuple[str, str]:
+    """What a payload holds, whatever its spill state: an inline value, the same value being
+    spilled, and its blob all say (type, digest of the bytes)."""
+    if isinstance(payload, BlobRef):
+        return payload.type, payload.digest
+    return payload.type, payload.spill or _digest(payload.data)
+
+
 def _same_checkpoint(a: Record, b: Record) -> bool:
     """The same stored checkpoint, whatever writes were folded into either copy since."""
     return replace(a, writes={}) == replace(b, writes={})
@@ -277,7 +296,8 @@ class MigratePlans(SaverPlans):
             folded, lost = yield from self._rewrite_writes(tid, ns, everything, todo, memo)
             counts.retries += lost
         old_blobs = self._blob_keys(tid, ns, [(head.records, head.payloads)] + [
-            (s.records, s.payloads) for s in segments.values()])  # fmt: skip
+            (s.records, s.payloads) for s in segments.values()], spills=True)  # fmt: skip
+        segment_parts: list[tuple[dict[str, Record], PayloadTable]] = []  # what the new manifest holds
         hkey = keys.head_key(tid, ns)
         seg_puts: list[tuple[str, bytes]] | None = None  # written once per pass
         new_refs: list[SegmentRef] = []
@@ -300,10 +320,13 @@ class MigratePlans(SaverPlans):
                         seg = segments[ref.key]
                         if seg.format_version == FORMAT_VERSION and not set(seg.records) & set(new_records):
                             new_refs.append(ref)
+                            segment_parts.append((seg.records, seg.payloads))
                             continue
                         recs = {i: new_records.get(i, r) for i, r in seg.records.items()}
                         suffix = keys.segment_suffix(ref.first_id, secrets.token_hex(4))
-                        body = rec_io.encode_segment(Segment(tid, ns, recs, payloads_for(recs.values(), table)),
+                        seg_table = payloads_for(recs.values(), table)
+                        segment_parts.append((recs, seg_table))
+                        body = rec_io.encode_segment(Segment(tid, ns, recs, seg_table),
                                                      schema_version=self.layout.schema_version)  # fmt: skip
                         seg_puts.append((keys.segment_key(tid, ns, suffix), body))
                         new_refs.append(SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
@@ -357,7 +380,9 @@ class MigratePlans(SaverPlans):
                 self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
                 counts.objects += 1 + len(seg_puts)
                 counts.checkpoints += len(upgrade)
-                kept = self._blob_keys(tid, ns, [({**everything, **new_records}, table)])
+                # what the stored objects reference now (a segment kept as it was may still name a
+                # blob where the new head holds the same value inline): everything else goes
+                kept = self._blob_keys(tid, ns, [(head_recs, new_head.payloads), *segment_parts], spills=True)
                 garbage = replaced + sorted(old_blobs - kept - written_blobs)
                 if garbage:
                     yield DeleteMany(tuple(garbage))
@@ -405,21 +430,6 @@ class MigratePlans(SaverPlans):
         if garbage:
             yield DeleteMany(tuple(garbage))
         return None
-
-    def _blob_keys(
-        self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, spills: bool = False
-    ) -> set[str]:
-        """Keys of the large values the records reference (and, with ``spills``, of the copies
-        being written behind an inline value)."""
-        out = set()
-        for recs, table in parts:
-            for origin, chs in payloads_for(list(recs.values()), table).items():
-                for p in chs.values():
-                    if isinstance(p, BlobRef):
-                        out.add(keys.blob_key(tid, ns, origin, p.digest))
-                    elif spills and p.spill:
-                        out.add(keys.blob_key(tid, ns, origin, p.spill))
-        return out
 
     def _writes_to_migrate(
         self, tid: str, ns: str, everything: dict[str, Record], memo: _Memo
@@ -525,7 +535,7 @@ class MigratePlans(SaverPlans):
             for ch, (origin, _v) in rec.values.items():
                 payload = where[rid].get(origin, {}).get(ch)
                 if payload is not None:
-                    table.setdefault(origin, {})[ch] = payload
+                    table.setdefault(origin, {})[ch] = _settled(table.get(origin, {}).get(ch), payload)
         new_records: dict[str, Record] = {}
         # channel -> (origin, version, comparison key) of each upgraded record, for inheritance
         upgraded_values: dict[str, dict[str, tuple[str, Any, bytes]]] = {}
@@ -543,9 +553,10 @@ class MigratePlans(SaverPlans):
                 version, typed = val.version, val.typed
                 inherited = parent.get(ch)
                 stored = where[rid].get(val.kept[0], {}).get(ch) if val.kept else None
-                if val.kept and stored is not None and table.get(val.kept[0], {}).get(ch, stored) == stored:
+                current = table.get(val.kept[0], {}).get(ch) if val.kept else None
+                if val.kept and stored is not None and (current is None or _stored_as(current) == _stored_as(stored)):
                     origin = val.kept[0]  # unchanged: the stored reference and payload stay
-                    table.setdefault(origin, {})[ch] = stored
+                    table.setdefault(origin, {})[ch] = _settled(current, stored)
                 elif inherited is not None and inherited[1] == version and inherited[2] == val.key:
                     origin = inherited[0]
                 else:

@@ -23,6 +23,7 @@ Request budget per operation (S3 requests; counted by the tests):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import logging
@@ -195,6 +196,13 @@ def _canonical(value: Any) -> Any:
         return {k: _canonical(v) for k, v in value.items()}
     if type(value) in (list, tuple):
         return type(value)(_canonical(v) for v in value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+        return (type(value).__qualname__, tuple(_canonical(v) for v in value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return (type(value).__qualname__, fields)
+    if hasattr(value, "model_dump") and hasattr(type(value), "model_fields"):  # a pydantic model
+        return (type(value).__qualname__, {k: _canonical(getattr(value, k)) for k in type(value).model_fields})
     return value
 
 
@@ -536,12 +544,29 @@ class SaverPlans:
         if self.migrations is None or rec.schema > self.migrations.current:
             raise SchemaVersionError(where, found=rec.schema, supported=self._schema)
         migrations, since = self.migrations, rec.schema
-        old = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_values"].items()}
+        stored_versions = checkpoint["channel_versions"]
+        # Where each channel now comes from. A channel is only "the same" as the one stored under
+        # its source's name: a rename onto a name the old schema used too (or two channels
+        # renamed onto one) must not pass for unchanged, or the next put (and migrate) would
+        # keep the value stored under that name and version.
+        sources: dict[str, list[str]] = {}
+        for ch in {**stored_versions, **checkpoint["channel_values"]}:
+            sources.setdefault(migrations.rename(ch, from_version=since), []).append(ch)
+        old = {
+            new: checkpoint["channel_values"][src[0]]
+            for new, src in sources.items()
+            if len(src) == 1
+            and src[0] in checkpoint["channel_values"]
+            and (src[0] == new or new not in stored_versions)
+        }
         values, metadata, _ = migrations.upgrade(
             dict(checkpoint["channel_values"]), dict(metadata), from_version=since, where=where
         )
-        versions = {migrations.rename(ch, from_version=since): v for ch, v in checkpoint["channel_versions"].items()}
-        bumped = _next_version(self, versions)
+        versions = {new: stored_versions[src[0]] for new, src in sources.items() if src[0] in stored_versions}
+        bumped = _next_version(self, stored_versions)
+        for new, src in sources.items():
+            if len(src) > 1 and new not in values:
+                versions.pop(new, None)  # an ambiguous version of a channel without a value
         for ch, value in list(values.items()):
             if ch not in old or _comparison_key(self.serde, old[ch]) != _comparison_key(self.serde, value):
                 versions[ch] = bumped
@@ -1221,12 +1246,14 @@ class SaverPlans:
             new_refs: list[SegmentRef] = []
             new_segments: list[tuple[str, bytes]] = []
             replaced: list[str] = []
+            remaining: list[tuple[dict[str, Record], PayloadTable]] = []  # what the new manifest holds
             schema = self.layout.schema_version
             for ref in head.segments:
                 seg = segments[ref.key]
                 left = {i: r for i, r in seg.records.items() if i not in drop and i not in kept_head}
                 if len(left) == len(seg.records):
                     new_refs.append(ref)
+                    remaining.append((seg.records, seg.payloads))
                     continue
                 replaced.append(keys.segment_key(thread_id, ns, ref.key))
                 if not left:
@@ -1234,6 +1261,7 @@ class SaverPlans:
                 ids = sorted(left)
                 suffix = keys.segment_suffix(ids[0], secrets.token_hex(4))
                 new_seg = Segment(thread_id, ns, left, payloads_for(left.values(), seg.payloads))
+                remaining.append((new_seg.records, new_seg.payloads))
                 new_segments.append(
                     (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(new_seg, schema_version=schema))
                 )
@@ -1263,13 +1291,11 @@ class SaverPlans:
                 parsed = keys.parse_writes_key(info.key)
                 if parsed is not None and parsed[0] in drop:
                     garbage.append(info.key)
-            still: set[str] = set()
-            for r in [*kept_head.values(), *(r for s in segments.values() for r in s.records.values())]:
-                if r.id not in drop:
-                    still.update(o for o, _ in r.origins())
+            # a dropped checkpoint's blobs go unless what remains references them (by key: an owner
+            # kept for one value may have others nothing uses any more)
+            still = self._blob_keys(thread_id, ns, [(new_head.records, new_head.payloads), *remaining], spills=True)
             for info in (yield from self._list_all(keys.blobs_prefix(thread_id, ns))):
-                owner = keys.parse_blob_key(info.key)
-                if owner in drop and owner not in still:
+                if keys.parse_blob_key(info.key) in drop and info.key not in still:
                     garbage.append(info.key)
             if garbage:
                 yield DeleteMany(tuple(garbage))
@@ -1278,6 +1304,21 @@ class SaverPlans:
             f"could not rewrite thread {thread_id!r} namespace {ns!r}: writers kept moving it "
             f"({self.layout.max_attempts} attempts). Retry when the thread is idle."
         )
+
+    def _blob_keys(
+        self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, spills: bool = False
+    ) -> set[str]:
+        """Keys of the large values the records reference (and, with ``spills``, of the copies
+        being written behind an inline value)."""
+        out = set()
+        for recs, table in parts:
+            for origin, chs in payloads_for(list(recs.values()), table).items():
+                for p in chs.values():
+                    if isinstance(p, BlobRef):
+                        out.add(keys.blob_key(tid, ns, origin, p.digest))
+                    elif spills and p.spill:
+                        out.add(keys.blob_key(tid, ns, origin, p.spill))
+        return out
 
     def _plan_heads_ids(self, prefix: str) -> Plan[list[tuple[str, str]]]:
         """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from
