@@ -560,3 +560,75 @@ def test_prune_collects_a_dropped_checkpoints_blobs_by_key() -> None:
     saver.prune(["t"])
     report = verify_store(saver)
     assert report.problems == [] and report.unreferenced == []
+
+
+# -- ninth review round: blob collection against spill-behind -----------------------------------------
+
+
+class _Big(TypedDict, total=False):
+    big: str
+    n: int
+
+
+class _Body(TypedDict, total=False):
+    body: str
+    n: int
+
+
+def _counting(schema: Any, saver: ObjectStoreSaver) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    g = StateGraph(schema)
+    g.add_node("a", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    return g.compile(checkpointer=saver)
+
+
+_SPILLY = Layout(blob_threshold=100_000, spill_threshold=200)
+
+
+def _reads_whole(store: StoreBase, saver: ObjectStoreSaver) -> None:
+    list(saver.list(cfg("t")))  # every checkpoint and value
+    assert verify_store(saver).problems == []
+
+
+def test_prune_keeps_a_blob_a_writer_spills_meanwhile() -> None:
+    """prune dropped the value's owner but kept the value inline; a writer's turn between prune's
+    head swap and its blob collection spilled it to the owner's key, prune deleted that key, and
+    the writer's next put referenced it."""
+    store = MemoryStore()
+    graph = _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY))
+    graph.invoke({"big": "B" * 1000}, cfg("t"))
+    for _ in range(3):
+        graph.invoke({}, cfg("t"))
+    worker = _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY))
+    fired: list[int] = []
+
+    def turn_before_collection(op: Op, when: str) -> None:
+        if when == "before" and not fired and getattr(op, "prefix", "").endswith("/b/"):
+            fired.append(1)
+            worker.invoke({"big": "C" * 1000}, cfg("t"))  # B is no longer the latest's: spilled
+
+    ObjectStoreSaver(Tripwire(store, turn_before_collection), layout=_SPILLY).prune(["t"])
+    worker.invoke({}, cfg("t"))  # the confirmed spill becomes a blob reference
+    assert fired
+    _reads_whole(store, ObjectStoreSaver(store, layout=_SPILLY))
+
+
+def test_migrate_keeps_a_blob_a_running_worker_remembers_written() -> None:
+    """A new-code worker spilled an old checkpoint's value and remembers the blob written;
+    migrate renamed the channel, held the same bytes inline under the same owner and deleted the
+    blob; the worker's next turn referenced it."""
+    from langgraph_handoff.migrations import rename_channel
+
+    m = SchemaMigrations()
+    m.register(1)(rename_channel("big", "body"))
+    store = MemoryStore()
+    _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY)).invoke({"big": "X" * 1000}, cfg("t"))
+    worker = _counting(_Body, ObjectStoreSaver(store, migrations=m, layout=_SPILLY))
+    worker.invoke({"body": "Y" * 1000}, cfg("t"))  # X is no longer the latest's: spilled
+    worker.invoke({}, cfg("t"))  # ... and confirmed
+    ObjectStoreSaver(store, migrations=m, layout=_SPILLY).migrate_thread("t")
+    worker.invoke({}, cfg("t"))
+    _reads_whole(store, ObjectStoreSaver(store, migrations=m, layout=_SPILLY))

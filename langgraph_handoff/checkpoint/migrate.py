@@ -23,7 +23,6 @@ finishes what was left and never migrates a checkpoint twice.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import SaverPlans, _backoff, _comparison_key, _Vanished
+from langgraph_handoff.checkpoint.plans import SaverPlans, _backoff, _comparison_key, _Vanished, content_digest
 from langgraph_handoff.checkpoint.records import (
     BlobRef,
     Folded,
@@ -166,15 +165,11 @@ class _Memo:
     current_docs: set[tuple[str, str]] = field(default_factory=set)
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
 def _holds(payload: Payload, typed: tuple[str, bytes]) -> bool:
     """Does a stored payload hold exactly these serialised bytes? (blobs: by digest)"""
     if isinstance(payload, Inline):
         return (payload.type, payload.data) == typed
-    return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == _digest(typed[1])
+    return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == content_digest(typed[1])
 
 
 def _settled(a: Payload | None, b: Payload) -> Payload:
@@ -193,7 +188,7 @@ def _stored_as(payload: Payload) -> tuple[str, str]:
     spilled, and its blob all say (type, digest of the bytes)."""
     if isinstance(payload, BlobRef):
         return payload.type, payload.digest
-    return payload.type, payload.spill or _digest(payload.data)
+    return payload.type, payload.spill or content_digest(payload.data)
 
 
 def _same_checkpoint(a: Record, b: Record) -> bool:
@@ -618,7 +613,7 @@ class MigratePlans(SaverPlans):
         typ, data = typed
         if len(data) < self.layout.blob_threshold:
             return Inline(typ, data)
-        ref = BlobRef(typ, _digest(data), len(data))
+        ref = BlobRef(typ, content_digest(data), len(data))
         blobs.append(
             (
                 keys.blob_key(tid, ns, rid, ref.digest),

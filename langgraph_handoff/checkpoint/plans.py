@@ -228,6 +228,11 @@ def _next_version(saver: Any, versions: Mapping[str, Any]) -> Any:
     return saver.get_next_version(highest, None)
 
 
+def content_digest(data: bytes) -> str:
+    """The digest naming a large value's blob (with its owner): the same bytes, the same key."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
 def _inline_size(rec: Record, table: PayloadTable) -> int:
     """Bytes one checkpoint needs in a head: its record plus the inline values it references."""
     size = len(rec.checkpoint[1]) + len(rec.metadata[1]) + 64
@@ -657,7 +662,7 @@ class SaverPlans:
             if ch not in memo:
                 typ, data = self.serde.dumps_typed(value)
                 if len(data) >= self.layout.blob_threshold:
-                    digest = hashlib.sha256(data).hexdigest()[:32]
+                    digest = content_digest(data)
                     memo[ch] = (
                         BlobRef(typ, digest, len(data)),
                         rec_io.encode_blob(data, schema_version=self.layout.schema_version),
@@ -824,7 +829,7 @@ class SaverPlans:
             moved: dict[str, Payload] = {}
             for ch, p in chs.items():
                 if isinstance(p, Inline) and len(p.data) >= self.layout.spill_threshold and (origin, ch) not in keep:
-                    digest = p.spill or hashlib.sha256(p.data).hexdigest()[:32]
+                    digest = p.spill or content_digest(p.data)
                     key = keys.blob_key(thread_id, ns, origin, digest)
                     if key in confirmed:
                         p = BlobRef(p.type, digest, len(p.data))
@@ -1308,16 +1313,18 @@ class SaverPlans:
     def _blob_keys(
         self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, spills: bool = False
     ) -> set[str]:
-        """Keys of the large values the records reference (and, with ``spills``, of the copies
-        being written behind an inline value)."""
+        """Keys of the large values the records reference. With ``spills``, also the key every
+        inline value may be copied to by spill-behind: a writer may write that copy at any time
+        (and remember it written, dropping its inline copy on its next put), so garbage
+        collection must not delete such a key while any record holds the value."""
         out = set()
         for recs, table in parts:
             for origin, chs in payloads_for(list(recs.values()), table).items():
                 for p in chs.values():
                     if isinstance(p, BlobRef):
                         out.add(keys.blob_key(tid, ns, origin, p.digest))
-                    elif spills and p.spill:
-                        out.add(keys.blob_key(tid, ns, origin, p.spill))
+                    elif spills:
+                        out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
         return out
 
     def _plan_heads_ids(self, prefix: str) -> Plan[list[tuple[str, str]]]:
