@@ -290,8 +290,9 @@ class MigratePlans(SaverPlans):
             # 1. writes documents, each by its own compare-and-swap
             folded, lost = yield from self._rewrite_writes(tid, ns, everything, todo, memo)
             counts.retries += lost
+        # candidates for collection: what exists (referenced blobs, copies being spilled)
         old_blobs = self._blob_keys(tid, ns, [(head.records, head.payloads)] + [
-            (s.records, s.payloads) for s in segments.values()], spills=True)  # fmt: skip
+            (s.records, s.payloads) for s in segments.values()])  # fmt: skip
         segment_parts: list[tuple[dict[str, Record], PayloadTable]] = []  # what the new manifest holds
         hkey = keys.head_key(tid, ns)
         seg_puts: list[tuple[str, bytes]] | None = None  # written once per pass
@@ -377,7 +378,7 @@ class MigratePlans(SaverPlans):
                 counts.checkpoints += len(upgrade)
                 # what the stored objects reference now (a segment kept as it was may still name a
                 # blob where the new head holds the same value inline): everything else goes
-                kept = self._blob_keys(tid, ns, [(head_recs, new_head.payloads), *segment_parts], spills=True)
+                kept = self._blob_keys(tid, ns, [(head_recs, new_head.payloads), *segment_parts], may_spill=True)
                 garbage = replaced + sorted(old_blobs - kept - written_blobs)
                 if garbage:
                     yield DeleteMany(tuple(garbage))
@@ -415,7 +416,7 @@ class MigratePlans(SaverPlans):
         garbage = [k for k, _ in seg_puts or [] if k not in listed]
         if head is not None:
             parts = [(head.records, head.payloads), *((g.records, g.payloads) for g in segments.values())]
-            used = self._blob_keys(tid, ns, parts, spills=True)
+            used = self._blob_keys(tid, ns, parts, may_spill=True)
             owners = set(head.records).union(*(g.records for g in segments.values()))
         else:
             used, owners = set(), set()

@@ -1298,7 +1298,7 @@ class SaverPlans:
                     garbage.append(info.key)
             # a dropped checkpoint's blobs go unless what remains references them (by key: an owner
             # kept for one value may have others nothing uses any more)
-            still = self._blob_keys(thread_id, ns, [(new_head.records, new_head.payloads), *remaining], spills=True)
+            still = self._blob_keys(thread_id, ns, [(new_head.records, new_head.payloads), *remaining], may_spill=True)
             for info in (yield from self._list_all(keys.blobs_prefix(thread_id, ns))):
                 if keys.parse_blob_key(info.key) in drop and info.key not in still:
                     garbage.append(info.key)
@@ -1311,19 +1311,20 @@ class SaverPlans:
         )
 
     def _blob_keys(
-        self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, spills: bool = False
+        self, tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, may_spill: bool = False
     ) -> set[str]:
-        """Keys of the large values the records reference. With ``spills``, also the key every
-        inline value may be copied to by spill-behind: a writer may write that copy at any time
-        (and remember it written, dropping its inline copy on its next put), so garbage
-        collection must not delete such a key while any record holds the value."""
+        """Keys of the large values the records reference, and of the copies being spilled
+        behind inline values. With ``may_spill``, also the key *every* inline value may be
+        copied to: a writer may write that copy at any time (and remember it written, dropping
+        its inline copy on its next put), so garbage collection must keep such a key while any
+        record holds the value."""
         out = set()
         for recs, table in parts:
             for origin, chs in payloads_for(list(recs.values()), table).items():
                 for p in chs.values():
                     if isinstance(p, BlobRef):
                         out.add(keys.blob_key(tid, ns, origin, p.digest))
-                    elif spills:
+                    elif p.spill or may_spill:
                         out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
         return out
 
