@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -94,13 +95,22 @@ def test_stop_hands_sessions_over_and_another_worker_continues(fleet) -> None:  
     b.stop()
 
 
-def test_takeover_replays_completed_tasks_instead_of_running_them_again(fleet) -> None:  # type: ignore[no-untyped-def]
+def test_takeover_replays_completed_tasks_instead_of_running_them_again(fleet, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Worker A dies in a superstep after one task finished (its writes are stored) and before
     the other did. Worker B takes the session over and resumes: the finished task is replayed
     from its stored writes, not executed again, so its side effect happens once."""
     _saver, clock, worker = fleet
     effects: list[str] = []
     crash = {"on": True}
+    paid_stored = threading.Event()
+    store_writes = ObjectStoreSaver.put_writes
+
+    def put_writes(self: ObjectStoreSaver, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        store_writes(self, config, writes, task_id, task_path)
+        if any(value == ["paid"] for _channel, value in writes):
+            paid_stored.set()
+
+    monkeypatch.setattr(ObjectStoreSaver, "put_writes", put_writes)
 
     def pay(s: S) -> S:
         effects.append("paid")
@@ -108,6 +118,9 @@ def test_takeover_replays_completed_tasks_instead_of_running_them_again(fleet) -
 
     def notify(s: S) -> S:
         if crash["on"]:
+            # die only once pay's writes are stored (the point of the test), not before: a
+            # crash that lands first stops LangGraph from storing them, which is another story
+            assert paid_stored.wait(30)
             raise SystemExit("worker A died here")  # as abrupt as it gets in-process
         return {"log": ["notified"]}
 
