@@ -20,11 +20,12 @@ from typing_extensions import TypedDict
 from langgraph_handoff import ObjectStoreSaver, envelope
 from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.envelope import Kind
-from langgraph_handoff.errors import MigrationError
+from langgraph_handoff.errors import MigrationError, UnknownOutcomeError
 from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
+from langgraph_handoff.stores.counting import CountingStore
 from tests.migrate_helpers import Tripwire, cfg, seen, unpack_fixture
 from tests.test_migrate import BROKEN, stamped
 from tests.test_migrations import migrations, v1_graph
@@ -632,3 +633,102 @@ def test_migrate_keeps_a_blob_a_running_worker_remembers_written() -> None:
     ObjectStoreSaver(store, migrations=m, layout=_SPILLY).migrate_thread("t")
     worker.invoke({}, cfg("t"))
     _reads_whole(store, ObjectStoreSaver(store, migrations=m, layout=_SPILLY))
+
+
+# -- tenth review round ------------------------------------------------------------------------------
+
+
+class _Lost(CountingStore):
+    """The head swap lands, a worker writes on top, and the answer to the swap is lost."""
+
+    def __init__(self, inner: StoreBase, on_top: Any) -> None:
+        super().__init__(inner)
+        self.on_top, self.armed = on_top, True
+
+    def run(self, op: Op) -> Any:
+        if self.armed and isinstance(op, Put) and op.key == "heads/t/=" and op.if_match:
+            self.armed = False
+            super().run(op)
+            self.on_top()
+            raise UnknownOutcomeError(op.key, "HTTP 500")
+        return super().run(op)
+
+
+def test_a_lost_answer_to_a_rewrite_does_not_delete_the_segments_it_stored() -> None:
+    tiny = Layout(head_max_records=5, head_keep=1)  # segments mix runs
+    store = MemoryStore()
+    worker = _counting(_Big, ObjectStoreSaver(store, layout=tiny))
+    for i in range(6):
+        worker.invoke({"n": 0} if i == 0 else {}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": f"r{i}"}})
+    admin = ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny)
+    admin.delete_for_runs(["r1"])
+    _reads_whole(store, ObjectStoreSaver(store, layout=tiny))
+
+
+def test_a_lost_answer_to_migrates_head_swap_collects_what_it_replaced() -> None:
+    from langgraph_handoff.migrations import rename_channel
+
+    tiny = Layout(head_max_records=4, head_keep=2)
+    store = MemoryStore()
+    graph = _counting(_Big, ObjectStoreSaver(store, layout=tiny))
+    for i in range(8):
+        graph.invoke({"big": "B" * 300} if i == 0 else {}, cfg("t"))
+    m = SchemaMigrations()
+    m.register(1)(rename_channel("big", "body"))
+    worker = _counting(_Body, ObjectStoreSaver(store, layout=tiny, migrations=m))
+    saver = ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny, migrations=m)
+    assert saver.migrate_thread("t").status == "migrated"
+    report = verify_store(ObjectStoreSaver(store, migrations=m))
+    assert report.problems == [] and report.unreferenced == []  # the replaced segments went
+
+
+def test_a_thread_deleted_and_copied_back_under_a_running_worker() -> None:
+    """The worker remembered a blob written; the copy brought back the same checkpoint ids (the
+    same blob keys) with the value inline, and the worker's next put referenced the deleted blob."""
+    store = MemoryStore()
+    _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY)).invoke({"big": "B" * 1000}, cfg("src"))
+    _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY)).update_state(cfg("src"), {"big": "C" * 1000})
+    admin = ObjectStoreSaver(store, layout=_SPILLY)
+    admin.copy_thread("src", "t")
+    worker = _counting(_Big, ObjectStoreSaver(store, layout=_SPILLY))
+    worker.invoke({}, cfg("t"))  # writes B's spill under t and remembers it
+    worker.invoke({}, cfg("t"))  # B becomes a reference to that blob
+    admin.delete_thread("t")
+    admin.copy_thread("src", "t")  # back to the copy: B inline again, the blob gone
+    worker.invoke({}, cfg("t"))
+    _reads_whole(store, ObjectStoreSaver(store, layout=_SPILLY))
+
+
+def test_migrate_reuses_a_renamed_channels_blob() -> None:
+    from langgraph_handoff.migrations import rename_channel
+
+    store = MemoryStore()
+    big = Layout(blob_threshold=500)
+    _counting(_Big, ObjectStoreSaver(store, layout=big)).invoke({"big": "B" * 1000}, cfg("t"))
+    m = SchemaMigrations()
+    m.register(1)(rename_channel("big", "body"))
+    blobs = {i.key for i in store.list("data/t/=/b/")}
+    ObjectStoreSaver(store, migrations=m).migrate_thread("t")  # default layout: would be inline
+    report = verify_store(ObjectStoreSaver(store, migrations=m))
+    assert report.unreferenced == [] and {i.key for i in store.list("data/t/=/b/")} == blobs
+
+
+def test_ctrl_c_reports_every_thread_it_migrated(tmp_path: Path) -> None:
+    from langgraph_handoff.stores import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    graph = v1_graph(ObjectStoreSaver(store))
+    for n in range(40):
+        graph.invoke({"log": ["hi"]}, cfg(f"t{n}"))
+    reported: list[str] = []
+
+    def interrupt_once(result: Any) -> None:
+        reported.append(result.thread_id)
+        if len(reported) == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ObjectStoreSaver(store, migrations=migrations(1)).migrate(concurrency=4, on_result=interrupt_once)
+    done = [r.thread_id for r in ObjectStoreSaver(store, migrations=migrations(1)).migrate(dry_run=True).results
+            if r.status == "current"]  # fmt: skip
+    assert sorted(reported) == sorted(done) and len(done) < 40

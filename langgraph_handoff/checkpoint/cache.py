@@ -104,11 +104,22 @@ class HeadCache:
         self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, empty_read: bool = False
     ) -> None:
         """Record a head we just read. (If a concurrent write of ours landed after this read, the
-        next put loses one CAS and re-reads: a cost, never a correctness problem.)"""
+        next put loses one CAS and re-reads: a cost, never a correctness problem.)
+
+        A head someone else wrote voids the blobs we saw written: an administrative rewrite
+        (migrate, prune, a delete and a copy back) may have collected them since, so the next
+        spill of such a value writes its blob again instead of trusting the memory."""
         self._update(
             thread_id,
             ns,
-            lambda old: replace(old, known=True, head=head, etag=etag, empty_reads=old.empty_reads + int(empty_read)),
+            lambda old: replace(
+                old,
+                known=True,
+                head=head,
+                etag=etag,
+                empty_reads=old.empty_reads + int(empty_read),
+                spilled=old.spilled if etag == old.etag else frozenset(),
+            ),
         )
 
     def wrote(self, thread_id: str, ns: str, head: Head | None, etag: str | None, *, used_empty_read: bool) -> None:

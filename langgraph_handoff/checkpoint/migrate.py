@@ -300,6 +300,7 @@ class MigratePlans(SaverPlans):
         replaced: list[str] = []
         written_blobs: set[str] = set()
         segments_written = False
+        stacked: Head | None = None  # a writer's head on top of ours, when our swap's reply was lost
         try:
             for _ in range(self.layout.max_attempts):
                 # 2. records
@@ -351,8 +352,14 @@ class MigratePlans(SaverPlans):
                                          if_match=etag)  # fmt: skip
                 except (PreconditionFailedError, UnknownOutcomeError):
                     fresh, fresh_etag = self._head_from((yield Get(hkey)), tid, ns)
+                    ours = {k for k, _ in seg_puts}  # fresh keys no head but ours can list
+                    listed = {keys.segment_key(tid, ns, r.key) for r in (fresh.segments if fresh else ())}
                     if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:
                         new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
+                    elif fresh is not None and seg_puts and ours <= listed:
+                        # our swap landed unseen and a writer wrote on top of it: done (the cache
+                        # takes the writer's head, not ours, so this process never writes over it)
+                        new_etag, stacked = fresh_etag, fresh
                     else:
                         counts.retries += 1
                         if (
@@ -373,7 +380,10 @@ class MigratePlans(SaverPlans):
                         everything = {**seg_records, **head.records}
                         where.update(dict.fromkeys(head.records, head.payloads))
                         continue
-                self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
+                if stacked is not None:
+                    self._cache.observe(tid, ns, stacked, new_etag)
+                else:
+                    self._cache.wrote(tid, ns, new_head, new_etag, used_empty_read=False)
                 counts.objects += 1 + len(seg_puts)
                 counts.checkpoints += len(upgrade)
                 # what the stored objects reference now (a segment kept as it was may still name a
@@ -565,7 +575,7 @@ class MigratePlans(SaverPlans):
                             "readers keep upgrading it on read."
                         )
                     if taken is None:
-                        table.setdefault(rid, {})[ch] = self._payload_for(tid, ns, rid, ch, typed, where[rid], blobs)
+                        table.setdefault(rid, {})[ch] = self._payload_for(tid, ns, rid, ch, typed, where, blobs)
                 mine[ch] = (origin, version, val.key)
                 refs[ch] = (origin, version)
             upgraded_values[rid] = mine
@@ -603,14 +613,19 @@ class MigratePlans(SaverPlans):
         rid: str,
         ch: str,
         typed: tuple[str, bytes],
-        old: PayloadTable,
+        where: dict[str, PayloadTable],
         blobs: list[tuple[str, bytes]],
     ) -> Payload:
         """The payload an upgraded record owns for ``ch``: what it stored there already if the
-        bytes are the same (a blob stays where it is), else a new inline value or blob."""
-        stored = old.get(rid, {}).get(ch)
+        bytes are the same (a blob stays where it is), or a blob it owns with these bytes under
+        another channel (a rename), else a new inline value or blob."""
+        stored = where[rid].get(rid, {}).get(ch)
         if stored is not None and _holds(stored, typed):
             return stored
+        for table in {id(t): t for t in where.values()}.values():  # head and segments, each once
+            for other in table.get(rid, {}).values():
+                if isinstance(other, BlobRef) and _holds(other, typed):
+                    return other
         typ, data = typed
         if len(data) < self.layout.blob_threshold:
             return Inline(typ, data)

@@ -1283,9 +1283,13 @@ class SaverPlans:
             except (PreconditionFailedError, UnknownOutcomeError):
                 fresh, fresh_etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
                 if fresh is None or fresh.segments != new_head.segments or set(fresh.records) != set(kept_head):
-                    # A writer moved the head first: our new segments are orphans; start over.
-                    if new_segments:
-                        yield DeleteMany(tuple(k for k, _ in new_segments))
+                    # The head is not ours: start over. Our new segments are orphans unless the
+                    # head lists them (our swap landed unseen and a writer wrote on top of it:
+                    # then the next attempt finds those checkpoints gone and drops nothing).
+                    listed = {keys.segment_key(thread_id, ns, r.key) for r in (fresh.segments if fresh else ())}
+                    orphans = tuple(k for k, _ in new_segments if k not in listed)
+                    if orphans:
+                        yield DeleteMany(orphans)
                     yield Sleep(_backoff(self.layout, attempt))
                     continue
                 new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored

@@ -397,15 +397,27 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
                 return ThreadMigration.failure(thread_id, exc)
 
         pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
+        futures = [pool.submit(one, t) for t in targets]
+        reported: set[int] = set()
         try:
-            for future in as_completed([pool.submit(one, t) for t in targets]):
+            for future in as_completed(futures):
                 results.append(future.result())
+                reported.add(id(future))
                 if on_result is not None:
                     on_result(results[-1])
         except BaseException:
             # Ctrl-C, or on_result failing (a closed pipe): threads not started yet never start;
-            # the ones under way finish their thread (each is safe to stop between threads)
+            # the ones under way finish their thread (each is safe to stop between threads) and
+            # are still reported, so the output accounts for every thread that was migrated
             pool.shutdown(wait=True, cancel_futures=True)
+            for future in futures:
+                if id(future) not in reported and future.done() and not future.cancelled():
+                    results.append(future.result())
+                    if on_result is not None:
+                        try:
+                            on_result(results[-1])
+                        except Exception:  # noqa: BLE001 - already stopping on the first error
+                            break
             raise
         pool.shutdown(wait=True)
         summary = MigrationSummary(results, dry_run, time.monotonic() - started)
