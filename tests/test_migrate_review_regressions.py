@@ -732,3 +732,42 @@ def test_ctrl_c_reports_every_thread_it_migrated(tmp_path: Path) -> None:
     done = [r.thread_id for r in ObjectStoreSaver(store, migrations=migrations(1)).migrate(dry_run=True).results
             if r.status == "current"]  # fmt: skip
     assert sorted(reported) == sorted(done) and len(done) < 40
+
+
+# -- eleventh review round ----------------------------------------------------------------------------
+
+
+def test_a_restore_that_recreates_the_same_head_bytes_is_not_mistaken_for_it() -> None:
+    """Content-hash ETags: a delete and a copy back recreated the worker's last head byte for
+    byte, so its next compare-and-swap succeeded without a re-read and it trusted blobs it
+    remembered writing, which the delete had removed (ABA)."""
+    store = MemoryStore()
+    worker_saver = ObjectStoreSaver(store)
+    worker = _counting(_Big, worker_saver)
+    admin = ObjectStoreSaver(store)
+    worker.invoke({"big": "B" * 40000}, cfg("t"))
+    worker.update_state(cfg("t"), {"big": "C" * 40000})  # B superseded: its blob written, remembered
+    etag = store.get("heads/t/=").etag  # type: ignore[union-attr]
+    admin.copy_thread("t", "bak")
+    admin.delete_thread("t")
+    admin.copy_thread("bak", "t")
+    assert store.get("heads/t/=").etag != etag  # type: ignore[union-attr]
+    worker.invoke({}, cfg("t"))
+    _reads_whole(store, ObjectStoreSaver(store))
+
+
+def test_a_deleted_runs_checkpoints_do_not_linger_after_a_lost_answer() -> None:
+    """delete_for_runs whose head swap landed unseen under a worker's turn found nothing left to
+    drop on its next attempt and never collected the replaced segments (holding the deleted
+    run's checkpoints) or its writes."""
+    tiny = Layout(head_max_records=5, head_keep=1)
+    store = MemoryStore()
+    worker = _counting(_Big, ObjectStoreSaver(store, layout=tiny))
+    for i in range(6):
+        worker.invoke({"n": 0} if i == 0 else {}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": f"r{i}"}})
+    admin = ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny)
+    admin.delete_for_runs(["r1"])
+    fresh = ObjectStoreSaver(store, layout=tiny)
+    _reads_whole(store, fresh)
+    assert verify_store(fresh).unreferenced == []
+    assert all(t.metadata.get("run_id") != "r1" for t in fresh.list(cfg("t")))

@@ -1276,24 +1276,36 @@ class SaverPlans:
             )
             for key, body in new_segments:
                 yield Put(key, body)
+            stacked = False
             try:
                 new_etag = yield Put(
                     keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag
                 )
             except (PreconditionFailedError, UnknownOutcomeError):
                 fresh, fresh_etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-                if fresh is None or fresh.segments != new_head.segments or set(fresh.records) != set(kept_head):
-                    # The head is not ours: start over. Our new segments are orphans unless the
-                    # head lists them (our swap landed unseen and a writer wrote on top of it:
-                    # then the next attempt finds those checkpoints gone and drops nothing).
+                if fresh is not None and fresh.segments == new_head.segments and set(fresh.records) == set(kept_head):
+                    new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
+                elif self._landed_under(fresh, new_head, new_segments, replaced, drop, thread_id, ns):
+                    # our swap landed unseen and a writer wrote on top of it: done, and the
+                    # garbage below must go (a deleted run's checkpoints must not linger); what
+                    # the writer sealed since counts among what remains
+                    assert fresh is not None
+                    for ref in [s for s in fresh.segments if s not in new_head.segments]:
+                        sealed = yield from self._load_segment(thread_id, ns, ref)
+                        if sealed is not None:
+                            remaining.append((sealed.records, sealed.payloads))
+                    self._cache.observe(thread_id, ns, fresh, fresh_etag)
+                    new_head, new_etag, stacked = fresh, fresh_etag, True
+                else:
+                    # Not ours: start over. Our new segments are orphans unless the head lists them.
                     listed = {keys.segment_key(thread_id, ns, r.key) for r in (fresh.segments if fresh else ())}
                     orphans = tuple(k for k, _ in new_segments if k not in listed)
                     if orphans:
                         yield DeleteMany(orphans)
                     yield Sleep(_backoff(self.layout, attempt))
                     continue
-                new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
-            self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
+            if not stacked:
+                self._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
             # Garbage: replaced segments, writes of dropped checkpoints, blobs only they owned.
             garbage = list(replaced)
             for info in (yield from self._list_all(keys.writes_prefix(thread_id, ns))):
@@ -1331,6 +1343,28 @@ class SaverPlans:
                     elif p.spill or may_spill:
                         out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
         return out
+
+    def _landed_under(
+        self,
+        fresh: Head | None,
+        ours: Head,
+        new_segments: list[tuple[str, bytes]],
+        replaced: list[str],
+        drop: set[str],
+        thread_id: str,
+        ns: str,
+    ) -> bool:
+        """Is ``fresh`` our rewrite with a writer's checkpoints on top? It lists every segment we
+        wrote (fresh keys nobody else knows) and none we replaced, and holds none of the dropped
+        checkpoints, not even in a segment sealed since. When unsure, no: the caller starts over,
+        which at worst leaves garbage."""
+        if fresh is None or fresh.records.keys() & drop:
+            return False
+        listed = {keys.segment_key(thread_id, ns, r.key) for r in fresh.segments}
+        if not {k for k, _ in new_segments} <= listed or listed & set(replaced):
+            return False
+        sealed_since = [s for s in fresh.segments if s not in ours.segments]
+        return not any(s.covers(d) for s in sealed_since for d in drop) and bool(new_segments or replaced or drop)
 
     def _plan_heads_ids(self, prefix: str) -> Plan[list[tuple[str, str]]]:
         """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from

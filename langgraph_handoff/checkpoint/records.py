@@ -20,6 +20,7 @@ for one checkpoint.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -255,7 +256,7 @@ def _records_in(obj: dict[str, Any]) -> dict[str, Record]:
 _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
-_HEAD_KEYS = {"t", "n", "r", "x", "s"}
+_HEAD_KEYS = {"t", "n", "r", "x", "s", "u"}
 
 
 def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: PayloadTable) -> dict[str, Any]:
@@ -269,9 +270,14 @@ def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: Pay
 
 
 def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
+    """A head's bytes. Each write gets a random nonce (``u``): ETags are content hashes on every
+    store, and a head written again with the same content (a thread deleted and copied back)
+    must not carry the ETag a writer still holds, or its compare-and-swap would succeed on a
+    head it never read (ABA) and trust what it remembers about the old one."""
     obj: dict[str, Any] = dict(head.extra)
     obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
     obj["s"] = [[s.key, s.first_id, s.last_id, s.count] for s in head.segments]
+    obj["u"] = secrets.token_bytes(8)
     return envelope.encode_msgpack(Kind.HEAD, obj, schema_version=schema_version)
 
 
