@@ -771,3 +771,61 @@ def test_a_deleted_runs_checkpoints_do_not_linger_after_a_lost_answer() -> None:
     _reads_whole(store, fresh)
     assert verify_store(fresh).unreferenced == []
     assert all(t.metadata.get("run_id") != "r1" for t in fresh.list(cfg("t")))
+
+
+# -- twelfth review round -----------------------------------------------------------------------------
+
+
+class _Two(TypedDict, total=False):
+    doc: str
+    other: str
+    n: int
+
+
+def _alternating(saver: ObjectStoreSaver) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    def a(state: dict[str, Any]) -> dict[str, Any]:
+        n = state.get("n", 0) + 1
+        return {"n": n, **({"other": chr(65 + n % 26) * 600} if n % 3 == 0 else {})}
+
+    g = StateGraph(_Two)
+    g.add_node("a", a)
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_a_segment_sealed_on_top_and_replaced_before_it_is_read_stops_the_collection() -> None:
+    """prune's swap landed unseen, a worker's turn on top sealed a segment, and another admin job
+    replaced that segment right after prune's re-read: prune skipped the missing segment and
+    collected a blob the replacement still references."""
+    from langgraph_handoff.stores.base import Get
+
+    layout = Layout(blob_threshold=100_000, spill_threshold=200, head_max_records=3, head_keep=1)
+    store = MemoryStore()
+    graph = _alternating(ObjectStoreSaver(store, layout=layout))
+
+    def run(g: Any, rid: str, inp: dict[str, Any]) -> None:
+        g.invoke(inp, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": rid}})
+
+    run(graph, "r0", {"doc": "B" * 1000})
+    for i in range(5):
+        run(graph, f"r{i + 1}", {"doc": f"X{i}" * 300} if i == 1 else {})
+    worker = _alternating(ObjectStoreSaver(store, layout=layout))
+    state = {"late": False}
+
+    class Racing(_Lost):
+        def run(self, op: Op) -> Any:
+            out = super().run(op)
+            if state["late"] and isinstance(op, Get) and op.key == "heads/t/=":
+                state["late"] = False  # just after prune's re-read: another admin job
+                ObjectStoreSaver(store, layout=layout).delete_for_runs(["r5"])
+            return out
+
+    def on_top() -> None:
+        run(worker, "w", {"doc": "W" * 800})  # seals a segment
+        state["late"] = True
+
+    ObjectStoreSaver(Racing(store, on_top), layout=layout).prune(["t"])
+    _reads_whole(store, ObjectStoreSaver(store, layout=layout))

@@ -1283,17 +1283,22 @@ class SaverPlans:
                 )
             except (PreconditionFailedError, UnknownOutcomeError):
                 fresh, fresh_etag = self._head_from((yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-                if fresh is not None and fresh.segments == new_head.segments and set(fresh.records) == set(kept_head):
-                    new_etag = fresh_etag  # the outcome was unknown, but our head is the one stored
-                elif self._landed_under(fresh, new_head, new_segments, replaced, drop, thread_id, ns):
-                    # our swap landed unseen and a writer wrote on top of it: done, and the
-                    # garbage below must go (a deleted run's checkpoints must not linger); what
-                    # the writer sealed since counts among what remains
+                mine = (
+                    fresh is not None and fresh.segments == new_head.segments and set(fresh.records) == set(kept_head)
+                )
+                if mine or self._landed_under(fresh, new_head, new_segments, replaced, drop, thread_id, ns):
+                    # Our swap landed unseen (perhaps with a writer's checkpoints, or a lease or
+                    # migrate change, on top): done, and the garbage below must go (a deleted
+                    # run's checkpoints must not linger). What is stored now, not what we
+                    # computed, is what the cache keeps and what the collection keeps alive,
+                    # including what a writer sealed since.
                     assert fresh is not None
-                    for ref in [s for s in fresh.segments if s not in new_head.segments]:
-                        sealed = yield from self._load_segment(thread_id, ns, ref)
-                        if sealed is not None:
-                            remaining.append((sealed.records, sealed.payloads))
+                    sealed = yield from self._load_segments(thread_id, ns, [s for s in fresh.segments
+                                                                          if s not in new_head.segments])  # fmt: skip
+                    if sealed is None:  # replaced meanwhile: read it all again
+                        yield Sleep(_backoff(self.layout, attempt))
+                        continue
+                    remaining += sealed
                     self._cache.observe(thread_id, ns, fresh, fresh_etag)
                     new_head, new_etag, stacked = fresh, fresh_etag, True
                 else:
@@ -1344,6 +1349,18 @@ class SaverPlans:
                         out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
         return out
 
+    def _load_segments(
+        self, thread_id: str, ns: str, refs: list[SegmentRef]
+    ) -> Plan[list[tuple[dict[str, Record], PayloadTable]] | None]:
+        """The records and payloads of ``refs``; None if one of them is gone."""
+        out = []
+        for ref in refs:
+            seg = yield from self._load_segment(thread_id, ns, ref)
+            if seg is None:
+                return None
+            out.append((seg.records, seg.payloads))
+        return out
+
     def _landed_under(
         self,
         fresh: Head | None,
@@ -1364,7 +1381,7 @@ class SaverPlans:
         if not {k for k, _ in new_segments} <= listed or listed & set(replaced):
             return False
         sealed_since = [s for s in fresh.segments if s not in ours.segments]
-        return not any(s.covers(d) for s in sealed_since for d in drop) and bool(new_segments or replaced or drop)
+        return not any(s.covers(d) for s in sealed_since for d in drop)
 
     def _plan_heads_ids(self, prefix: str) -> Plan[list[tuple[str, str]]]:
         """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from
