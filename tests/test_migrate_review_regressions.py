@@ -654,14 +654,20 @@ class _Lost(CountingStore):
         return super().run(op)
 
 
-def test_a_lost_answer_to_a_rewrite_does_not_delete_the_segments_it_stored() -> None:
-    tiny = Layout(head_max_records=5, head_keep=1)  # segments mix runs
+def _delete_run_r1_with_a_lost_answer() -> tuple[StoreBase, Layout]:
+    """Six runs on one thread (segments mixing runs), then delete_for_runs(["r1"]) whose head
+    swap lands while a worker takes a turn on top, and whose answer is lost."""
+    tiny = Layout(head_max_records=5, head_keep=1)
     store = MemoryStore()
     worker = _counting(_Big, ObjectStoreSaver(store, layout=tiny))
     for i in range(6):
         worker.invoke({"n": 0} if i == 0 else {}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": f"r{i}"}})
-    admin = ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny)
-    admin.delete_for_runs(["r1"])
+    ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny).delete_for_runs(["r1"])
+    return store, tiny
+
+
+def test_a_lost_answer_to_a_rewrite_does_not_delete_the_segments_it_stored() -> None:
+    store, tiny = _delete_run_r1_with_a_lost_answer()
     _reads_whole(store, ObjectStoreSaver(store, layout=tiny))
 
 
@@ -760,13 +766,7 @@ def test_a_deleted_runs_checkpoints_do_not_linger_after_a_lost_answer() -> None:
     """delete_for_runs whose head swap landed unseen under a worker's turn found nothing left to
     drop on its next attempt and never collected the replaced segments (holding the deleted
     run's checkpoints) or its writes."""
-    tiny = Layout(head_max_records=5, head_keep=1)
-    store = MemoryStore()
-    worker = _counting(_Big, ObjectStoreSaver(store, layout=tiny))
-    for i in range(6):
-        worker.invoke({"n": 0} if i == 0 else {}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": f"r{i}"}})
-    admin = ObjectStoreSaver(_Lost(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny)
-    admin.delete_for_runs(["r1"])
+    store, tiny = _delete_run_r1_with_a_lost_answer()
     fresh = ObjectStoreSaver(store, layout=tiny)
     _reads_whole(store, fresh)
     assert verify_store(fresh).unreferenced == []
