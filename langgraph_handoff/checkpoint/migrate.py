@@ -4,21 +4,26 @@ Readers already upgrade old checkpoints in memory (lazily, see :mod:`langgraph_h
 and :mod:`langgraph_handoff.formats`). ``migrate`` makes that permanent, one namespace at a time,
 so old versions can eventually be dropped from the code:
 
+Every step and check runs first, on what is stored, so a step that fails leaves the namespace
+exactly as it was. Then:
+
 1. **Writes documents** whose format or channel names are old are rewritten in place, each by
    compare-and-swap on its own ETag. A rewritten document means exactly what it meant before to
    every reader running current code, so it is safe to do first and to do again.
 2. **Records** (checkpoints) in an older state schema are upgraded with the very function readers
    use (``_migrate``), so ``get_state`` shows the same values before and after. Values the steps
-   left unchanged keep their stored payload; changed ones are stored once per chain, the way a
+   left unchanged keep their stored reference; changed ones are stored once per chain, the way a
    ``put`` would store them.
 3. Replacement **segments** go to fresh keys (create-only), then the **head** moves by
-   compare-and-swap. A writer that moved the head first wins: the migration reads again and redoes
-   the namespace. Only after the head moved are the replaced segments and the large values no
-   record uses any more deleted.
+   compare-and-swap. A writer that moved the head first wins: if it only added checkpoints, the
+   prepared upgrade is laid over its head and swapped at once; otherwise the namespace is redone.
+   Only after the head moved are the replaced segments and the large values nothing can use any
+   more deleted (a key an inline value may be spilled to is kept: a writer may write it).
 
-A kill at any point leaves either the old head or the new one (plus, at worst, objects nothing
-references, removed with the thread by ``delete_thread``). Current records are skipped, so a rerun
-finishes what was left and never migrates a checkpoint twice.
+A kill at any point leaves the namespace reading as before: the old head or the new one, writes
+documents perhaps already rewritten, and at worst objects nothing references (``verify`` lists
+them, ``delete_thread`` removes them). Current records are skipped, so a rerun finishes what was
+left and never migrates a checkpoint twice.
 """
 
 from __future__ import annotations
