@@ -204,8 +204,9 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
             elif "/b/" in key:
                 report.blobs += 1
                 wobj = store.get(key)
-                if wobj is not None and _decoded(rec_io.decode_blob, wobj.body, key, report) is not None:
-                    report.blob_formats[envelope.decode(wobj.body, key=key).format_version] += 1
+                env = None if wobj is None else _decoded(_decode_blob_envelope, wobj.body, key, report)
+                if env is not None:
+                    report.blob_formats[env.format_version] += 1
         report.unreferenced += sorted(set(present) - referenced)
     return report
 
@@ -234,6 +235,10 @@ def _check_writes(
             Problem(key, "folded_mismatch", f"checkpoint {doc.checkpoint_id} holds a different copy of these writes")
         )
     return folded is not None
+
+
+def _decode_blob_envelope(body: bytes, *, key: str) -> envelope.Envelope:
+    return envelope.decode(body, key=key, expect=envelope.Kind.BLOB)
 
 
 def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:

@@ -37,13 +37,16 @@ def populate(url: str) -> ObjectStoreSaver:
     return saver
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``langgraph-handoff ARGS`` as a subprocess, with the repository (and ``path``, for a
+    test's own migrations module) importable and ``env`` added to the environment."""
+    pythonpath = str(Path(__file__).parents[1]) + (f"{os.pathsep}{path}" if path else "")
     return subprocess.run(
         [sys.executable, "-m", "langgraph_handoff.cli", *args],
         capture_output=True,
         text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        timeout=120,
+        env={**os.environ, **env, "PYTHONPATH": pythonpath},
     )
 
 
@@ -177,24 +180,8 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     )
     out = cli("history", url, "nosrc")
     assert out.returncode == 0 and "None" in out.stdout
-    east = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "langgraph_handoff.cli",
-            "prune",
-            url,
-            "--thread",
-            "chat-1",
-            "--older-than",
-            "0.5",
-            "--dry-run",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "TZ": "Pacific/Kiritimati", "PYTHONPATH": str(Path(__file__).parents[1])},
+    east = cli(
+        "prune", url, "--thread", "chat-1", "--older-than", "0.5", "--dry-run", "--json", TZ="Pacific/Kiritimati"
     )
     assert json.loads(east.stdout)["threads"] == []  # written moments ago, whatever the local zone
 
@@ -222,30 +209,7 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     migrated = ObjectStoreSaver.from_url(url, migrations=module.migrations)
     with_subgraph(migrated, S, "log").invoke({"log": ["m"]}, {"configurable": {"thread_id": "schema1"}})
-    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parents[1]}{os.pathsep}{tmp_path}"}
-    refused = subprocess.run(
-        [sys.executable, "-m", "langgraph_handoff.cli", "show", url, "schema1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    refused = cli("show", url, "schema1", path=tmp_path)
     assert refused.returncode == 2 and "state schema version 1" in refused.stderr
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "langgraph_handoff.cli",
-            "show",
-            url,
-            "schema1",
-            "--json",
-            "--migrations",
-            "myschema:migrations",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    shown = cli("show", url, "schema1", "--json", "--migrations", "myschema:migrations", path=tmp_path)
     assert shown.returncode == 0 and json.loads(shown.stdout)["values"]["log"] == ["m", "m", "x"]

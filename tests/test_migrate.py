@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import LocalStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
 from tests.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, formats, is_write, old_store, seen, unpack_fixture
+from tests.test_cli import cli
 from tests.test_migrations import migrations, v3_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,16 +282,6 @@ def test_killed_at_every_write_then_rerun_finishes_exactly_once(tmp_path: Path) 
 
 
 # -- the command line ------------------------------------------------------------------------------
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_handoff.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:

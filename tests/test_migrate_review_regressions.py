@@ -27,6 +27,7 @@ from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
 from langgraph_handoff.stores.counting import CountingStore
 from tests.migrate_helpers import Tripwire, cfg, seen, unpack_fixture
+from tests.test_cli import cli
 from tests.test_migrate import BROKEN, stamped
 from tests.test_migrations import migrations, v1_graph
 
@@ -121,16 +122,6 @@ def test_a_delete_or_prune_during_migration_leaves_no_orphan_blobs(action: str) 
         assert list(store.list("")) == []
 
 
-def cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_handoff.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{(env_extra or {}).get('PYTHONPATH', '')}"},
-    )
-
-
 def test_cli_prints_failures_with_brackets_verbatim(tmp_path: Path) -> None:
     """A failure message with ``[/...]`` was read as rich markup: a traceback and no summary."""
     (tmp_path / "bracketed.py").write_text(
@@ -142,7 +133,7 @@ def test_cli_prints_failures_with_brackets_verbatim(tmp_path: Path) -> None:
     unpack_fixture(tmp_path / "store")
     out = cli(
         "migrate", f"file://{tmp_path / 'store'}", "--migrations", "bracketed:migrations",
-        env_extra={"PYTHONPATH": str(tmp_path)},
+        path=tmp_path,
     )  # fmt: skip
     assert out.returncode == 1, out.stderr
     assert "missing field [/subject] [i]" in " ".join(out.stderr.split())
