@@ -64,6 +64,8 @@ class Kind(enum.IntEnum):
     BLOB = 4
     MARKER = 5
     MEMORY = 6
+    TEAM_ROSTER = 7
+    TEAM_MESSAGE = 8
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ broadly or as narrowly as they need::
     │   ├── LeaseHeldError               another worker owns the session and its lease is valid
     │   ├── TransferError                a planned transfer cannot be accepted (none, wrong, expired)
     │   ├── CheckpointOrderError         a new checkpoint id sorts before the latest one (clock skew)
-    │   └── ThreadExistsError            copy_thread target already has checkpoints
+    │   ├── ThreadExistsError            copy_thread target already has checkpoints
+    │   ├── MemberExistsError            a team already has a member of that name
+    │   └── MessageIngestedError         another consumer already ingested these team messages
     ├── StoreError                       the object store failed
     │   ├── UnknownOutcomeError          a conditional write may or may not have happened
     │   └── StoreUnavailableError        throttled or unreachable after retries
@@ -27,7 +29,8 @@ broadly or as narrowly as they need::
         ├── InvalidKeyError
         ├── InvalidRouteError            a router was built or asked with routes it does not have
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
-        └── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
+        ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
+        └── UnknownRecipientError        a team message to a name that is not on the roster
 
 Nothing in this package raises a bare ``KeyError`` for bad input, and no error path drops data.
 """
@@ -50,6 +53,8 @@ __all__ = [
     "InvalidThreadIdError",
     "LangGraphHandoffError",
     "LeaseHeldError",
+    "MemberExistsError",
+    "MessageIngestedError",
     "OwnershipLostError",
     "MigrationError",
     "PreconditionFailedError",
@@ -60,6 +65,7 @@ __all__ = [
     "ThreadExistsError",
     "TransferError",
     "UnknownOutcomeError",
+    "UnknownRecipientError",
 ]
 
 
@@ -167,6 +173,7 @@ class LeaseHeldError(ConflictError):
         self.thread_id = thread_id
         self.owner = owner
         self.expires_at = expires_at
+        self.state = state
         super().__init__(
             f"session {thread_id!r} is {state} by {owner!r} until {expires_at:.3f} (unix time); wait for it to "
             "expire or be released, or take it over with force=True if you know the owner is gone"
@@ -303,6 +310,30 @@ class CorruptObjectError(EnvelopeError):
         )
 
 
+class MemberExistsError(ConflictError):
+    """``Team.spawn`` of a name the roster already holds (names are unique by compare-and-swap)."""
+
+    def __init__(self, team_id: str, name: str) -> None:
+        self.team_id, self.name = team_id, name
+        super().__init__(
+            f"team {team_id!r} already has a member named {name!r}. Pick another name, or "
+            f"remove({name!r}) first (its pending messages are kept as dead letters)."
+        )
+
+
+class MessageIngestedError(ConflictError):
+    """A turn tried to record team messages as consumed that another consumer's committed
+    checkpoint already records. Nothing was written: the other consumer has them. Raised only when
+    two workers serve one member at once (leases off, or a zombie); re-read the inbox and go on."""
+
+    def __init__(self, thread_id: str, message_ids: list[str]) -> None:
+        self.thread_id, self.message_ids = thread_id, list(message_ids)
+        super().__init__(
+            f"messages {', '.join(self.message_ids[:5])} of {thread_id!r} were already ingested by "
+            "another consumer; this turn stored nothing. Re-read the inbox: they are not pending any more."
+        )
+
+
 # --------------------------------------------------------------------------------------------------
 # Bad input
 # --------------------------------------------------------------------------------------------------
@@ -362,3 +393,13 @@ class InvalidHistoryError(InvalidInputError):
             f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
         )
         super().__init__(f"invalid message history: {shown}")
+
+
+class UnknownRecipientError(InvalidInputError):
+    """A team message addressed to a name that is not on the roster. Nothing was written: no
+    inbox is ever created for an unknown name. ``members`` lists the valid recipients."""
+
+    def __init__(self, team_id: str, name: str, members: list[str]) -> None:
+        self.team_id, self.name, self.members = team_id, name, sorted(members)
+        valid = ", ".join(self.members) if self.members else "(the team has no members yet: spawn one)"
+        super().__init__(f"team {team_id!r} has no member {name!r}. Valid recipients: {valid}.")

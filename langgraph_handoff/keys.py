@@ -7,6 +7,9 @@ Layout (relative to the store's own prefix)::
     data/{T}/{N}/s/{inv(first_id)}-{nonce}  sealed history segment (create-only, listed in the head)
     data/{T}/{N}/b/{sha256}                 large channel value, content-addressed (create-only)
     meta/format                             store marker written by ``setup()``
+    teams/{TM}/roster                       a team's members; moved by CAS (langgraph_handoff.teams)
+    teams/{TM}/inbox/{M}/{id}               one message to member M (create-only, deleted once acked)
+    teams/{TM}/dead/{M}/{id}                a message kept for a removed member (dead letter)
 
 ``T``, ``N`` and ``K`` are :func:`encode_segment` of the thread id, namespace and task id.
 
@@ -47,6 +50,11 @@ __all__ = [
     "parse_writes_key",
     "segment_key",
     "segment_suffix",
+    "team_dead_prefix",
+    "team_inbox_key",
+    "team_inbox_prefix",
+    "team_prefix",
+    "team_roster_key",
     "thread_data_prefix",
     "validate_checkpoint_id",
     "validate_namespace",
@@ -251,3 +259,32 @@ def parse_blob_key(key: str) -> str | None:
 
 
 FORMAT_MARKER_KEY = "meta/format"
+
+
+# --------------------------------------------------------------------------------------------------
+# Agent teams (langgraph_handoff.teams). A member's conversation is an ordinary thread
+# ("{team}/{member}") under heads/ and data/; only the roster and the messages live here.
+# --------------------------------------------------------------------------------------------------
+
+
+def team_prefix(team_id: str) -> str:
+    return f"teams/{encode_segment(team_id)}/"
+
+
+def team_roster_key(team_id: str) -> str:
+    return team_prefix(team_id) + "roster"
+
+
+def team_inbox_prefix(team_id: str, member: str | None = None) -> str:
+    """Every inbox of a team, or one member's (message ids are key-safe hex, see teams.model)."""
+    base = team_prefix(team_id) + "inbox/"
+    return base if member is None else base + encode_segment(member) + "/"
+
+
+def team_inbox_key(team_id: str, member: str, message_id: str) -> str:
+    return team_inbox_prefix(team_id, member) + message_id
+
+
+def team_dead_prefix(team_id: str, member: str | None = None) -> str:
+    base = team_prefix(team_id) + "dead/"
+    return base if member is None else base + encode_segment(member) + "/"

@@ -355,6 +355,9 @@ class SaverPlans:
     _cache: HeadCache
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
+    #: ``(thread_id, rider)``: a function of the root head's extra fields applied inside every
+    #: root-head compare-and-swap of that thread (see ``ObjectStoreSaver.with_head_rider``)
+    _rider: tuple[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
     #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
     migrations: SchemaMigrations | None = None
 
@@ -716,7 +719,7 @@ class SaverPlans:
             records=records,
             payloads=table,
             segments=head.segments if head is not None else (),
-            extra=self._stamp(head.extra if head is not None else {}, thread_id),
+            extra=self._stamp(head.extra if head is not None else {}, thread_id, ns),
         )
         schema = self.layout.schema_version
         body = rec_io.encode_head(new, schema_version=schema)
@@ -798,8 +801,12 @@ class SaverPlans:
             raise
         return None
 
-    def _stamp(self, extra: dict[str, Any], thread_id: str) -> dict[str, Any]:
-        """A lease-bound writer records its epoch in every head it writes (the fencing token)."""
+    def _stamp(self, extra: dict[str, Any], thread_id: str, ns: str = "") -> dict[str, Any]:
+        """A lease-bound writer records its epoch in every head it writes (the fencing token), and
+        a rider's fields ride along in the root head: decided against the head this CAS replaces,
+        so they commit atomically with the checkpoint or not at all."""
+        if self._rider is not None and not ns and self._rider[0] == thread_id:
+            extra = self._rider[1](extra)
         fence = self._fence_for(thread_id)
         if fence is None or int(extra.get(FENCE_KEY, 0) or 0) >= fence:
             return extra

@@ -200,6 +200,21 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         clone._fence = (lease.thread_id, int(lease.epoch))
         return clone
 
+    def with_head_rider(self, thread_id: str, rider: Callable[[dict[str, Any]], dict[str, Any]]) -> ObjectStoreSaver:
+        """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
+        the head's extra fields through ``rider`` inside the same compare-and-swap.
+
+        This is how a team member's inbox acknowledgement costs no request of its own: the record
+        of which messages a turn consumed rides in the checkpoint put that stores them, so both
+        commit together or not at all (:mod:`langgraph_handoff.teams`). ``rider`` is called again
+        on every retry against the head as re-read, must be idempotent, and may raise a
+        :class:`~langgraph_handoff.errors.ConflictError` to refuse the write. Combines with
+        :meth:`with_lease`.
+        """
+        clone = copy.copy(self)
+        clone._rider = (keys.validate_thread_id(thread_id), rider)
+        return clone
+
     def __enter__(self) -> ObjectStoreSaver:
         return self
 

@@ -1,0 +1,41 @@
+"""Agent teams: persistent teammates that message each other through durable mailboxes.
+
+* :class:`Team`: roster (compare-and-swap) and mailboxes (one create-only object per message) on
+  the saver's store; ``send``, ``broadcast``, ``status``, ``request_shutdown``, dead letters.
+* :class:`TeamWorker`: serves members under leases; a batch of messages is one turn, acked in the
+  same compare-and-swap as the checkpoint that stores it.
+* :func:`team_tools` / :func:`TeamMiddleware`: what an agent calls (``send_message``,
+  ``broadcast``, ``list_teammates``), recorded in a transactional outbox.
+
+Guarantees and their tests: README "Agent teams" and ``tests/test_teams*.py``.
+"""
+
+from langgraph_handoff.teams.acks import AckState, Selection, ack_rider, select
+from langgraph_handoff.teams.model import Member, Message, Roster, member_thread
+from langgraph_handoff.teams.outbox import OUTBOX_CHANNEL, TeamMiddleware, TeamState, outbox_reducer, team_tools
+from langgraph_handoff.teams.status import ATTENTION, MemberStatus, derive_status
+from langgraph_handoff.teams.team import DeadLetter, InboxEntry, Team
+from langgraph_handoff.teams.worker import TeamWorker
+
+__all__ = [
+    "ATTENTION",
+    "OUTBOX_CHANNEL",
+    "AckState",
+    "DeadLetter",
+    "InboxEntry",
+    "Member",
+    "MemberStatus",
+    "Message",
+    "Roster",
+    "Selection",
+    "Team",
+    "TeamMiddleware",
+    "TeamState",
+    "TeamWorker",
+    "ack_rider",
+    "derive_status",
+    "member_thread",
+    "outbox_reducer",
+    "select",
+    "team_tools",
+]

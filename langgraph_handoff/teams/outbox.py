@@ -1,0 +1,211 @@
+"""How an agent sends: the transactional outbox, and the tools that write to it.
+
+An agent's ``send_message`` does not PUT anything. It appends an entry to the ``team_outbox``
+state channel and answers "queued". The entry is stored with the step's checkpoint, and the
+:class:`~langgraph_handoff.teams.TeamWorker` delivers it only after that checkpoint committed. So:
+
+* a superseded worker (a zombie) never delivers: its checkpoint put is refused, so its outbox
+  never existed;
+* a worker that dies after the commit and before delivery loses nothing: the next owner finds the
+  entry in the committed state and delivers it;
+* a delivery repeated by two workers is harmless: the message object is create-only under a
+  deterministic id, and the recipient remembers each stream's highest ``seq`` for good.
+
+The reducer numbers entries densely per recipient (``seq``). It is deterministic for a given
+parent checkpoint: LangGraph applies a step's writes in task order, so two ``send_message`` calls
+in one model turn get the same numbers on every replay.
+
+Channel value::
+
+    {"next": {recipient: last seq}, "pending": [entry, ...]}
+
+An update is a list of new entries, or ``{"dispatched": {recipient: seq}}`` (the worker's note
+that everything up to ``seq`` was delivered), which drops them from ``pending``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langgraph.graph import MessagesState
+from langgraph.types import Command
+from pydantic import BaseModel, Field, create_model
+from typing_extensions import NotRequired
+
+from langgraph_handoff.errors import UnknownRecipientError
+from langgraph_handoff.teams.model import message_id
+
+if TYPE_CHECKING:
+    from langgraph_handoff.teams.team import Team
+
+__all__ = ["OUTBOX_CHANNEL", "TURN_KEY", "TeamMiddleware", "TeamState", "outbox_reducer", "team_tools"]
+
+OUTBOX_CHANNEL = "team_outbox"
+#: ``config["configurable"][TURN_KEY]``: the token of the turn the worker is running
+TURN_KEY = "team_turn"
+
+
+def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any]:
+    """Append entries with dense per-recipient numbers, or drop the delivered ones.
+
+    >>> box = outbox_reducer({}, [{"to": "a", "content": "1"}, {"to": "b", "content": "x"}])
+    >>> box = outbox_reducer(box, [{"to": "a", "content": "2"}])
+    >>> [(e["to"], e["seq"]) for e in box["pending"]]
+    [('a', 1), ('b', 1), ('a', 2)]
+    >>> [(e["to"], e["seq"]) for e in outbox_reducer(box, {"dispatched": {"a": 1}})["pending"]]
+    [('b', 1), ('a', 2)]
+    """
+    current = current or {}
+    nxt = dict(current.get("next") or {})
+    pending = list(current.get("pending") or [])
+    for item in update if isinstance(update, list) else [update]:
+        if not item:
+            continue
+        if "dispatched" in item:
+            marks = item["dispatched"] or {}
+            pending = [e for e in pending if e["seq"] > int(marks.get(e["to"], 0))]
+            continue
+        seq = int(nxt.get(item["to"], 0)) + 1
+        nxt[item["to"]] = seq
+        pending.append({**item, "seq": seq})
+    return {"next": nxt, "pending": pending}
+
+
+class TeamState(MessagesState):
+    """``MessagesState`` plus the outbox: the state of a team member's own ``StateGraph``."""
+
+    team_outbox: Annotated[dict[str, Any], outbox_reducer]
+
+
+def _entry(
+    to: str, content: str, kind: str, reply_to: str | None, msg_id: str, config: RunnableConfig | None
+) -> dict[str, Any]:
+    turn = ((config or {}).get("configurable") or {}).get(TURN_KEY)
+    return {"id": msg_id, "to": to, "content": content, "type": kind, "reply_to": reply_to,
+            "turn": turn, "created_at": time.time()}  # fmt: skip
+
+
+def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox") -> list[BaseTool]:
+    """The tools a teammate's model uses: ``send_message``, ``broadcast`` and ``list_teammates``.
+
+    ``to`` is an enum of the roster (without ``me``) as it was when the tools were made, and is
+    checked again against the roster at call time, so a misspelt or removed name is a tool error
+    the model reads and corrects: no phantom inbox is created. Sending never blocks: the reply
+    arrives later as a new message, after the agent ended its turn.
+
+    ``mode="outbox"`` (default) records the send in the checkpoint; the worker delivers it after
+    the commit (see this module). ``mode="immediate"`` PUTs inside the tool, named by the tool
+    call id: lower latency, but a dead worker's redone model call can send a second time.
+
+    >>> from langgraph_handoff import ObjectStoreSaver
+    >>> from langgraph_handoff.teams import Team
+    >>> team = Team(ObjectStoreSaver.from_url("memory://"), "demo")
+    >>> _ = team.spawn("lead", role="lead"); _ = team.spawn("alice", role="coder")
+    >>> [t.name for t in team_tools(team, "lead")]
+    ['send_message', 'broadcast', 'list_teammates']
+    """
+    others = [n for n in team.roster_names() if n != me]
+    # An enum of the roster: a misspelt name fails validation with the valid names, as a tool
+    # error. The tool checks again at call time, so a member removed since is refused too
+    # (TeamWorker rebuilds its graphs, and so these tools, whenever the roster changes).
+    ToType: Any = Literal[tuple(others)] if others else str  # type: ignore[valid-type]
+
+    send_args = create_model(
+        "SendMessage",
+        to=(ToType, Field(description="The teammate to message (exact name from list_teammates).")),
+        content=(str, Field(description="What you want them to know or do. They see only this text.")),
+        reply_to=(str | None, Field(default=None, description="The #id of the message you answer, if any.")),
+        tool_call_id=(Annotated[str, InjectedToolCallId], ...),
+    )
+
+    def _check(to: str) -> str | None:
+        if to == me:
+            return "Error: you cannot message yourself."
+        try:
+            team.check_recipient(to)
+        except UnknownRecipientError as exc:
+            return f"Error: {exc}"
+        return None
+
+    def send_message(to: str, content: str, tool_call_id: str, reply_to: str | None = None,
+                     config: RunnableConfig = None) -> Any:  # type: ignore[assignment]  # fmt: skip
+        error = _check(to)
+        if error is not None:
+            return ToolMessage(error, tool_call_id=tool_call_id, status="error")
+        msg_id = message_id(team.team_id, me, to, tool_call_id)
+        if mode == "immediate":
+            team.send(to, content, sender=me, reply_to=reply_to, idempotency_key=f"tool:{tool_call_id}")
+            return ToolMessage(f"Sent to {to}. The reply will arrive as a new message; end your turn to wait for it.",
+                               tool_call_id=tool_call_id)  # fmt: skip
+        return Command(update={
+            OUTBOX_CHANNEL: [_entry(to, content, "message", reply_to, msg_id, config)],
+            "messages": [ToolMessage(
+                f"Queued for {to} as #{msg_id}; it is delivered when this step is saved. The reply will arrive "
+                "as a new message: end your turn to wait for it.", tool_call_id=tool_call_id)],
+        })  # fmt: skip
+
+    class BroadcastArgs(BaseModel):
+        content: str = Field(description="What every teammate should know.")
+        tool_call_id: Annotated[str, InjectedToolCallId]
+
+    def broadcast(content: str, tool_call_id: str, config: RunnableConfig = None) -> Any:  # type: ignore[assignment]
+        targets = [n for n in team.roster_names(refresh=True) if n != me]
+        if not targets:
+            return ToolMessage(
+                "Error: you have no teammates to broadcast to.", tool_call_id=tool_call_id, status="error"
+            )
+        if mode == "immediate":
+            for to in targets:
+                team.send(to, content, sender=me, kind="broadcast", idempotency_key=f"tool:{tool_call_id}")
+            return ToolMessage(f"Sent to {', '.join(targets)}.", tool_call_id=tool_call_id)
+        entries = [_entry(to, content, "broadcast", None, message_id(team.team_id, me, to, tool_call_id), config)
+                   for to in targets]  # fmt: skip
+        return Command(update={
+            OUTBOX_CHANNEL: entries,
+            "messages": [ToolMessage(f"Queued for {', '.join(targets)}.", tool_call_id=tool_call_id)],
+        })  # fmt: skip
+
+    def list_teammates() -> str:
+        lines = [f"- {m.name} ({m.role}){': ' + m.description if m.description else ''}"
+                 + ("" if m.state == "active" else f" [{m.state}]")
+                 for m in team.members(refresh=True) if m.name != me]  # fmt: skip
+        return "\n".join(lines) if lines else "You have no teammates."
+
+    return [
+        StructuredTool.from_function(send_message, name="send_message", args_schema=send_args,
+                                     description="Send a message to one teammate. Never waits for the answer."),
+        StructuredTool.from_function(broadcast, name="broadcast", args_schema=BroadcastArgs,
+                                     description="Send the same message to every teammate."),
+        StructuredTool.from_function(list_teammates, name="list_teammates",
+                                     description="List your teammates: name, role and what they do."),
+    ]  # fmt: skip
+
+
+def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox") -> Any:
+    """Middleware for ``langchain.agents.create_agent``: the team tools plus the outbox channel.
+
+    ``pip install langchain`` is needed for this one function; nothing else here imports it.
+
+    Example::
+
+        from langchain.agents import create_agent
+        coder = create_agent(model, tools=[run_tests], middleware=[TeamMiddleware(team, "alice")],
+                             checkpointer=saver)
+    """
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+
+    class TeamAgentState(AgentState):  # type: ignore[misc]
+        team_outbox: NotRequired[Annotated[dict[str, Any], outbox_reducer]]
+
+    class _TeamMiddleware(AgentMiddleware):  # type: ignore[misc]
+        state_schema = TeamAgentState
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.tools = team_tools(team, me, mode=mode)
+
+    return _TeamMiddleware()

@@ -1,0 +1,401 @@
+"""``TeamWorker``: serve a team's members under leases, one turn per batch of messages.
+
+A worker is a :class:`~langgraph_handoff.ownership.SessionWorker` whose sessions are team
+members. Each :meth:`TeamWorker.step`:
+
+1. reads the roster and takes the members nobody serves (free, released, expired: epoch + 1; or a
+   transfer from a worker that was stopped);
+2. for each member it holds: finishes a step a dead owner left unfinished (``settle``), delivers
+   what that member's committed outbox still holds, then receives: LIST the inbox, GET the new
+   messages, and runs **one turn** with all of them as input. The turn's saver is bound to the
+   lease (fenced) and carries the ack (``teams.acks``), so the input checkpoint stores the
+   messages and records them as consumed in one compare-and-swap;
+3. after the turn committed: deletes the ingested message objects, sends the automatic reply if
+   one is owed, and delivers the turn's outbox.
+
+A crash anywhere loses nothing and ingests nothing twice: before the input checkpoint commits,
+nothing is acked and the next owner reads the same messages; after it, the next owner's
+``settle`` finishes the turn without re-ingesting, and delivers the outbox from the committed
+state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from langgraph_handoff.errors import (
+    ConflictError,
+    LeaseHeldError,
+    MessageIngestedError,
+    OwnershipLostError,
+)
+from langgraph_handoff.ownership.lease import Lease
+from langgraph_handoff.ownership.manager import SessionManager
+from langgraph_handoff.ownership.worker import SessionWorker
+from langgraph_handoff.teams.acks import ack_rider
+from langgraph_handoff.teams.model import EVENT_TYPES, Member, Message, Roster, message_id, next_order
+from langgraph_handoff.teams.outbox import OUTBOX_CHANNEL, TURN_KEY
+from langgraph_handoff.teams.team import Team
+
+__all__ = ["TeamWorker"]
+
+log = logging.getLogger("langgraph_handoff.teams")
+
+#: builds the compiled graph of one role, given the (fenced, acking) saver to use as checkpointer
+RoleFactory = Callable[[Any], Any]
+
+
+class TeamWorker(SessionWorker):
+    """Run a team's members: ingest their messages as turns, deliver what they send.
+
+    ``builds`` maps each role to ``build(checkpointer) -> compiled graph``. A graph's state needs
+    a ``messages`` channel; give it ``team_outbox`` too (``TeamState``, or ``TeamMiddleware`` for
+    ``create_agent``) to use the team tools' transactional sends.
+
+    >>> from langgraph.graph import StateGraph, START, END
+    >>> from langgraph_handoff import ObjectStoreSaver
+    >>> from langgraph_handoff.teams import Team, TeamState
+    >>> def echo(checkpointer):
+    ...     g = StateGraph(TeamState)
+    ...     g.add_node("echo", lambda s: {"messages": [("ai", "got: " + s["messages"][-1].content.splitlines()[-1])]})
+    ...     g.add_edge(START, "echo"); g.add_edge("echo", END)
+    ...     return g.compile(checkpointer=checkpointer)
+    >>> team = Team(ObjectStoreSaver.from_url("memory://"), "t")
+    >>> _ = team.spawn("lead", role="echo"); _ = team.spawn("bob", role="echo")
+    >>> _ = team.send("bob", "ping", sender="lead")
+    >>> worker = TeamWorker(team, "worker-a", {"echo": echo})
+    >>> worker.step()       # bob ingests "ping" and auto-replies; lead ingests the reply (unanswered)
+    2
+    >>> worker.step()
+    0
+    >>> lead = team.saver.get_tuple({"configurable": {"thread_id": "t/lead"}})
+    >>> [m.content.splitlines()[-1] for m in lead.checkpoint["channel_values"]["messages"]]
+    ['got: ping', 'got: got: ping']
+    >>> worker.stop()
+    ['t/bob', 't/lead']
+    """
+
+    def __init__(
+        self,
+        team: Team,
+        owner: str,
+        builds: Mapping[str, RoleFactory],
+        *,
+        ttl: float = 30.0,
+        heartbeat: float | None = None,
+        poll: float = 0.2,
+        max_poll: float = 5.0,
+        batch: int = 50,
+        auto_reply: bool = True,
+        max_failures: int = 3,
+        capacity: int | None = None,
+        members: Sequence[str] | None = None,
+    ):
+        super().__init__(SessionManager(team.saver, clock=team.clock), owner, self._no_build, ttl=ttl,
+                         heartbeat=heartbeat)  # fmt: skip
+        self.team = team
+        self.builds = dict(builds)
+        #: idle backoff: ``poll`` after a busy step, doubling to ``max_poll`` while idle
+        self.poll, self.max_poll = float(poll), float(max_poll)
+        #: most messages ingested in one turn (the rest wait for the next step, in order)
+        self.batch = int(batch)
+        #: send a turn's final answer to whoever triggered it, if the agent did not message them
+        self.auto_reply = auto_reply
+        #: consecutive failed turns after which a member is marked ``failed`` and the lead told
+        self.max_failures = int(max_failures)
+        #: most members this worker holds at once (``None``: no limit)
+        self.capacity = capacity
+        #: serve only these members (``None``: every member)
+        self.only = set(members) if members is not None else None
+        self._roles: dict[str, str] = {}
+        self._graphs: dict[tuple[str, int, str], Any] = {}
+        self._roster_nonce = ""
+        self._riders: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self._delivered: dict[str, dict[str, int]] = {}
+        self._failures: dict[str, int] = {}
+        self._fresh: set[str] = set()
+        self._step_lock = threading.Lock()
+
+    @staticmethod
+    def _no_build(saver: Any) -> Any:  # pragma: no cover - graph_for is overridden
+        raise AssertionError("TeamWorker builds graphs per role")
+
+    # -- graphs ------------------------------------------------------------------------------------------
+    def _name(self, thread_id: str) -> str:
+        return thread_id.split("/", 1)[1]
+
+    def _ride(self, thread_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def ride(extra: dict[str, Any]) -> dict[str, Any]:
+            rider = self._riders.get(thread_id)
+            return rider(extra) if rider is not None else extra
+
+        return ride
+
+    def graph_for(self, lease: Lease) -> Any:
+        """The member's graph on a saver fenced by ``lease`` that also carries the current turn's
+        ack (compiled once per lease epoch and roster version)."""
+        key = (lease.thread_id, lease.epoch, self._roster_nonce)
+        graph = self._graphs.get(key)
+        if graph is None:
+            role = self._roles.get(self._name(lease.thread_id))
+            if role not in self.builds:
+                raise ConflictError(
+                    f"member {self._name(lease.thread_id)!r} has role {role!r}, which this worker cannot run "
+                    f"(it builds {sorted(self.builds)}); give TeamWorker a build for it"
+                )
+            saver = self.sessions.saver.with_lease(lease).with_head_rider(lease.thread_id, self._ride(lease.thread_id))
+            graph = self.builds[role](saver)
+            self._graphs = {k: v for k, v in self._graphs.items() if k[0] != lease.thread_id}
+            self._graphs[key] = graph
+        return graph
+
+    def _config(self, thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
+        return super()._config(thread_id, config)
+
+    # -- taking members ----------------------------------------------------------------------------------
+    def _take(self, roster: Roster) -> None:
+        """Acquire every member nobody serves (up to ``capacity``)."""
+        with self._lock:
+            held = set(self.leases)
+        for name in roster.names():
+            member = roster.members[name]
+            thread = self.team.thread_id(name)
+            self._roles[name] = member.role
+            if thread in held or member.state == "failed" or member.role not in self.builds:
+                continue
+            if self.only is not None and name not in self.only:
+                continue
+            if self.capacity is not None and len(held) >= self.capacity:
+                return
+            if member.state == "stop_requested":
+                current = self.sessions.get(thread)
+                if current is not None and current.state == "released":
+                    continue  # it shut down: only revive() brings it back
+            try:
+                lease = self.sessions.acquire(thread, self.owner, self.ttl)
+            except LeaseHeldError as exc:
+                if exc.state != "being transferred":
+                    continue
+                try:
+                    lease = self.sessions.accept(thread, self.owner, self.ttl)
+                except ConflictError:
+                    continue
+            self._hold(lease)
+            self._fresh.add(name)
+            held.add(thread)
+
+    # -- one round ---------------------------------------------------------------------------------------
+    def step(self) -> int:
+        """One round: take free members, then for each held member finish, deliver, receive and
+        run one turn. Returns the number of messages ingested."""
+        if self.stopping:
+            return 0
+        with self._step_lock:
+            roster = self.team.roster()
+            self._roster_nonce = roster.nonce  # graphs (and their tools' roster enum) follow the roster
+            self._take(roster)
+            with self._lock:
+                held = sorted(self.leases.items())
+            total = 0
+            for thread, lease in held:
+                name = self._name(thread)
+                member = roster.members.get(name)
+                if member is None or member.state == "failed":
+                    self.release(thread)  # removed, or failed: nothing to serve
+                    continue
+                try:
+                    total += self._serve(member, lease, roster)
+                    self._failures.pop(name, None)
+                except OwnershipLostError:
+                    log.warning("%s lost member %r", self.owner, name)
+                    with self._lock:
+                        self.leases.pop(thread, None)
+                except MessageIngestedError as exc:
+                    log.warning("%s: %s", self.owner, exc)  # another consumer had them: nothing lost
+                except Exception as exc:  # noqa: BLE001 - a failing turn must not stop the other members
+                    self._failed_turn(member, thread, exc)
+            return total
+
+    def _failed_turn(self, member: Member, thread: str, exc: Exception) -> None:
+        count = self._failures.get(member.name, 0) + 1
+        self._failures[member.name] = count
+        log.warning("%s: turn of %r failed (%d/%d): %s: %s", self.owner, member.name, count, self.max_failures,
+                    type(exc).__name__, exc)  # fmt: skip
+        if count < self.max_failures:
+            with self._lock:
+                self._unsettled.add(thread)  # the next step resumes the failed step first
+            return
+        reason = f"{count} turns in a row failed; last: {type(exc).__name__}: {exc}"
+        self.team.mark_failed(member.name, reason)
+        lead = self.team.roster(refresh=False).lead
+        if lead is not None and lead != member.name:
+            self.team.send(lead, f"{member.name} failed and was stopped: {reason}", sender=member.name, kind="event",
+                           idempotency_key=f"failed:{member.incarnation}:{member.name}:{count}")  # fmt: skip
+        self._failures.pop(member.name, None)
+        self.release(thread)
+
+    def _serve(self, member: Member, lease: Lease, roster: Roster) -> int:
+        name, thread = member.name, lease.thread_id
+        self.settle(thread)  # a dead owner's unfinished step first (never re-ingests)
+        graph = self.graph_for(self.leases.get(thread, lease))
+        cfg = self._config(thread, None)
+        if name in self._fresh:  # new to this worker: deliver what the committed outbox still holds
+            self._deliver(member, lease, graph, cfg)
+            self._fresh.discard(name)
+        receipt = self.team._run(self.team._plan_receive(name, limit=self.batch, holder=True))
+        ingested = 0
+        if receipt is not None:
+            sel = receipt.selection
+            if sel.done:
+                self.team._run(self.team._plan_discard(name, sel.done))
+            if sel.held:
+                log.info("%s: %d message(s) of %r wait for an earlier one", self.owner, len(sel.held), name)
+            if sel.ready:
+                self._turn(member, lease, graph, sel.ready)
+                ingested = len(sel.ready)
+        more = receipt is not None and (receipt.selection.held or len(receipt.selection.ready) >= self.batch)
+        if member.state == "stop_requested" and member.stop_request and not more:
+            self._shut_down(member, thread)  # after ingesting everything that was sent before
+        return ingested
+
+    def _turn(self, member: Member, lease: Lease, graph: Any, ready: list[Message]) -> None:
+        name, thread = member.name, lease.thread_id
+        turn = secrets.token_hex(8)
+        cfg = self._config(thread, {"configurable": {TURN_KEY: turn}})
+        payload: dict[str, Any] = {"messages": [m.as_human_message() for m in ready]}
+        marks = self._delivered.get(name)
+        if marks and OUTBOX_CHANNEL in getattr(graph, "channels", {}):
+            payload[OUTBOX_CHANNEL] = {"dispatched": dict(marks)}  # trims the delivered entries
+        self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
+        try:
+            result = graph.invoke(payload, cfg, durability=self.durability)
+        finally:
+            self._riders.pop(thread, None)
+        # committed: the messages are in the conversation and acked
+        self.team._run(self.team._plan_discard(name, ready))
+        values = result if isinstance(result, dict) and OUTBOX_CHANNEL in result else None
+        if self._reply(member, graph, cfg, ready, turn, values):
+            values = None  # the reply was added to the outbox: read it back
+        self._deliver(member, lease, graph, cfg, values)
+
+    def _reply(
+        self, member: Member, graph: Any, cfg: dict[str, Any], ready: list[Message], turn: str,
+        values: dict[str, Any] | None,
+    ) -> bool:  # fmt: skip
+        """The automatic reply: to each member who triggered this turn and was not messaged by
+        it, the turn's final answer. Never in answer to an automatic reply or an event."""
+        if not self.auto_reply:
+            return False
+        roster = self.team.roster(refresh=False)
+        owed: dict[str, Message] = {}
+        for m in ready:
+            if m.type not in EVENT_TYPES and m.sender != member.name and m.sender in roster.members:
+                owed[m.sender] = m  # reply to the last one of each sender
+        if not owed:
+            return False
+        if values is None:
+            values = graph.get_state(cfg).values
+        box = values.get(OUTBOX_CHANNEL) or {}
+        messaged = {e["to"] for e in box.get("pending", []) if e.get("turn") == turn}
+        final = _final_answer(values.get("messages") or [])
+        outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
+        entries = []
+        for sender, trigger in owed.items():
+            if sender in messaged or final is None:
+                continue
+            entry = {"id": message_id(self.team.team_id, member.name, "auto", trigger.id), "to": sender, "content": final, "type": "auto_reply",
+                     "reply_to": trigger.id, "turn": turn, "created_at": self.team.clock()}  # fmt: skip
+            if outbox:
+                entries.append(entry)
+            else:
+                self.team.send(sender, final, sender=member.name, kind="auto_reply", reply_to=trigger.id,
+                               idempotency_key=f"auto:{trigger.id}")  # fmt: skip
+        if entries:
+            graph.update_state(cfg, {OUTBOX_CHANNEL: entries})
+        return bool(entries)
+
+    def _deliver(
+        self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None = None
+    ) -> None:
+        """Deliver the committed outbox entries this worker has not delivered yet."""
+        if OUTBOX_CHANNEL not in getattr(graph, "channels", {}):
+            return
+        if values is None:
+            values = graph.get_state(cfg).values
+        box = values.get(OUTBOX_CHANNEL) or {}
+        marks = self._delivered.setdefault(member.name, {})
+        todo = [e for e in box.get("pending", []) if e["seq"] > marks.get(e["to"], 0)]
+        if not todo:
+            return
+        stream = f"{member.name}@{member.incarnation}"
+        messages = [
+            Message(id=e["id"], team=self.team.team_id, sender=member.name, to=e["to"], content=e["content"],
+                    type=e.get("type") or "message", reply_to=e.get("reply_to"), seq=e["seq"], stream=stream,
+                    order=next_order(self.team.clock), created_at=float(e.get("created_at") or 0.0), sender_epoch=lease.epoch)
+            for e in todo
+        ]  # fmt: skip
+        self.team._run(self.team._plan_deliver(messages))
+        for e in todo:
+            marks[e["to"]] = max(marks.get(e["to"], 0), e["seq"])
+
+    def _shut_down(self, member: Member, thread: str) -> None:
+        """Answer the shutdown request (idempotent: named by the request) and release."""
+        request = member.stop_request or {}
+        requester = request.get("sender")
+        if requester and requester != member.name and requester in self.team.roster(refresh=False).members:
+            self.team.send(requester, f"{member.name} has shut down.", sender=member.name, kind="shutdown_response",
+                           reply_to=request.get("id"), idempotency_key=f"shutdown-response:{request.get('id')}")  # fmt: skip
+        self.release(thread)
+        log.info("%s: %r shut down", self.owner, member.name)
+
+    # -- loops -------------------------------------------------------------------------------------------
+    def run(self, *, until: Callable[[], bool] | None = None) -> list[str]:
+        """Step until :meth:`stop` or ``SIGTERM`` (inside :meth:`handle_sigterm`) or ``until()``;
+        idle steps back off from ``poll`` to ``max_poll``. Then hands the members over."""
+        delay = self.poll
+        while not self.stopping and not (until is not None and until()):
+            busy = self.step()
+            delay = self.poll if busy else min(delay * 2, self.max_poll)
+            if not busy:
+                self._stopping.wait(delay)
+        return self.stop() if not self._handed else []
+
+    async def astep(self) -> int:
+        """:meth:`step` on a worker thread, for asyncio programs."""
+        return await asyncio.to_thread(self.step)
+
+    async def arun(self, *, until: Callable[[], bool] | None = None) -> list[str]:
+        """Async twin of :meth:`run`: steps in a worker thread, sleeps on the event loop."""
+        delay = self.poll
+        while not self.stopping and not (until is not None and until()):
+            busy = await self.astep()
+            delay = self.poll if busy else min(delay * 2, self.max_poll)
+            if not busy:
+                await asyncio.sleep(delay)
+        return self.stop() if not self._handed else []
+
+    _handed = False
+
+    def stop(self, *, to_owner: str | None = None, next_step: str = "continue the conversation") -> list[str]:
+        self._handed = True
+        with self._step_lock:  # let a running step finish its turn first
+            return super().stop(to_owner=to_owner, next_step=next_step)
+
+
+def _final_answer(messages: Sequence[Any]) -> str | None:
+    for m in reversed(messages):
+        if isinstance(m, AIMessage):
+            if m.tool_calls:
+                return None
+            content = m.content
+            if not isinstance(content, str):  # content blocks: keep the text ones
+                content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+            return content or None
+    return None
