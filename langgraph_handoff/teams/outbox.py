@@ -17,10 +17,12 @@ in one model turn get the same numbers on every replay.
 
 Channel value::
 
-    {"next": {recipient: last seq}, "pending": [entry, ...]}
+    {"next": {recipient: last seq}, "pending": [entry, ...], "owed": {member: message id}}
 
-An update is a list of new entries, or ``{"dispatched": {recipient: seq}}`` (the worker's note
-that everything up to ``seq`` was delivered), which drops them from ``pending``.
+An update is a list of new entries, or a dict with ``"dispatched": {recipient: seq}`` (the
+worker's note that everything up to ``seq`` was delivered, which drops those entries) and/or
+``"owe": {member: message id}`` (members owed an automatic reply by this turn). Any entry to a
+member pays what is owed to it, so a reply the agent sent itself cancels the automatic one.
 """
 
 from __future__ import annotations
@@ -58,21 +60,26 @@ def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any
     [('a', 1), ('b', 1), ('a', 2)]
     >>> [(e["to"], e["seq"]) for e in outbox_reducer(box, {"dispatched": {"a": 1}})["pending"]]
     [('b', 1), ('a', 2)]
+    >>> outbox_reducer(outbox_reducer({}, {"owe": {"a": "m7", "b": "m8"}}), [{"to": "a"}])["owed"]
+    {'b': 'm8'}
     """
     current = current or {}
     nxt = dict(current.get("next") or {})
     pending = list(current.get("pending") or [])
+    owed = dict(current.get("owed") or {})
     for item in update if isinstance(update, list) else [update]:
         if not item:
             continue
-        if "dispatched" in item:
-            marks = item["dispatched"] or {}
+        if "to" not in item:  # the worker's notes
+            marks = item.get("dispatched") or {}
             pending = [e for e in pending if e["seq"] > int(marks.get(e["to"], 0))]
+            owed.update(item.get("owe") or {})
             continue
         seq = int(nxt.get(item["to"], 0)) + 1
         nxt[item["to"]] = seq
         pending.append({**item, "seq": seq})
-    return {"next": nxt, "pending": pending}
+        owed.pop(item["to"], None)
+    return {"next": nxt, "pending": pending, "owed": owed}
 
 
 class TeamState(MessagesState):

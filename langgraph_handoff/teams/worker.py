@@ -246,8 +246,10 @@ class TeamWorker(SessionWorker):
         self.settle(thread)  # a dead owner's unfinished step first (never re-ingests)
         graph = self.graph_for(self.leases.get(thread, lease))
         cfg = self._config(thread, None)
-        if name in self._fresh:  # new to this worker: deliver what the committed outbox still holds
-            self._deliver(member, lease, graph, cfg)
+        if name in self._fresh:  # new to this worker: pay and deliver what the committed state holds
+            if OUTBOX_CHANNEL in getattr(graph, "channels", {}):
+                self._reply(member, graph, cfg, None)
+                self._deliver(member, lease, graph, cfg)
             self._fresh.discard(name)
         receipt = self.team._run(self.team._plan_receive(name, limit=self.batch, holder=True))
         ingested = 0
@@ -265,14 +267,26 @@ class TeamWorker(SessionWorker):
             self._shut_down(member, thread)  # after ingesting everything that was sent before
         return ingested
 
+    def _owed(self, member: Member, ready: list[Message]) -> dict[str, str]:
+        """Who this turn owes an automatic reply: each member who sent one of ``ready`` (not an
+        automatic reply or an event), mapped to the id of their last message."""
+        if not self.auto_reply:
+            return {}
+        roster = self.team.roster(refresh=False)
+        return {m.sender: m.id for m in ready
+                if m.type not in EVENT_TYPES and m.sender != member.name and m.sender in roster.members}  # fmt: skip
+
     def _turn(self, member: Member, lease: Lease, graph: Any, ready: list[Message]) -> None:
         name, thread = member.name, lease.thread_id
         turn = secrets.token_hex(8)
         cfg = self._config(thread, {"configurable": {TURN_KEY: turn}})
         payload: dict[str, Any] = {"messages": [m.as_human_message() for m in ready]}
-        marks = self._delivered.get(name)
-        if marks and OUTBOX_CHANNEL in getattr(graph, "channels", {}):
-            payload[OUTBOX_CHANNEL] = {"dispatched": dict(marks)}  # trims the delivered entries
+        owed = self._owed(member, ready)
+        outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
+        if outbox:
+            # Committed with the input: what was delivered (trims the outbox) and who is owed a
+            # reply (cleared by the agent's own send to them, or by the automatic reply).
+            payload[OUTBOX_CHANNEL] = {"dispatched": dict(self._delivered.get(name) or {}), "owe": owed}
         self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
         try:
             result = graph.invoke(payload, cfg, durability=self.durability)
@@ -281,45 +295,32 @@ class TeamWorker(SessionWorker):
         # committed: the messages are in the conversation and acked
         self.team._run(self.team._plan_discard(name, ready))
         values = result if isinstance(result, dict) and OUTBOX_CHANNEL in result else None
-        if self._reply(member, graph, cfg, ready, turn, values):
-            values = None  # the reply was added to the outbox: read it back
-        self._deliver(member, lease, graph, cfg, values)
+        if outbox:
+            if self._reply(member, graph, cfg, values):
+                values = None  # the reply was added to the outbox: read it back
+            self._deliver(member, lease, graph, cfg, values)
+        elif owed:  # a graph without an outbox: direct sends, named by the trigger (deduplicated)
+            final = _final_answer((result or {}).get("messages") or graph.get_state(cfg).values.get("messages") or [])
+            for to, trigger in owed.items():
+                self.team.send(to, final or f"[{name} ended its turn without an answer]", sender=name,
+                               kind="auto_reply", reply_to=trigger, idempotency_key=f"auto:{trigger}")  # fmt: skip
 
-    def _reply(
-        self, member: Member, graph: Any, cfg: dict[str, Any], ready: list[Message], turn: str,
-        values: dict[str, Any] | None,
-    ) -> bool:  # fmt: skip
-        """The automatic reply: to each member who triggered this turn and was not messaged by
-        it, the turn's final answer. Never in answer to an automatic reply or an event."""
-        if not self.auto_reply:
-            return False
-        roster = self.team.roster(refresh=False)
-        owed: dict[str, Message] = {}
-        for m in ready:
-            if m.type not in EVENT_TYPES and m.sender != member.name and m.sender in roster.members:
-                owed[m.sender] = m  # reply to the last one of each sender
-        if not owed:
-            return False
+    def _reply(self, member: Member, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None) -> bool:
+        """Pay the automatic replies the committed state still owes: the turn's final answer to
+        each member who triggered it and was not messaged by it. Recorded in the outbox by one
+        fenced update, so a worker that dies before or after it neither loses nor doubles the
+        reply: the next owner finds the obligation (or the entry) in the committed state."""
         if values is None:
             values = graph.get_state(cfg).values
-        box = values.get(OUTBOX_CHANNEL) or {}
-        messaged = {e["to"] for e in box.get("pending", []) if e.get("turn") == turn}
-        final = _final_answer(values.get("messages") or [])
-        outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
-        entries = []
-        for sender, trigger in owed.items():
-            if sender in messaged or final is None:
-                continue
-            entry = {"id": message_id(self.team.team_id, member.name, "auto", trigger.id), "to": sender, "content": final, "type": "auto_reply",
-                     "reply_to": trigger.id, "turn": turn, "created_at": self.team.clock()}  # fmt: skip
-            if outbox:
-                entries.append(entry)
-            else:
-                self.team.send(sender, final, sender=member.name, kind="auto_reply", reply_to=trigger.id,
-                               idempotency_key=f"auto:{trigger.id}")  # fmt: skip
-        if entries:
-            graph.update_state(cfg, {OUTBOX_CHANNEL: entries})
-        return bool(entries)
+        owed = (values.get(OUTBOX_CHANNEL) or {}).get("owed") or {}
+        if not owed:
+            return False
+        final = _final_answer(values.get("messages") or []) or f"[{member.name} ended its turn without an answer]"
+        entries = [{"id": message_id(self.team.team_id, member.name, "auto", trigger), "to": to, "content": final,
+                    "type": "auto_reply", "reply_to": trigger, "created_at": self.team.clock()}
+                   for to, trigger in sorted(owed.items())]  # fmt: skip
+        graph.update_state(cfg, {OUTBOX_CHANNEL: entries})
+        return True
 
     def _deliver(
         self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None = None
