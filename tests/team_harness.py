@@ -109,7 +109,9 @@ class DyingStore(StoreBase):
         return self._around("GET", key, lambda: self.inner.get(key))
 
     def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        return self._around("PUT", key, lambda: self.inner.put(key, body, if_match=if_match, if_none_match=if_none_match))
+        return self._around(
+            "PUT", key, lambda: self.inner.put(key, body, if_match=if_match, if_none_match=if_none_match)
+        )
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
         return self._around("DELETE", key, lambda: self.inner.delete(key, if_match=if_match))
@@ -118,7 +120,9 @@ class DyingStore(StoreBase):
         return self._around("DELETE_MANY", "", lambda: self.inner.delete_many(keys))
 
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        return self._around("LIST", prefix, lambda: self.inner.list_page(prefix, start_after=start_after, max_keys=max_keys))
+        return self._around(
+            "LIST", prefix, lambda: self.inner.list_page(prefix, start_after=start_after, max_keys=max_keys)
+        )
 
     def close(self) -> None:
         self.inner.close()
@@ -282,18 +286,22 @@ def check_team(saver: ObjectStoreSaver, team: Team, *, rounds: int, tasks: int) 
     lost = 0
     for sender, calls in committed_calls.items():
         for call in calls:
-            k, r = (int(x) for x in call[1:].split("-"))
+            k = int(call[1:].split("-")[0])
             mid = message_id(team.team_id, sender, mate_of(k), call)
             if mid not in ingested:
                 lost += 1
                 violations.append(f"{sender}'s message {mid} (call {call}) to {mate_of(k)} was never ingested")
-    tasks_in = {int(m.group(1)) for g in got["lead"] if g["sender"] == "human" for m in [_TASK.match(g["content"])] if m}
+    tasks_in = {
+        int(m.group(1)) for g in got["lead"] if g["sender"] == "human" for m in [_TASK.match(g["content"])] if m
+    }
     if len(tasks_in) != tasks:
         violations.append(f"the lead ingested {len(tasks_in)} of {tasks} tasks")
         lost += tasks - len(tasks_in)
     done = completed(saver, team, rounds)
     if len(done) != tasks:
-        violations.append(f"{len(done)} of {tasks} delegations completed (missing {sorted(set(range(tasks)) - done)[:10]})")
+        violations.append(
+            f"{len(done)} of {tasks} delegations completed (missing {sorted(set(range(tasks)) - done)[:10]})"
+        )
     leftovers = [m for n in members for m in team.inbox(n)]
     if leftovers:
         violations.append(f"{len(leftovers)} messages still pending")

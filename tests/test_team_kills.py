@@ -52,7 +52,9 @@ def lines(saver: ObjectStoreSaver, team: Team) -> dict[str, Counter[str]]:
     return out
 
 
-def killed_run(tpl: Path, run_dir: Path, die_at: tuple[int, str]) -> tuple[bool, dict[str, Any], dict[str, Counter[str]]]:
+def killed_run(
+    tpl: Path, run_dir: Path, die_at: tuple[int, str]
+) -> tuple[bool, dict[str, Any], dict[str, Counter[str]]]:
     shutil.copytree(tpl, run_dir)
     pid = os.fork()
     if pid == 0:  # the child: serve until done, or die at the chosen operation
