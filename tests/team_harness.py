@@ -469,3 +469,102 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- the raw protocol raced: senders x recipients, two consumers per inbox, no leases ----------------------
+
+
+def matrix_sender(spec: dict[str, Any], team_id: str, sender: str, recipients: list[str], n: int, seed: int,
+                  barrier: Any) -> list[tuple[str, str]]:  # fmt: skip
+    """Send ``n`` messages round-robin; 10 % are re-sent at once (a lost answer) and 5 % re-sent
+    later (after the first copy was probably ingested and deleted). Returns ``(to, id)`` in send
+    order (re-sends not repeated)."""
+    rng = random.Random(seed)
+    team = Team(ObjectStoreSaver(make_store(spec)), team_id)
+    team.roster()
+    sent: list[tuple[str, str, str]] = []
+    barrier.wait()
+    for i in range(n):
+        to = recipients[i % len(recipients)]
+        key = f"{sender}-{i}"
+        msg = team.send(to, f"{sender} {i}", sender=sender, idempotency_key=key)
+        sent.append((to, msg.id, key))
+        if rng.random() < 0.10:
+            team.send(to, f"{sender} {i}", sender=sender, idempotency_key=key)
+        if sent and rng.random() < 0.05:
+            old_to, _, old_key = sent[rng.randrange(len(sent))]
+            team.send(old_to, f"{sender} {old_key.rsplit('-', 1)[1]}", sender=sender, idempotency_key=old_key)
+    team.saver.close()
+    return [(to, mid) for to, mid, _ in sent]
+
+
+def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed: int, done: Any,
+                    barrier: Any) -> dict[str, int]:  # fmt: skip
+    """A consumer with no lease: receive, run one turn with the ack rider, delete after commit.
+    Two of these serve every inbox at once; the head CAS must keep them from ingesting twice."""
+    import secrets as _secrets
+
+    from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
+    from langgraph_handoff.teams import ack_rider
+    from tests.team_helpers import echo_build
+
+    rng = random.Random(seed)
+    saver = ObjectStoreSaver(make_store(spec))
+    team = Team(saver, team_id)
+    stats = Counter()
+    barrier.wait()
+    idle_after_done = 0
+    while idle_after_done < 2:
+        finished = done.is_set()
+        busy = 0
+        for name in rng.sample(members, len(members)):
+            receipt = team._run(team._plan_receive(name))
+            if receipt is None:
+                continue
+            if receipt.selection.done:
+                team._run(team._plan_discard(name, receipt.selection.done))
+            ready = receipt.selection.ready
+            if not ready:
+                continue
+            thread = team.thread_id(name)
+            rider = ack_rider(thread, ready, _secrets.token_hex(8), team.clock(), team.window)
+            graph = echo_build(saver.with_head_rider(thread, rider))
+            try:
+                graph.invoke({"messages": [m.as_human_message() for m in ready]},
+                             {"configurable": {"thread_id": thread}}, durability="sync")  # fmt: skip
+            except (MessageIngestedError, StaleWriterError) as exc:
+                stats[type(exc).__name__] += 1
+                continue
+            team._run(team._plan_discard(name, ready))
+            stats["turns"] += 1
+            stats["ingested"] += len(ready)
+            busy += 1
+        idle_after_done = idle_after_done + 1 if finished and not busy else 0
+    saver.close()
+    return dict(stats)
+
+
+def check_matrix(saver: ObjectStoreSaver, team: Team, sent: list[list[tuple[str, str]]],
+                 senders: list[str]) -> dict[str, Any]:  # fmt: skip
+    """Per recipient: ingested ids == sent ids, none twice, each sender's in send order."""
+    violations: list[str] = []
+    recipients = sorted({to for s in sent for to, _ in s})
+    total = lost = dup = fifo = 0
+    for name in recipients:
+        got = [m.additional_kwargs["team_message"] for m in conversation(saver, team, name)
+               if m.type == "human" and "team_message" in m.additional_kwargs]  # fmt: skip
+        ids = [g["id"] for g in got]
+        want = {mid for s in sent for to, mid in s if to == name}
+        total += len(want)
+        c = Counter(ids)
+        dup += sum(v - 1 for v in c.values() if v > 1)
+        lost += len(want - set(ids))
+        for sender, s in zip(senders, sent, strict=True):
+            order = [mid for to, mid in s if to == name]
+            seen = [g["id"] for g in got if g["sender"] == sender]
+            if seen != order:
+                fifo += 1
+                violations.append(f"{name}: {sender}'s messages out of order")
+    if lost or dup:
+        violations.append(f"lost {lost}, duplicated {dup}")
+    return {"violations": violations, "sent": total, "lost": lost, "duplicated": dup, "fifo_violations": fifo}
