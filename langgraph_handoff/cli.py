@@ -13,6 +13,10 @@
     langgraph-handoff delete   URL THREAD --yes
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
     langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
+    langgraph-handoff team status URL TEAM
+    langgraph-handoff team inbox  URL TEAM MEMBER
+    langgraph-handoff team send   URL TEAM TO CONTENT --sender NAME [--reply-to ID] [--key KEY]
+    langgraph-handoff team dead   URL TEAM
 
 Threads written by a saver with state-schema migrations need ``--migrations module:name`` (the
 app's ``SchemaMigrations``); without it such checkpoints are refused, never misread. ``migrate``
@@ -20,7 +24,8 @@ rewrites old threads into that schema and the current storage format, while work
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
 ``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
 document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``verify``,
-``sessions``, a failed ``migrate``), 2 bad input or a store error.
+``sessions``, a failed ``migrate``, ``team status`` with a stalled or failed member, ``team dead``
+with dead letters), 2 bad input or a store error.
 
 Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
 the issue named: both are small, typed and widely kept up.
@@ -463,6 +468,91 @@ def migrate(
         table.add_row(*(str(summary[k]) for k in fields))
         Console(width=120).print(table)
     if outcome.failed or (thread and summary["not_found"]):
+        raise typer.Exit(1)
+
+
+team_app = typer.Typer(
+    help="Agent teams: members' statuses, inboxes and dead letters; send a message.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(team_app, name="team")
+TeamId = Annotated[str, typer.Argument(help="the team id")]
+
+
+@team_app.command("status")
+def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migrations = None) -> None:
+    """Each member's derived status; exit 1 while any member is stalled or failed."""
+    from langgraph_handoff.teams import ATTENTION, Team
+
+    with _saver(url, migrations) as saver:
+        rows = Team(saver, team).status()
+    if as_json:
+        for r in rows:
+            print(json.dumps(r.as_dict(), ensure_ascii=False))
+    else:
+        table = Table("member", "role", "status", "owner", "epoch", "inbox", "reason")
+        for r in rows:
+            table.add_row(r.name, r.role, r.status, r.owner or "-", str(r.epoch), str(r.pending), escape(r.reason))
+        Console(width=140).print(table)
+    if any(r.status in ATTENTION for r in rows):
+        raise typer.Exit(1)
+
+
+@team_app.command("inbox")
+def team_inbox(url: Url, team: TeamId, member: str, as_json: Json = False, migrations: Migrations = None) -> None:
+    """A member's inbox in the order it will ingest it: pending, held (waiting for an earlier
+    message of the same sender) and ingested (acked, delete pending)."""
+    from langgraph_handoff.teams import Team
+
+    with _saver(url, migrations) as saver:
+        t = Team(saver, team)
+        t.check_recipient(member)
+        entries = t.inbox_entries(member)
+    for e in entries:
+        m = e.message
+        row = {"state": e.state, **m.model_dump(mode="json")}
+        _out(as_json, row, f"{e.state}\t#{m.id}\t{m.type}\tfrom {m.sender}\t{m.content[:80]!r}")
+
+
+@team_app.command("send")
+def team_send(
+    url: Url,
+    team: TeamId,
+    to: str,
+    content: str,
+    sender: Annotated[str, typer.Option("--sender", help="who is writing (a member, or a name outside the team)")],
+    reply_to: Annotated[Optional[str], typer.Option("--reply-to", metavar="ID")] = None,  # noqa: UP045
+    key: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--key", help="idempotency key: running the command again sends nothing new"),
+    ] = None,
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Send one message (one create-only PUT). An unknown recipient is refused with the valid names."""
+    from langgraph_handoff.teams import Team
+
+    with _saver(url, migrations) as saver:
+        msg = Team(saver, team).send(to, content, sender=sender, reply_to=reply_to, idempotency_key=key)
+    _out(as_json, msg.model_dump(mode="json"), f"sent #{msg.id} to {to}")
+
+
+@team_app.command("dead")
+def team_dead(url: Url, team: TeamId, as_json: Json = False, migrations: Migrations = None) -> None:
+    """Messages for removed members (kept, never dropped); exit 1 if there are any."""
+    from langgraph_handoff.teams import Team
+
+    with _saver(url, migrations) as saver:
+        letters = Team(saver, team).dead_letters()
+    for d in letters:
+        m = d.message
+        row = {"member": d.member, "where": d.where, "key": d.key, "message": m.model_dump(mode="json") if m else None}
+        text = f"{d.where}\t{d.member}\t" + (
+            f"#{m.id} from {m.sender}: {m.content[:80]!r}" if m else f"unreadable {d.key}"
+        )
+        _out(as_json, row, text)
+    if letters:
         raise typer.Exit(1)
 
 

@@ -77,3 +77,12 @@ def test_schema_migration_demo(tmp_path: Path) -> None:
     assert '"summary": {"scanned": 3, "migrated": 0, "current": 3, "failed": 0' in out.stdout
     assert "storage formats: {2: 9}, state schemas: {2: 9}" in out.stdout
     assert "'bot: your refund is on its way (en)']" in out.stdout
+
+
+def test_team_demo(tmp_path: Path) -> None:
+    out = demo("team.py", "--dir", str(tmp_path / "team"))
+    assert "worker A exited with -9" in out.stdout
+    assert "status once A's leases expired: alice=stalled" in out.stdout
+    assert "worker B took the members over: alice epoch 2" in out.stdout
+    assert "alice <- lead" in out.stdout and "lead  <- alice" in out.stdout and "[auto_reply]" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1] == "result: OK: 5 messages, each ingested exactly once"

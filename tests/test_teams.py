@@ -637,3 +637,35 @@ def test_team_memory_is_shared_under_the_team_namespace() -> None:
 
 def test_ownership_lost_is_typed() -> None:
     assert issubclass(MessageIngestedError, Exception) and issubclass(OwnershipLostError, StaleWriterError)
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_team_cli_status_inbox_send_dead(tmp_path: Any) -> None:
+    import json
+
+    from tests.test_cli import cli
+
+    url = f"file://{tmp_path / 'store'}"
+    team = Team(ObjectStoreSaver.from_url(url), "crew")
+    team.spawn("lead", role="lead")
+    team.spawn("alice", role="coder")
+    out = cli("team", "send", url, "crew", "alice", "fix it", "--sender", "lead", "--key", "k1", "--json")
+    assert out.returncode == 0, out.stderr
+    sent = json.loads(out.stdout)
+    again = cli("team", "send", url, "crew", "alice", "fix it", "--sender", "lead", "--key", "k1", "--json")
+    assert json.loads(again.stdout)["id"] == sent["id"]  # idempotent: still one message
+    rows = [json.loads(x) for x in cli("team", "inbox", url, "crew", "alice", "--json").stdout.splitlines()]
+    assert [(r["state"], r["id"], r["content"]) for r in rows] == [("pending", sent["id"], "fix it")]
+    bad = cli("team", "send", url, "crew", "alcie", "x", "--sender", "lead")
+    assert bad.returncode == 2 and "Valid recipients: alice, lead" in bad.stderr
+    status = cli("team", "status", url, "crew", "--json")
+    assert status.returncode == 0 and {json.loads(x)["status"] for x in status.stdout.splitlines()} == {"spawning"}
+    team.mark_failed("alice", "tool crashed 3 times")
+    failed = cli("team", "status", url, "crew")
+    assert failed.returncode == 1 and "failed" in failed.stdout and "tool crashed" in failed.stdout
+    assert cli("team", "dead", url, "crew").returncode == 0
+    team.remove("alice")
+    dead = cli("team", "dead", url, "crew", "--json")
+    assert dead.returncode == 1 and json.loads(dead.stdout)["message"]["id"] == sent["id"]
