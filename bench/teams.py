@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
