@@ -527,14 +527,21 @@ def team_send(
         Optional[str],  # noqa: UP045
         typer.Option("--key", help="idempotency key: running the command again sends nothing new"),
     ] = None,
+    kind: Annotated[
+        str, typer.Option("--kind", help="message, or plan_response to answer a member waiting for approval")
+    ] = "message",
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
     """Send one message (one create-only PUT). An unknown recipient is refused with the valid names."""
     from langgraph_handoff.teams import Team
 
+    if kind not in ("message", "plan_response"):
+        raise InvalidConfigError(f"--kind {kind!r}: use message or plan_response")
     with _saver(url, migrations) as saver:
-        msg = Team(saver, team).send(to, content, sender=sender, reply_to=reply_to, idempotency_key=key)
+        msg = Team(saver, team).send(
+            to, content, sender=sender, reply_to=reply_to, idempotency_key=key, kind=kind  # type: ignore[arg-type]
+        )
     _out(as_json, msg.model_dump(mode="json"), f"sent #{msg.id} to {to}")
 
 

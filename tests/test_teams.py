@@ -574,18 +574,59 @@ def test_shutdown_is_a_request_and_a_response() -> None:
     assert worker.step() == 0 and "t/alice" not in worker.leases  # not re-acquired
 
 
+def ask_build(checkpointer: Any) -> Any:
+    def ask(state: TeamState) -> dict[str, Any]:
+        answer = interrupt("Plan: rewrite the cache. Approve?")
+        return {"messages": [("ai", f"plan {answer}: cache rewritten")]}
+
+    g = StateGraph(TeamState)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_plan_approval_is_interrupt_and_resume() -> None:
+    """A member paused at interrupt() asks the lead (plan_request); the lead's answer, a message
+    replying to that request, resumes it with Command(resume=...). Messages that arrive while it
+    waits are not ingested as new input (that would discard the pause): they enter with the answer."""
+    saver, team = make_team()
+    team.spawn("lead", role="echo")
+    team.spawn("carol", role="ask")
+    worker = TeamWorker(team, "w", {"echo": echo_build, "ask": ask_build}, members=["carol"])
+    team.send("carol", "speed up the cache", sender="lead")
+    assert worker.step() == 1
+    [request] = team.inbox("lead")
+    assert (request.type, request.sender, request.content) == (
+        "plan_request",
+        "carol",
+        "Plan: rewrite the cache. Approve?",
+    )
+    assert {s.name: s.status for s in team.status()}["carol"] == "waiting_input"
+    fyi = team.send("carol", "fyi: the CI is green", sender="lead")
+    assert worker.step() == 0  # not an answer: it waits
+    assert [m.id for m in team.inbox("carol")] == [fyi.id]
+    # a worker new to carol (a takeover) asks again, under the same id: nothing new for the lead
+    worker._fresh.add("carol")
+    assert worker.step() == 0
+    assert [m.id for m in team.inbox("lead")] == [request.id]
+    team.send("carol", "approved", sender="lead", reply_to=request.id)
+    assert worker.step() == 2
+    convo = conversation(saver, team, "carol")
+    assert convo[-1].content == "plan approved: cache rewritten"
+    assert [m.content.splitlines()[-1] for m in convo if m.type == "human"] == [
+        "speed up the cache", "fyi: the CI is green", "approved"]  # fmt: skip
+    # the first trigger's automatic reply is paid once the turn really ends
+    replies = [m for m in team.inbox("lead") if m.type == "auto_reply"]
+    assert [r.content for r in replies] == ["plan approved: cache rewritten"]
+    assert {s.name: s.status for s in team.status()}["carol"] == "idle"
+
+
 def test_status_is_derived_spawning_working_idle_stalled_waiting() -> None:
     clock = Clock()
     _saver, team = make_team(clock=clock)
     team.spawn("alice", role="echo")
     team.spawn("carol", role="ask")
-
-    def ask_build(checkpointer: Any) -> Any:
-        g = StateGraph(TeamState)
-        g.add_node("ask", lambda s: {"messages": [("ai", interrupt("approve the plan?"))]})
-        g.add_edge(START, "ask")
-        g.add_edge("ask", END)
-        return g.compile(checkpointer=checkpointer)
 
     def statuses() -> dict[str, str]:
         return {s.name: s.status for s in team.status()}

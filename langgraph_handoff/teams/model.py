@@ -45,10 +45,21 @@ __all__ = [
     "validate_name",
 ]
 
-MessageType = Literal["message", "broadcast", "auto_reply", "event", "shutdown_request", "shutdown_response"]
+MessageType = Literal[
+    "message",
+    "broadcast",
+    "auto_reply",
+    "event",
+    "shutdown_request",
+    "shutdown_response",
+    "plan_request",
+    "plan_response",
+]
 #: Messages the runtime generates. An automatic reply never answers one of these (or another
 #: automatic reply), so two agents can never loop on each other through auto-replies.
-EVENT_TYPES = frozenset({"auto_reply", "event", "shutdown_request", "shutdown_response"})
+EVENT_TYPES = frozenset(
+    {"auto_reply", "event", "shutdown_request", "shutdown_response", "plan_request", "plan_response"}
+)
 #: What the roster records about a member (its *status* is derived from this plus its lease and
 #: checkpoints): ``active``, ``stop_requested`` (shutdown asked for), ``failed`` (poison turn).
 MemberState = Literal["active", "stop_requested", "failed"]

@@ -326,14 +326,14 @@ class Team:
             raise InvalidInputError(f"a team message's content is text, got {type(content).__name__}")
         if not isinstance(sender, str) or not sender:
             raise InvalidInputError("send(..., sender=...) needs the sender's name (a member, or who is outside)")
-        mid = (
-            message_id(self.team_id, "ext", sender, to, idempotency_key)
-            if idempotency_key is not None
-            else secrets.token_hex(10)
-        )
+        mid = self.keyed_id(to, sender, idempotency_key) if idempotency_key is not None else secrets.token_hex(10)
         return Message(id=mid, team=self.team_id, sender=sender, to=to, content=content, type=kind,
                        reply_to=reply_to, order=next_order(self.clock), created_at=self.clock(),
                        idempotency_key=idempotency_key, data=data or {})  # fmt: skip
+
+    def keyed_id(self, to: str, sender: str, idempotency_key: str) -> str:
+        """The id :meth:`send` gives a message with an idempotency key (known before sending)."""
+        return message_id(self.team_id, "ext", sender, to, idempotency_key)
 
     def _plan_put_message(self, message: Message, *, dead: bool = False) -> Plan[Message]:
         """Store one message create-only. "Already there" means a retry of this very send."""
@@ -386,7 +386,8 @@ class Team:
 
     def _broadcast(self, content: str, sender: str, idempotency_key: str | None) -> Plan[list[Message]]:
         roster, _ = yield from self._plan_roster()
-        names = [n for n in (roster.names() if roster else []) if n != sender and roster.members[n].state == "active"]
+        members = roster.members if roster is not None else {}
+        names = [n for n in sorted(members) if n != sender and members[n].state == "active"]
         messages = [
             self._message(n, content, sender, None, None if idempotency_key is None else f"{idempotency_key}:{n}",
                           "broadcast", None)

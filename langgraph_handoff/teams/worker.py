@@ -22,6 +22,7 @@ state.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import threading
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langgraph.types import Command
 
 from langgraph_handoff.errors import (
     ConflictError,
@@ -121,6 +123,8 @@ class TeamWorker(SessionWorker):
         self._delivered: dict[str, dict[str, int]] = {}
         self._failures: dict[str, int] = {}
         self._fresh: set[str] = set()
+        #: members paused at an ``interrupt()``: name -> [(interrupt id, value)]
+        self._waiting: dict[str, list[tuple[str, Any]]] = {}
         self._step_lock = threading.Lock()
 
     @staticmethod
@@ -247,8 +251,11 @@ class TeamWorker(SessionWorker):
         graph = self.graph_for(self.leases.get(thread, lease))
         cfg = self._config(thread, None)
         if name in self._fresh:  # new to this worker: pay and deliver what the committed state holds
+            state = graph.get_state(cfg)
+            self._paused(member, [i for t in state.tasks for i in t.interrupts])
             if OUTBOX_CHANNEL in getattr(graph, "channels", {}):
-                self._reply(member, graph, cfg, None)
+                if name not in self._waiting:  # a paused turn owes its replies only once it ends
+                    self._reply(member, graph, cfg, state.values)
                 self._deliver(member, lease, graph, cfg)
             self._fresh.discard(name)
         receipt = self.team._run(self.team._plan_receive(name, limit=self.batch, holder=True))
@@ -259,7 +266,9 @@ class TeamWorker(SessionWorker):
                 self.team._run(self.team._plan_discard(name, sel.done))
             if sel.held:
                 log.info("%s: %d message(s) of %r wait for an earlier one", self.owner, len(sel.held), name)
-            if sel.ready:
+            if sel.ready and name in self._waiting:
+                ingested = self._answer(member, lease, graph, sel.ready)
+            elif sel.ready:
                 self._turn(member, lease, graph, sel.ready)
                 ingested = len(sel.ready)
         more = receipt is not None and (receipt.selection.held or len(receipt.selection.ready) >= self.batch)
@@ -294,16 +303,75 @@ class TeamWorker(SessionWorker):
             self._riders.pop(thread, None)
         # committed: the messages are in the conversation and acked
         self.team._run(self.team._plan_discard(name, ready))
+        self._after(member, lease, graph, cfg, ready, result, owed)
+
+    def _after(self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], ready: list[Message],
+               result: Any, owed: dict[str, str]) -> None:  # fmt: skip
+        """After a committed turn: ask for approval if it paused, pay replies, deliver."""
+        name = member.name
+        self._paused(member, list((result or {}).get("__interrupt__") or []) if isinstance(result, dict) else [])
+        paused = name in self._waiting  # no final answer yet: replies wait for the resume
+        outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
         values = result if isinstance(result, dict) and OUTBOX_CHANNEL in result else None
         if outbox:
-            if self._reply(member, graph, cfg, values):
+            if not paused and self._reply(member, graph, cfg, values):
                 values = None  # the reply was added to the outbox: read it back
-            self._deliver(member, lease, graph, cfg, values)
-        elif owed:  # a graph without an outbox: direct sends, named by the trigger (deduplicated)
+            self._deliver(member, lease, graph, cfg, values)  # sends made before a pause go out
+        elif owed and not paused:  # a graph without an outbox: direct sends, named by the trigger
             final = _final_answer((result or {}).get("messages") or graph.get_state(cfg).values.get("messages") or [])
             for to, trigger in owed.items():
                 self.team.send(to, final or f"[{name} ended its turn without an answer]", sender=name,
                                kind="auto_reply", reply_to=trigger, idempotency_key=f"auto:{trigger}")  # fmt: skip
+
+    # -- plan approval: interrupt() and Command(resume=...) ----------------------------------------------
+    def _request_key(self, member: Member, interrupt_id: str) -> str:
+        return f"plan:{self.team.thread_id(member.name)}:{interrupt_id}"
+
+    def _paused(self, member: Member, interrupts: list[Any]) -> None:
+        """Record whether the member waits at ``interrupt()``; if it does, ask the lead: one
+        ``plan_request`` per interrupt, named by it (asking again after a takeover sends nothing
+        new). The answer is any message replying to it (or a ``plan_response``)."""
+        if not interrupts:
+            self._waiting.pop(member.name, None)
+            return
+        self._waiting[member.name] = [(i.id, i.value) for i in interrupts]
+        lead = self.team.roster(refresh=False).lead
+        if lead is None or lead == member.name:
+            return  # nobody to ask on the team: a person answers (`team send ... --kind plan_response`)
+        for i in interrupts:
+            content = i.value if isinstance(i.value, str) else json.dumps(i.value, default=str)
+            self.team.send(lead, content, sender=member.name, kind="plan_request",
+                           idempotency_key=self._request_key(member, i.id),
+                           data={"interrupt_id": i.id, "reply_with": "send_message(..., reply_to=this id)"})  # fmt: skip
+
+    def _answer(self, member: Member, lease: Lease, graph: Any, ready: list[Message]) -> int:
+        """A member paused at ``interrupt()`` resumes with the first message that answers its
+        request: ``Command(resume=answer)``. Every ready message enters the conversation in that
+        same commit (so no stream skips a message). Without an answer nothing is ingested."""
+        name, thread = member.name, lease.thread_id
+        waiting = self._waiting[name]
+        lead = self.team.roster(refresh=False).lead or ""
+        by_request = {self.team.keyed_id(lead, name, self._request_key(member, iid)): iid for iid, _ in waiting}
+        answer = next((m for m in ready if m.reply_to in by_request or m.type == "plan_response"), None)
+        if answer is None:
+            return 0
+        iid = by_request.get(answer.reply_to or "", waiting[0][0])
+        resume: Any = answer.content if len(waiting) == 1 else {iid: answer.content}
+        turn = secrets.token_hex(8)
+        cfg = self._config(thread, {"configurable": {TURN_KEY: turn}})
+        owed = self._owed(member, [m for m in ready if m is not answer])
+        update: dict[str, Any] = {"messages": [m.as_human_message() for m in ready]}
+        outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
+        if outbox:
+            update[OUTBOX_CHANNEL] = {"dispatched": dict(self._delivered.get(name) or {}), "owe": owed}
+        self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
+        try:
+            result = graph.invoke(Command(resume=resume, update=update), cfg, durability=self.durability)
+        finally:
+            self._riders.pop(thread, None)
+        self.team._run(self.team._plan_discard(name, ready))
+        self._after(member, lease, graph, cfg, ready, result, owed)
+        return len(ready)
 
     def _reply(self, member: Member, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None) -> bool:
         """Pay the automatic replies the committed state still owes: the turn's final answer to
