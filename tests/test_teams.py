@@ -710,3 +710,25 @@ def test_team_cli_status_inbox_send_dead(tmp_path: Any) -> None:
     team.remove("alice")
     dead = cli("team", "dead", url, "crew", "--json")
     assert dead.returncode == 1 and json.loads(dead.stdout)["message"]["id"] == sent["id"]
+
+
+def test_create_agent_member_owes_and_pays_automatic_replies() -> None:
+    """A create_agent member (TeamMiddleware) gets the outbox channel through its input: the
+    obligation is committed with the input and its final answer goes back to the trigger."""
+    from langchain.agents import create_agent
+
+    from langgraph_handoff.teams import TeamMiddleware
+    from langgraph_handoff.testing import ScriptedChatModel
+
+    saver, team = make_team()
+    team.spawn("lead", role="echo")
+    team.spawn("alice", role="agent")
+
+    def alice(checkpointer: Any) -> Any:
+        model = ScriptedChatModel(["fixed it"])
+        return create_agent(model, tools=[], middleware=[TeamMiddleware(team, "alice")], checkpointer=checkpointer)
+
+    worker = TeamWorker(team, "w", {"agent": alice, "echo": echo_build}, members=["alice"])
+    team.send("alice", "fix the test", sender="lead")
+    assert worker.step() == 1
+    assert [(m.type, m.content) for m in team.inbox("lead")] == [("auto_reply", "fixed it")]
