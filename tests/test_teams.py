@@ -720,7 +720,7 @@ def test_create_agent_member_owes_and_pays_automatic_replies() -> None:
     from langgraph_handoff.teams import TeamMiddleware
     from langgraph_handoff.testing import ScriptedChatModel
 
-    saver, team = make_team()
+    _saver, team = make_team()
     team.spawn("lead", role="echo")
     team.spawn("alice", role="agent")
 
