@@ -732,3 +732,67 @@ def test_create_agent_member_owes_and_pays_automatic_replies() -> None:
     team.send("alice", "fix the test", sender="lead")
     assert worker.step() == 1
     assert [(m.type, m.content) for m in team.inbox("lead")] == [("auto_reply", "fixed it")]
+
+
+def test_stop_hands_members_over_and_another_worker_accepts() -> None:
+    saver, team = make_team()
+    team.spawn("alice", role="echo")
+    a = TeamWorker(team, "a", {"echo": echo_build}, auto_reply=False)
+    a.step()
+    assert a.stop() == ["t/alice"]  # locked for a transfer, with a note
+    assert a.step() == 0  # a stopping worker takes no work
+    msg = team.send("alice", "still there?", sender="ops")
+    b = TeamWorker(team, "b", {"echo": echo_build}, auto_reply=False)
+    assert b.step() == 1  # accepted the transfer (epoch 2) and ingested
+    lease = SessionManager(saver).get("t/alice")
+    assert (lease.owner, lease.epoch, lease.via) == ("b", 2, "transfer")
+    assert ingested_ids(saver, team, "alice") == [msg.id]
+
+
+def test_capacity_spreads_members_over_workers() -> None:
+    _, team = make_team()
+    for n in ("a", "b", "c", "d"):
+        team.spawn(n, role="echo")
+    w1 = TeamWorker(team, "w1", {"echo": echo_build}, capacity=2)
+    w2 = TeamWorker(team, "w2", {"echo": echo_build}, capacity=2)
+    w1.step()
+    w2.step()
+    assert sorted(w1.leases) == ["t/a", "t/b"] and sorted(w2.leases) == ["t/c", "t/d"]
+
+
+def test_run_until_and_arun_back_off_while_idle() -> None:
+    _saver, team = make_team()
+    team.spawn("alice", role="echo")
+    team.send("alice", "one", sender="ops")
+    worker = TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False, poll=0.001, max_poll=0.004)
+    steps: list[int] = []
+    original = worker.step
+
+    def counted() -> int:
+        steps.append(original())
+        return steps[-1]
+
+    worker.step = counted  # type: ignore[method-assign]
+    assert worker.run(until=lambda: len(steps) >= 4) == ["t/alice"]  # handed over at the end
+    assert steps[0] == 1 and steps[1:] == [0, 0, 0]
+
+
+async def test_arun_ingests_and_hands_over() -> None:
+    saver, team = make_team()
+    team.spawn("alice", role="echo")
+    msg = team.send("alice", "one", sender="ops")
+    worker = TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False, poll=0.001, max_poll=0.004)
+    assert await worker.arun(until=lambda: bool(ingested_ids(saver, team, "alice"))) == ["t/alice"]
+    assert ingested_ids(saver, team, "alice") == [msg.id]
+
+
+def test_an_outbox_message_to_a_member_removed_before_delivery_is_a_dead_letter() -> None:
+    from langgraph_handoff.teams.model import Message
+
+    _, team = make_team()
+    team.spawn("lead", role="echo")
+    team.spawn("bob", role="echo")
+    team.remove("bob")
+    m = Message(id="m1", team="t", sender="lead", to="bob", content="late", seq=1, stream="lead@x")
+    assert team._run(team._plan_deliver([m])) == 1
+    assert [(d.where, d.member, d.message.content) for d in team.dead_letters()] == [("dead", "bob", "late")]
