@@ -229,14 +229,20 @@ def give_tasks(team: Team, ks: Sequence[int]) -> None:
 
 
 def completed(saver: ObjectStoreSaver, team: Team, rounds: int) -> set[int]:
-    done = set()
+    return progress(saver, team, rounds)[1]
+
+
+def progress(saver: ObjectStoreSaver, team: Team, rounds: int) -> tuple[int, set[int]]:
+    """How many team messages the lead has ingested, and which delegations are complete."""
+    done, seen = set(), 0
     for msg in conversation(saver, team, "lead"):
         if msg.type == "human":
+            seen += 1
             for line in str(msg.content).splitlines()[1:]:
                 d = _DONE.match(line)
                 if d and int(d.group(2)) == rounds:
                     done.add(int(d.group(1)))
-    return done
+    return seen, done
 
 
 def conversation(saver: ObjectStoreSaver, team: Team, name: str) -> list[BaseMessage]:
@@ -334,6 +340,9 @@ class ChaosConfig:
     kill_every: tuple[float, float] = (1.5, 3.0)
     #: chance that a driver action is a SIGSTOP (a zombie) rather than a SIGKILL
     p_stop: float = 0.3
+    #: most driver actions in a run (None: no limit). After the last one the fleet finishes
+    #: undisturbed, so a slow machine cannot be kept from completing by the chaos itself.
+    max_actions: int | None = None
     seconds: float = 300.0
     seed: int = 11
     extra: dict[str, Any] = field(default_factory=dict)
@@ -379,8 +388,10 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
     kills = zombies = 0
     next_action = start + rng.uniform(*cfg.kill_every)
     finished_at = None
+    progress_at_action = -1
     while time.time() - start < cfg.seconds:
-        if len(completed(saver, team, cfg.rounds)) >= cfg.tasks:
+        seen, done = progress(saver, team, cfg.rounds)
+        if len(done) >= cfg.tasks:
             finished_at = time.time()
             break
         now = time.time()
@@ -394,7 +405,12 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
                 stopped.pop(owner, None)
                 n += 1
                 procs[f"w{n}"] = spawn_worker(cfg, f"w{n}", cfg.seed * 1000 + n)
-        if now >= next_action and procs:
+        # The next kill or stop waits for progress since the last one (the lead ingested more),
+        # so on a loaded machine, where a restarted worker takes long to start, the chaos slows
+        # down with the work instead of starving it; and it stops after max_actions.
+        budget = cfg.max_actions is None or kills + zombies < cfg.max_actions
+        if now >= next_action and procs and budget and seen > progress_at_action:
+            progress_at_action = seen
             owner = rng.choice(sorted(set(procs) - set(stopped)) or sorted(procs))
             if rng.random() < cfg.p_stop and owner not in stopped:
                 procs[owner].send_signal(signal.SIGSTOP)

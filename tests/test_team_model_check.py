@@ -220,7 +220,9 @@ def run_schedule(seed: int, *, leases: bool) -> dict[str, Any]:
     def worker(name: str) -> Callable[[], None]:
         def body() -> None:
             team = team_for(name)
-            w = TeamWorker(team, name, {"echo": echo_build}, auto_reply=False, ttl=TTL, heartbeat=10 * TTL)
+            # the poison budget is not under test here: expiring leases count as failed attempts
+            w = TeamWorker(team, name, {"echo": echo_build}, auto_reply=False, ttl=TTL, heartbeat=10 * TTL,
+                           max_failures=1000)  # fmt: skip
             w._stopping.clear()
             while not stop.is_set():
                 w.step()

@@ -51,14 +51,22 @@ OUTBOX_CHANNEL = "team_outbox"
 TURN_KEY = "team_turn"
 
 
-def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any]:
-    """Append entries with dense per-recipient numbers, or drop the delivered ones.
+def _stream_key(entry: dict[str, Any]) -> str:
+    return str(entry.get("stream") or entry["to"])
 
-    >>> box = outbox_reducer({}, [{"to": "a", "content": "1"}, {"to": "b", "content": "x"}])
-    >>> box = outbox_reducer(box, [{"to": "a", "content": "2"}])
+
+def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any]:
+    """Append entries with dense numbers per stream, or drop the delivered ones.
+
+    A stream is ``sender@incarnation>recipient@incarnation``: a member spawned again (or a
+    recipient removed and spawned again) starts a new stream at 1, so no recipient ever waits for
+    a number that went to a dead letter or to a former incarnation.
+
+    >>> box = outbox_reducer({}, [{"to": "a", "stream": "x>a"}, {"to": "b", "stream": "x>b"}])
+    >>> box = outbox_reducer(box, [{"to": "a", "stream": "x>a"}])
     >>> [(e["to"], e["seq"]) for e in box["pending"]]
     [('a', 1), ('b', 1), ('a', 2)]
-    >>> [(e["to"], e["seq"]) for e in outbox_reducer(box, {"dispatched": {"a": 1}})["pending"]]
+    >>> [(e["to"], e["seq"]) for e in outbox_reducer(box, {"dispatched": {"x>a": 1}})["pending"]]
     [('b', 1), ('a', 2)]
     >>> outbox_reducer(outbox_reducer({}, {"owe": {"a": "m7", "b": "m8"}}), [{"to": "a"}])["owed"]
     {'b': 'm8'}
@@ -72,14 +80,22 @@ def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any
             continue
         if "to" not in item:  # the worker's notes
             marks = item.get("dispatched") or {}
-            pending = [e for e in pending if e["seq"] > int(marks.get(e["to"], 0))]
+            pending = [e for e in pending if e["seq"] > int(marks.get(_stream_key(e), 0))]
             owed.update(item.get("owe") or {})
             continue
-        seq = int(nxt.get(item["to"], 0)) + 1
-        nxt[item["to"]] = seq
+        key = _stream_key(item)
+        seq = int(nxt.get(key, 0)) + 1
+        nxt[key] = seq
         pending.append({**item, "seq": seq})
         owed.pop(item["to"], None)
     return {"next": nxt, "pending": pending, "owed": owed}
+
+
+def stream_name(team: Team, sender: str, to: str) -> str:
+    """``sender@incarnation>to@incarnation`` from the roster as ``team`` last saw it."""
+    roster = team.roster(refresh=False)
+    a, b = roster.members.get(sender), roster.members.get(to)
+    return f"{sender}@{a.incarnation if a else '-'}>{to}@{b.incarnation if b else '-'}"
 
 
 class TeamState(MessagesState):
@@ -89,11 +105,11 @@ class TeamState(MessagesState):
 
 
 def _entry(
-    to: str, content: str, kind: str, reply_to: str | None, msg_id: str, config: RunnableConfig | None
+    to: str, content: str, kind: str, reply_to: str | None, msg_id: str, config: RunnableConfig | None, stream: str
 ) -> dict[str, Any]:
     turn = ((config or {}).get("configurable") or {}).get(TURN_KEY)
     return {"id": msg_id, "to": to, "content": content, "type": kind, "reply_to": reply_to,
-            "turn": turn, "created_at": time.time()}  # fmt: skip
+            "turn": turn, "created_at": time.time(), "stream": stream}  # fmt: skip
 
 
 def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox") -> list[BaseTool]:
@@ -149,7 +165,7 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
             return ToolMessage(f"Sent to {to}. The reply will arrive as a new message; end your turn to wait for it.",
                                tool_call_id=tool_call_id)  # fmt: skip
         return Command(update={
-            OUTBOX_CHANNEL: [_entry(to, content, "message", reply_to, msg_id, config)],
+            OUTBOX_CHANNEL: [_entry(to, content, "message", reply_to, msg_id, config, stream_name(team, me, to))],
             "messages": [ToolMessage(
                 f"Queued for {to} as #{msg_id}; it is delivered when this step is saved. The reply will arrive "
                 "as a new message: end your turn to wait for it.", tool_call_id=tool_call_id)],
@@ -169,7 +185,8 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
             for to in targets:
                 team.send(to, content, sender=me, kind="broadcast", idempotency_key=f"tool:{tool_call_id}")
             return ToolMessage(f"Sent to {', '.join(targets)}.", tool_call_id=tool_call_id)
-        entries = [_entry(to, content, "broadcast", None, message_id(team.team_id, me, to, tool_call_id), config)
+        entries = [_entry(to, content, "broadcast", None, message_id(team.team_id, me, to, tool_call_id), config,
+                          stream_name(team, me, to))
                    for to in targets]  # fmt: skip
         return Command(update={
             OUTBOX_CHANNEL: entries,

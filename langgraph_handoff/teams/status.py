@@ -15,8 +15,10 @@ waiting_input   the latest checkpoint waits at an ``interrupt()`` (plan approval
 idle            nothing pending, nothing unfinished
 stalled         lease expired (or never taken) with work pending: a worker should reclaim it
 failed          its turns kept failing (roster state ``failed``)
-stopping        shutdown requested, its worker still holds the lease
-shutdown        shutdown requested and the lease released
+stopping        shutdown requested, its worker still holds the lease (or it expired with
+                nothing pending: any worker finishes the shutdown)
+shutdown        shutdown requested and the lease released (``stalled`` if it expired with
+                work pending)
 ==============  =====================================================================
 """
 
@@ -93,7 +95,8 @@ def derive_status(
     if member.state == "failed":
         status = "failed"
     elif member.state == "stop_requested":
-        status = "stopping" if live else "shutdown"
+        released = lease is None or lease.state == "released"
+        status = "stopping" if live else "shutdown" if released else "stalled" if work else "stopping"
     elif interrupted:
         status = "waiting_input"
     elif not has_checkpoint and not (work and lease is not None and not live):

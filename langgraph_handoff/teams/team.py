@@ -21,6 +21,8 @@ clean-up            1 DeleteObjects per 1,000 ingested messages, after the ack c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import secrets
 import threading
@@ -31,12 +33,15 @@ from typing import Any
 
 from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, write_refusal
 from langgraph_handoff.errors import (
     ConflictError,
     CorruptObjectError,
     InvalidInputError,
     MemberExistsError,
+    OwnershipLostError,
     PreconditionFailedError,
     UnknownOutcomeError,
     UnknownRecipientError,
@@ -67,6 +72,8 @@ log = logging.getLogger("langgraph_handoff.teams")
 
 #: attempts of a create-only send whose outcome was unknown (RGW answers a lost race with a 500)
 _SEND_ATTEMPTS = 6
+#: key, in a member's root head, of the count of attempts to finish one unfinished step
+RESUMES_KEY = "team_resumes"
 _ROSTER_ATTEMPTS = 12
 
 
@@ -220,13 +227,15 @@ class Team:
     def _set_state(
         self, name: str, state: str, reason: str, stop_request: dict[str, str] | None = None
     ) -> Plan[Member]:
+        validate_name(name)
+
         def decide(roster: Roster) -> Roster | None:
             member = roster.members.get(name)
             if member is None:
                 raise UnknownRecipientError(self.team_id, name, roster.names())
             if member.state == state and member.stop_request == stop_request:
                 return None
-            changed = member.model_copy(update={"state": state, "reason": reason, "stop_request": stop_request})
+            changed = Member(**{**member.model_dump(), "state": state, "reason": reason, "stop_request": stop_request})
             return roster.model_copy(update={"members": {**roster.members, name: changed}})
 
         roster = yield from self._plan_change(decide)
@@ -241,6 +250,8 @@ class Team:
         return self._run(self._set_state(name, "active", ""))
 
     def _remove(self, name: str) -> Plan[list[str]]:
+        validate_name(name)
+
         def decide(roster: Roster) -> Roster | None:
             if name not in roster.members:
                 return None
@@ -252,19 +263,35 @@ class Team:
         return (yield from self._plan_bury(name))
 
     def _plan_bury(self, name: str) -> Plan[list[str]]:
-        """Move ``name``'s pending messages to ``dead/``: copy create-only, then delete."""
+        """Move ``name``'s pending messages to ``dead/``: copy create-only, then delete. Messages
+        its last turn already ingested (acked, delete pending) are deleted, not buried. Stops if
+        the name is back on the roster (a spawn raced the remove): those messages are its."""
         moved: list[str] = []
         prefix = keys.team_inbox_prefix(self.team_id, name)
         dead = keys.team_dead_prefix(self.team_id, name)
-        for info in (yield from _plan_list(prefix)):
+        listed = yield from _plan_list(prefix)
+        if not listed:
+            return moved
+        thread = self.thread_id(name)
+        head, _ = self.saver._head_from((yield Get(keys.head_key(thread, ""))), thread, "")
+        ack = AckState.from_extra(head.extra if head is not None else None)
+        for info in listed:
+            roster, _ = yield from self._plan_roster()
+            if roster is not None and name in roster.members:
+                break
             obj = yield Get(info.key)
             if obj is None:
                 continue
-            target = dead + info.key[len(prefix) :]
-            with contextlib.suppress(PreconditionFailedError):  # moved before: a retried remove
-                yield Put(target, obj.body, if_none_match=True)
+            try:
+                consumed = ack.consumed(decode_message(obj.body, key=info.key))
+            except CorruptObjectError:
+                consumed = False  # unreadable: kept as a dead letter, reported as such
+            if not consumed:
+                target = dead + info.key[len(prefix) :]
+                with contextlib.suppress(PreconditionFailedError):  # moved before: a retried remove
+                    yield Put(target, obj.body, if_none_match=True)
+                moved.append(target)
             yield Delete(info.key)
-            moved.append(target)
         return moved
 
     def remove(self, name: str) -> list[str]:
@@ -298,6 +325,7 @@ class Team:
         return self.roster(refresh=refresh).names()
 
     def _plan_check(self, name: str) -> Plan[Member]:
+        validate_name(name)
         with self._lock:
             roster = self._roster
         if roster is None or name not in roster.members:
@@ -326,6 +354,14 @@ class Team:
             raise InvalidInputError(f"a team message's content is text, got {type(content).__name__}")
         if not isinstance(sender, str) or not sender:
             raise InvalidInputError("send(..., sender=...) needs the sender's name (a member, or who is outside)")
+        if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
+            raise InvalidInputError(f"an idempotency key is a non-empty string, got {idempotency_key!r}")
+        if reply_to is not None and not isinstance(reply_to, str):
+            raise InvalidInputError(f"reply_to is a message id (a string), got {reply_to!r}")
+        try:
+            json.dumps(data or {})
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"a message's data must be JSON (it is stored as such): {exc}") from None
         mid = self.keyed_id(to, sender, idempotency_key) if idempotency_key is not None else secrets.token_hex(10)
         return Message(id=mid, team=self.team_id, sender=sender, to=to, content=content, type=kind,
                        reply_to=reply_to, order=next_order(self.clock), created_at=self.clock(),
@@ -470,6 +506,36 @@ class Team:
             messages.append(m)
         return Receipt(name, ack, select(messages, ack, limit=limit), tuple(unreadable), len(listed))
 
+    def _plan_count_resume(self, name: str, epoch: int, checkpoint_id: str) -> Plan[int]:
+        """Record, in the member's head and fenced by ``epoch``, one more attempt to finish the
+        step at ``checkpoint_id``; return how many there have been. Written *before* the attempt
+        runs, so a step that kills every worker that runs it is counted too (an in-memory count
+        dies with the process)."""
+        thread = self.thread_id(name)
+        hkey = keys.head_key(thread, "")
+        for attempt in range(_ROSTER_ATTEMPTS):
+            head, etag = self.saver._head_from((yield Get(hkey)), thread, "")
+            if head is None or etag is None:
+                return 1
+            refusal = write_refusal(head.extra, epoch)
+            if refusal is not None:
+                raise OwnershipLostError(thread, "", epoch=epoch, current=int(head.extra.get(FENCE_KEY, 0) or 0),
+                                         reason=refusal)  # fmt: skip
+            seen = head.extra.get(RESUMES_KEY) or {}
+            count = int(seen.get("count", 0)) + 1 if seen.get("checkpoint") == checkpoint_id else 1
+            written = dataclasses.replace(
+                head, extra={**head.extra, RESUMES_KEY: {"checkpoint": checkpoint_id, "count": count}}
+            )
+            body = rec_io.encode_head(written, schema_version=self.saver.layout.schema_version)
+            try:
+                new_etag = yield Put(hkey, body, if_match=etag)
+            except (PreconditionFailedError, UnknownOutcomeError):
+                yield Sleep(_backoff(attempt))
+                continue
+            self.saver._cache.observe(thread, "", written, new_etag)
+            return count
+        raise ConflictError(f"the head of {thread!r} kept changing while counting a resume; retry")
+
     def _plan_discard(self, name: str, messages: Sequence[Message]) -> Plan[None]:
         """Delete ingested messages (only ever after the checkpoint recording them committed).
         Unconditional deletes are safe: keys are unique and objects immutable."""
@@ -503,6 +569,7 @@ class Team:
 
     # -- reading for people ---------------------------------------------------------------------------
     def _inbox(self, name: str) -> Plan[list[InboxEntry]]:
+        validate_name(name)
         receipt = yield from self._plan_receive(name)
         if receipt is None:
             return []
