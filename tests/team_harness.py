@@ -37,7 +37,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import LocalStore, S3Store, StoreBase
@@ -45,6 +44,7 @@ from langgraph_handoff.stores.base import ListResult, StoredObject
 from langgraph_handoff.teams import Team, TeamState, TeamWorker, team_tools
 from langgraph_handoff.teams.model import message_id
 from langgraph_handoff.testing import ScriptedChatModel
+from tests.team_helpers import react_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 KILLED = 137
@@ -77,7 +77,39 @@ def point_of(kind: str, key: str) -> str | None:
     return None
 
 
-class DyingStore(StoreBase):
+class InterceptingStore(StoreBase):
+    """Wraps a store and passes every operation through ``_around(kind, key, call)``: the hook
+    the kill-point, chaos and model-check stores share."""
+
+    inner: StoreBase
+
+    def _around(self, kind: str, key: str, call: Any) -> Any:
+        return call()
+
+    def get(self, key: str) -> StoredObject | None:
+        return self._around("GET", key, lambda: self.inner.get(key))
+
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        return self._around(
+            "PUT", key, lambda: self.inner.put(key, body, if_match=if_match, if_none_match=if_none_match)
+        )
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        return self._around("DELETE", key, lambda: self.inner.delete(key, if_match=if_match))
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        return self._around("DELETE_MANY", "", lambda: self.inner.delete_many(keys))
+
+    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
+        return self._around(
+            "LIST", prefix, lambda: self.inner.list_page(prefix, start_after=start_after, max_keys=max_keys)
+        )
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class DyingStore(InterceptingStore):
     """Wraps a store and ``os._exit``s before or after chosen operations: at random (``p`` per
     protocol point) or at exactly the ``die_at``-th operation (``(n, "before"|"after")``)."""
 
@@ -104,28 +136,6 @@ class DyingStore(StoreBase):
         if self.die_at == (n, "after") or (point and self.p and self.rng.random() < self.p / 2):
             self._die(f"after {point or kind}", kind, key)
         return out
-
-    def get(self, key: str) -> StoredObject | None:
-        return self._around("GET", key, lambda: self.inner.get(key))
-
-    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        return self._around(
-            "PUT", key, lambda: self.inner.put(key, body, if_match=if_match, if_none_match=if_none_match)
-        )
-
-    def delete(self, key: str, *, if_match: str | None = None) -> None:
-        return self._around("DELETE", key, lambda: self.inner.delete(key, if_match=if_match))
-
-    def delete_many(self, keys: Sequence[str]) -> None:
-        return self._around("DELETE_MANY", "", lambda: self.inner.delete_many(keys))
-
-    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        return self._around(
-            "LIST", prefix, lambda: self.inner.list_page(prefix, start_after=start_after, max_keys=max_keys)
-        )
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 # -- the delegation workload -------------------------------------------------------------------------------
@@ -181,15 +191,7 @@ class FunctionChatModel(ScriptedChatModel):
 
 def lead_build(team: Team, rounds: int) -> Any:
     def build(checkpointer: Any) -> Any:
-        tools = team_tools(team, "lead")
-        model = FunctionChatModel([lead_model(rounds)]).bind_tools(tools)
-        g = StateGraph(TeamState)
-        g.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
-        g.add_node("tools", ToolNode(tools))
-        g.add_edge(START, "model")
-        g.add_conditional_edges("model", tools_condition, ["tools", END])
-        g.add_edge("tools", "model")
-        return g.compile(checkpointer=checkpointer)
+        return react_graph(checkpointer, FunctionChatModel([lead_model(rounds)]), team_tools(team, "lead"))
 
     return build
 

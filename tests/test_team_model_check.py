@@ -21,7 +21,7 @@ import contextlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +30,9 @@ import pytest
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
 from langgraph_handoff.stores import MemoryStore, StoreBase
-from langgraph_handoff.stores.base import ListResult, StoredObject
 from langgraph_handoff.teams import Team, TeamWorker, ack_rider
-from tests.team_helpers import echo_build, ingested
+from tests.team_harness import InterceptingStore
+from tests.team_helpers import Clock, echo_build, ingested
 
 
 class Crash(BaseException):
@@ -138,43 +138,18 @@ class Scheduler:
         return True
 
 
-class Gate(StoreBase):
+class Gate(InterceptingStore):
     """One actor's view of the shared store: every operation waits for the scheduler."""
 
     def __init__(self, inner: StoreBase, sched: Scheduler, actor: str) -> None:
         self.inner, self.sched, self.actor = inner, sched, actor
 
-    def _op(self, kind: str, key: str, call: Callable[[], Any]) -> Any:
+    def _around(self, kind: str, key: str, call: Callable[[], Any]) -> Any:
         self.sched.request(self.actor, kind, key)
         try:
             return call()
         finally:
             self.sched.release(self.actor)
-
-    def get(self, key: str) -> StoredObject | None:
-        return self._op("GET", key, lambda: self.inner.get(key))
-
-    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        return self._op("PUT", key, lambda: self.inner.put(key, body, if_match=if_match, if_none_match=if_none_match))
-
-    def delete(self, key: str, *, if_match: str | None = None) -> None:
-        return self._op("DELETE", key, lambda: self.inner.delete(key, if_match=if_match))
-
-    def delete_many(self, keys: Sequence[str]) -> None:
-        return self._op("DELETE_MANY", "", lambda: self.inner.delete_many(keys))
-
-    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        return self._op(
-            "LIST", prefix, lambda: self.inner.list_page(prefix, start_after=start_after, max_keys=max_keys)
-        )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 RECIPIENTS = ("a", "b")

@@ -25,15 +25,16 @@ from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
 from langgraph_handoff.teams import AckState, Team, TeamState, TeamWorker, ack_rider, outbox_reducer
 from langgraph_handoff.teams.acks import ACK_KEY
 from langgraph_handoff.testing import tool_call
-from tests.team_helpers import agent_build, conversation, duplicates, echo_build, ingested, ingested_ids
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.team_helpers import (
+    Clock,
+    agent_build,
+    boom_build,
+    conversation,
+    duplicates,
+    echo_build,
+    ingested,
+    ingested_ids,
+)
 
 
 def make_team(store: StoreBase | None = None, *, clock: Any = None, **kw: Any) -> tuple[ObjectStoreSaver, Team]:
@@ -525,17 +526,6 @@ def test_create_agent_with_team_middleware() -> None:
 
 
 # -- lifecycle: failures, shutdown, status ---------------------------------------------------------
-
-
-def boom_build(checkpointer: Any) -> Any:
-    def node(state: TeamState) -> dict[str, Any]:
-        raise RuntimeError("tool crashed")
-
-    g = StateGraph(TeamState)
-    g.add_node("boom", node)
-    g.add_edge(START, "boom")
-    g.add_edge("boom", END)
-    return g.compile(checkpointer=checkpointer)
 
 
 def test_a_poison_message_fails_the_member_and_tells_the_lead() -> None:

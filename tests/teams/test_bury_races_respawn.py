@@ -9,7 +9,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import MemoryStore
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import echo_build, ingested_ids
+from tests.team_helpers import Clock, echo_build, ingested_ids
 
 
 class HookStore(MemoryStore):
@@ -20,13 +20,6 @@ class HookStore(MemoryStore):
             hook, self.hook = self.hook, None
             hook()
         return super().list_page(prefix, start_after=start_after, max_keys=max_keys)
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_a_message_to_the_respawned_member_is_not_buried_by_the_remove_that_preceded_the_spawn():

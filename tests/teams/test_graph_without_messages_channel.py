@@ -12,14 +12,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import ingested_ids
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
+from tests.team_helpers import Clock, ingested_ids
 
 
 class Notes(TypedDict, total=False):

@@ -8,14 +8,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import CountingStore, MemoryStore
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import echo_build
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
+from tests.team_helpers import Clock, echo_build
 
 
 def snap(store):

@@ -6,32 +6,9 @@ asked: the member waits forever.
 Found by an adversarial review of the first teams code (2026-11-30); failed on commit 46b14db.
 """
 
-from typing import Any
-
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
-
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.teams import Team, TeamState, TeamWorker
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
-
-
-def ask_build(checkpointer: Any) -> Any:
-    def ask(state: TeamState) -> dict[str, Any]:
-        answer = interrupt("Approve?")
-        return {"messages": [("ai", f"plan {answer}")]}
-
-    g = StateGraph(TeamState)
-    g.add_node("ask", ask)
-    g.add_edge(START, "ask")
-    g.add_edge("ask", END)
-    return g.compile(checkpointer=checkpointer)
+from langgraph_handoff.teams import Team, TeamWorker
+from tests.team_helpers import Clock, ask_build
 
 
 def test_a_new_lead_is_asked_for_the_pending_approval():

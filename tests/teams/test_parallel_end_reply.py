@@ -14,14 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import echo_build, ingested
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
+from tests.team_helpers import Clock, echo_build, ingested
 
 
 class FanState(TeamState):

@@ -12,14 +12,7 @@ from langgraph.types import interrupt
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import conversation, echo_build
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
+from tests.team_helpers import Clock, conversation, echo_build
 
 
 def ask_build(checkpointer: Any) -> Any:

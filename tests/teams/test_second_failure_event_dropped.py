@@ -6,31 +6,9 @@ still-pending first copy). The lead is told only once.
 Found by an adversarial review of the first teams code (2026-11-30); failed on commit 46b14db.
 """
 
-from typing import Any
-
-from langgraph.graph import END, START, StateGraph
-
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import echo_build, ingested
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
-
-
-def boom_build(checkpointer: Any) -> Any:
-    def node(state: TeamState) -> dict[str, Any]:
-        raise RuntimeError("tool crashed")
-
-    g = StateGraph(TeamState)
-    g.add_node("n", node)
-    g.add_edge(START, "n")
-    g.add_edge("n", END)
-    return g.compile(checkpointer=checkpointer)
+from langgraph_handoff.teams import Team, TeamWorker
+from tests.team_helpers import Clock, boom_build, echo_build, ingested
 
 
 def test_the_lead_is_told_about_every_failure():

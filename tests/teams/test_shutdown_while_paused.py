@@ -6,33 +6,9 @@ although neither the message sent before the request nor the request itself was 
 Found by an adversarial review of the first teams code (2026-11-30); failed on commit 46b14db.
 """
 
-from typing import Any
-
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
-
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import ingested_ids
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
-
-
-def ask_build(checkpointer: Any) -> Any:
-    def ask(state: TeamState) -> dict[str, Any]:
-        answer = interrupt("Approve?")
-        return {"messages": [("ai", f"plan {answer}")]}
-
-    g = StateGraph(TeamState)
-    g.add_node("ask", ask)
-    g.add_edge(START, "ask")
-    g.add_edge("ask", END)
-    return g.compile(checkpointer=checkpointer)
+from langgraph_handoff.teams import Team, TeamWorker
+from tests.team_helpers import Clock, ask_build, ingested_ids
 
 
 def test_a_paused_member_does_not_claim_shutdown_with_messages_sent_before_unread():

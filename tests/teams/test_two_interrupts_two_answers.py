@@ -14,13 +14,7 @@ from langgraph.types import interrupt
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-
-
-class Clock:
-    now = 1_000_000.0
-
-    def __call__(self):
-        return self.now
+from tests.team_helpers import Clock
 
 
 class TwoState(TeamState):
