@@ -329,6 +329,8 @@ class RunConfig:
     kill_in_transfer: float = 0.5
     per_worker: int = 4
     seed: int = 7
+    #: most driver kills in a run (None: no limit); after the last one the fleet finishes undisturbed
+    max_kills: int | None = None
 
 
 def spawn(cfg: RunConfig, owner: str, seed: int) -> subprocess.Popen[bytes]:
@@ -379,6 +381,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     start = time.time()
     next_kill = start + rng.uniform(*cfg.kill_every)
     done_dir = cfg.logdir / "done"
+    kills, progress_at_kill = 0, -1
     while time.time() - start < cfg.seconds:
         finished = len(list(done_dir.iterdir())) if done_dir.exists() else 0
         if finished >= cfg.conversations:
@@ -389,11 +392,20 @@ def run(cfg: RunConfig) -> dict[str, Any]:
                 append(cfg.logdir / "exits.log", {"owner": owner, "code": p.returncode, "t": time.time()})
                 n += 1
                 procs[f"w{n}"] = spawn(cfg, f"w{n}", cfg.seed * 100 + n)
-        if time.time() >= next_kill and procs:
+        # A kill waits for progress since the last one (a side effect done, i.e. a turn got to its
+        # tool): on a loaded machine a restarted worker takes seconds to import and start, and
+        # kills on a fixed clock would starve the run (seen: 23 of 30 conversations in 150 s
+        # under two CPU hogs). So the chaos slows down with the work instead of stopping it.
+        effects_dir = cfg.logdir / "effects"
+        progress = len(list(effects_dir.iterdir())) if effects_dir.exists() else 0
+        budget = cfg.max_kills is None or kills < cfg.max_kills
+        if time.time() >= next_kill and procs and budget and progress > progress_at_kill:
+            progress_at_kill = progress
             owner = rng.choice(sorted(procs))
             procs[owner].send_signal(signal.SIGKILL)
             procs[owner].wait()
             append(cfg.logdir / "kills.log", {"owner": owner, "t": time.time()})
+            kills += 1
             del procs[owner]
             n += 1
             procs[f"w{n}"] = spawn(cfg, f"w{n}", cfg.seed * 100 + n)
