@@ -153,7 +153,8 @@ def _team_messages(saver: ObjectStoreSaver, team: Team, name: str) -> list[dict[
     tup = saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
     if tup is None:
         return []
-    return [m.additional_kwargs["team_message"] for m in tup.checkpoint["channel_values"]["messages"]
+    messages = tup.checkpoint["channel_values"].get("messages", [])
+    return [m.additional_kwargs["team_message"] for m in messages
             if m.type == "human" and "team_message" in m.additional_kwargs]  # fmt: skip
 
 
