@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import LocalStore
@@ -99,7 +103,22 @@ class Recording(DyingStore):
 KILL_AT = {"inbox_list", "message_get", "head_cas", "discard", "deliver", "PUT", "DELETE"}
 
 
-def test_a_kill_at_every_send_and_receive_step_loses_and_doubles_nothing(tmp_path: Path) -> None:
+@pytest.fixture
+def fast_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory on tmpfs when the machine has one: 162 runs each copy and fsync a store, and
+    fsync on tmpfs costs nothing (durability is not what this test is about; the kills are)."""
+    if not Path("/dev/shm").is_dir():
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="lgh-kills-", dir="/dev/shm"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_kill_at_every_send_and_receive_step_loses_and_doubles_nothing(fast_dir: Path) -> None:
+    tmp_path = fast_dir
     tpl = template(tmp_path)
     # the unkilled run, recording the worker's store operations
     base_dir = tmp_path / "base"
