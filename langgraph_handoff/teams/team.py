@@ -86,7 +86,7 @@ class Receipt:
     selection: Selection
     #: objects that could not be read (corrupt): left in place and reported, never dropped
     unreadable: tuple[str, ...] = ()
-    #: the member's root head ETag when it was read (diagnostics)
+    #: how many objects the inbox listing returned (diagnostics)
     keys_listed: int = 0
 
 

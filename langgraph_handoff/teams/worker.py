@@ -184,9 +184,6 @@ class TeamWorker(SessionWorker):
             self._graphs[key] = graph
         return graph
 
-    def _config(self, thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
-        return super()._config(thread_id, config)
-
     # -- taking members ----------------------------------------------------------------------------------
     def _take(self, roster: Roster) -> None:
         """Acquire every member nobody serves (up to ``capacity``). A member another worker holds
