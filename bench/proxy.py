@@ -14,8 +14,13 @@ front of the server sees exactly what reaches it, the same way for everyone.
   under ``errors``. Request/response body bytes and upstream time are summed per phase.
 * Control endpoints (never forwarded): ``GET /__bench/phase?name=X`` sets the phase,
   ``GET /__bench/counts`` returns everything as JSON.
+* ``--delay-ms N`` (default 0) waits N ms before forwarding each S3 request, to stand for the
+  round trip to a cloud region. The wait happens in the thread serving that client connection, so
+  requests on different connections are delayed side by side, never one after another. The wait is
+  summed per phase as ``delay_seconds``, apart from ``upstream_seconds`` (time in the server).
 
-Usage: ``python proxy.py --upstream http://127.0.0.1:7480 [--port 0]``; prints ``READY <port>``.
+Usage: ``python proxy.py --upstream http://127.0.0.1:7480 [--port 0] [--delay-ms 0]``; prints
+``READY <port>``.
 """
 
 from __future__ import annotations
@@ -113,7 +118,9 @@ class Counter:
         self.errors: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
-    def record(self, phase: str, op: str, status: int, sent: int, received: int, seconds: float) -> None:
+    def record(
+        self, phase: str, op: str, status: int, sent: int, received: int, seconds: float, delay: float = 0.0
+    ) -> None:
         with self.lock:
             self.counts[phase][op] += 1
             if status >= 300:
@@ -122,6 +129,8 @@ class Counter:
             t["request_body_bytes"] += sent
             t["response_body_bytes"] += received
             t["upstream_seconds"] += seconds
+            if delay:
+                t["delay_seconds"] += delay
 
     def dump(self) -> dict:
         with self.lock:
@@ -134,6 +143,7 @@ class Counter:
 
 COUNTER = Counter()
 UPSTREAM: tuple[str, int] = ("127.0.0.1", 7480)
+DELAY_S = 0.0  # --delay-ms, in seconds
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -196,6 +206,8 @@ class Handler(BaseHTTPRequestHandler):
         with COUNTER.lock:
             phase = COUNTER.phase
         op = classify(self.command, self.path, self.headers)
+        if DELAY_S:
+            time.sleep(DELAY_S)  # this connection's thread only: other connections go on meanwhile
         t0 = time.perf_counter()
         for attempt in (1, 2):
             conn = self._upstream()
@@ -215,7 +227,7 @@ class Handler(BaseHTTPRequestHandler):
                 if attempt == 2:
                     raise
         seconds = time.perf_counter() - t0
-        COUNTER.record(phase, op, resp.status, len(body), len(data), seconds)
+        COUNTER.record(phase, op, resp.status, len(body), len(data), seconds, DELAY_S)
         headers = [
             (k, v)
             for k, v in resp.getheaders()
@@ -244,11 +256,15 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> None:
-    global UPSTREAM
+    global UPSTREAM, DELAY_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upstream", required=True, help="http://host:port of the S3 server")
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free port)")
+    ap.add_argument("--delay-ms", type=float, default=0.0, help="wait before forwarding each S3 request")
     a = ap.parse_args()
+    if a.delay_ms < 0:
+        sys.exit("--delay-ms must be >= 0")
+    DELAY_S = a.delay_ms / 1000
     up = urllib.parse.urlsplit(a.upstream)
     if up.scheme != "http":
         sys.exit("only plain http upstreams are supported")
