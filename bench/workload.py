@@ -76,8 +76,12 @@ class State(TypedDict):
     messages: Annotated[list, operator.add]
 
 
-def build_graph(saver, payload=None):
-    """5 nodes in sequence; each appends one message (``payload(i)`` decides its content)."""
+def build_graph(saver, payload=None, async_nodes: bool = False):
+    """5 nodes in sequence; each appends one message (``payload(i)`` decides its content).
+
+    ``async_nodes``: the same nodes as ``async def``, for ``ainvoke`` workloads, so LangGraph runs
+    them on the event loop instead of handing each to a thread (the graph's own cost then stays the
+    same whatever the saver does with threads)."""
     from langgraph.graph import END, START, StateGraph
 
     def make_node(i: int):
@@ -85,7 +89,10 @@ def build_graph(saver, payload=None):
             content = payload(i) if payload else f"node {i} after {len(state['messages'])}: {MESSAGE_FILLER}"
             return {"messages": [{"role": "assistant", "name": f"n{i}", "content": content}]}
 
-        return node
+        async def anode(state: State) -> dict:
+            return node(state)
+
+        return anode if async_nodes else node
 
     builder = StateGraph(State)
     prev = START
