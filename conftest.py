@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from langgraph_handoff.stores import LocalStore, MemoryStore, S3Store, StoreBase
+from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 
 S3_ENDPOINT = os.environ.get("S3_ENDPOINT_URL")
 S3_BUCKET = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
@@ -37,6 +38,18 @@ def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:
     )
 
 
+def make_obstore_s3_store(prefix: str | None = None, **kwargs: object) -> ObstoreS3Store:
+    """The same server through the obstore transport (installed by the test extra)."""
+    _need_s3()
+    return ObstoreS3Store(
+        S3_BUCKET,
+        prefix=prefix or f"t-{uuid.uuid4().hex}",
+        endpoint_url=S3_ENDPOINT,
+        create_bucket=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
 @pytest.fixture
 def memory_store() -> MemoryStore:
     return MemoryStore()
@@ -50,6 +63,13 @@ def local_store(tmp_path) -> LocalStore:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def s3_store():  # type: ignore[no-untyped-def]
     store = make_s3_store()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def obstore_s3_store():  # type: ignore[no-untyped-def]
+    store = make_obstore_s3_store()
     yield store
     store.close()
 

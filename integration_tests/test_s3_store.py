@@ -3,7 +3,6 @@ server deviations (ETag quoting, HTTP 500 for lost races)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import boto3
@@ -11,8 +10,9 @@ import pytest
 from botocore.config import Config
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
-from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.errors import PreconditionFailedError
 from langgraph_handoff.stores import S3Store, StoreBase
+from tests.race_helpers import race_cas
 from tests.store_contract import StoreContract
 
 
@@ -22,45 +22,10 @@ class TestS3StoreContract(StoreContract):
         return s3_store
 
 
-def _race(store: S3Store, rounds: int, racers: int) -> dict[str, int]:
-    """``racers`` threads CAS the same ETag each round; returns outcome counts."""
-    tally = {"won": 0, "lost-412": 0, "unknown-5xx": 0}
-    lock = threading.Lock()
-    for rnd in range(rounds):
-        key = f"race/{rnd}"
-        etag = store.put(key, b"start", if_none_match=True)
-        barrier = threading.Barrier(racers)
-        winners: list[int] = []
-
-        def racer(
-            i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
-        ) -> None:
-            barrier.wait()
-            try:
-                store.put(key, f"racer-{i}".encode(), if_match=etag)
-                outcome = "won"
-                winners.append(i)
-            except PreconditionFailedError:
-                outcome = "lost-412"
-            except UnknownOutcomeError:
-                outcome = "unknown-5xx"
-            with lock:
-                tally[outcome] += 1
-
-        threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
-        assert store.get(key).body == f"racer-{winners[0]}".encode()
-    return tally
-
-
 def test_compare_and_swap_is_atomic_under_racing_threads() -> None:
     store = make_s3_store(max_workers=16)
     try:
-        tally = _race(store, rounds=30, racers=6)
+        tally = race_cas(store, rounds=30, racers=6)
     finally:
         store.close()
     assert tally["won"] == 30 and tally["lost-412"] + tally["unknown-5xx"] == 150
@@ -76,7 +41,7 @@ def test_lost_races_reported_as_500_surface_as_unknown_outcome() -> None:
     )
     store = S3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", client=client, max_workers=16)
     try:
-        tally = _race(store, rounds=30, racers=6)
+        tally = race_cas(store, rounds=30, racers=6)
     finally:
         store.close()
     assert tally["won"] == 30
@@ -86,10 +51,10 @@ def test_lost_races_reported_as_500_surface_as_unknown_outcome() -> None:
 def test_etag_quoting_is_learned() -> None:
     store = make_s3_store(etag_quoting="auto")
     try:
-        store._quoted = True  # a wrong first guess: RGW only matches unquoted ETags
+        store.quoting.quoted = True  # a wrong first guess: RGW only matches unquoted ETags
         etag = store.put("q", b"1", if_none_match=True)
         assert store.put("q", b"2", if_match=etag) != etag
-        assert store._quoted is False and store._detect_quoting is False
+        assert store.quoting.quoted is False and store.quoting.detect is False
         with pytest.raises(PreconditionFailedError):
             store.put("q", b"3", if_match=etag)  # a really stale ETag still loses
     finally:

@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver, StaleWriterError
+from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.stores import LocalStore, S3Store, StoreBase
 
 
@@ -61,6 +62,10 @@ def make_store(spec: dict[str, Any]) -> StoreBase:
         return LocalStore(spec["path"])
     if spec["kind"] == "s3":
         return S3Store(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint_url"])
+    if spec["kind"] == "obstore-s3":
+        from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
+
+        return ObstoreS3Store(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint_url"])
     raise ValueError(spec)
 
 
@@ -121,3 +126,39 @@ def winner_messages(messages: list[str], prefix: list[str]) -> str:
     (owner,) = owners
     assert tail == [f"{owner}:in", f"{owner}:n1", f"{owner}:n2", f"{owner}:n3"], tail
     return owner
+
+
+def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
+    """``racers`` threads compare-and-swap one key from the same ETag, each round behind a barrier;
+    exactly one must win and its body be stored. Returns the outcome counts."""
+    tally = {"won": 0, "lost-412": 0, "unknown-5xx": 0}
+    lock = threading.Lock()
+    for rnd in range(rounds):
+        key = f"race/{rnd}"
+        etag = store.put(key, b"start", if_none_match=True)
+        barrier = threading.Barrier(racers)
+        winners: list[int] = []
+
+        def racer(
+            i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
+        ) -> None:
+            barrier.wait()
+            try:
+                store.put(key, f"racer-{i}".encode(), if_match=etag)
+                outcome = "won"
+                winners.append(i)
+            except PreconditionFailedError:
+                outcome = "lost-412"
+            except UnknownOutcomeError:
+                outcome = "unknown-5xx"
+            with lock:
+                tally[outcome] += 1
+
+        threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
+        assert store.get(key).body == f"racer-{winners[0]}".encode()
+    return tally

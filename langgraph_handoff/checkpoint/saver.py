@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -28,15 +27,13 @@ from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.migrate import MigratePlans, MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans import Layout
-from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
-from langgraph_handoff.stores.local import LocalStore
-from langgraph_handoff.stores.memory import MemoryStore
+from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreSaver"]
 
-_NAMED_MEMORY: dict[str, MemoryStore] = {}
 
 
 class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
@@ -120,41 +117,18 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
 
         * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name);
         * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`;
-        * ``s3://bucket/prefix``: an :class:`S3Store` with credentials from the boto3 chain.
-          Query parameters ``endpoint_url`` and ``region`` are passed on, e.g.
+        * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain, on the obstore
+          transport when it is installed, else boto3 (:mod:`langgraph_handoff.stores.urls`).
+          Query parameters ``endpoint_url``, ``region`` and ``transport`` are read, e.g.
           ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
+
+        ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport).
 
         >>> with ObjectStoreSaver.from_url("memory://") as saver:
         ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         True
         """
-        parsed = urlparse(url)
-        scheme = parsed.scheme.lower()
-        query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
-        if scheme == "memory":
-            name = parsed.netloc + parsed.path
-            if name:
-                store: StoreBase = _NAMED_MEMORY.setdefault(name, MemoryStore())
-            else:
-                store = MemoryStore()
-        elif scheme == "file":
-            path = unquote(parsed.netloc + parsed.path)
-            if not path:
-                raise InvalidConfigError(f"file URL {url!r} names no directory: use file:///abs/dir")
-            store = LocalStore(path, **store_kwargs)
-        elif scheme == "s3":
-            from langgraph_handoff.stores.s3 import S3Store
-
-            if not parsed.netloc:
-                raise InvalidConfigError(f"S3 URL {url!r} names no bucket: use s3://bucket/prefix")
-            kwargs = dict(store_kwargs)
-            if "endpoint_url" in query:
-                kwargs.setdefault("endpoint_url", query["endpoint_url"])
-            if "region" in query:
-                kwargs.setdefault("region_name", query["region"])
-            store = S3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
-        else:
-            raise InvalidConfigError(f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix")
+        store = store_from_url(url, **store_kwargs)
         return cls(store, serde=serde, layout=layout, migrations=migrations)
 
     def setup(self) -> None:

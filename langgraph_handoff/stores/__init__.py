@@ -2,6 +2,8 @@
 
 * :class:`MemoryStore`: linearizable, in-process; for tests.
 * :class:`LocalStore`: a directory; the embedded default; CAS across processes on one host.
+* :class:`ObstoreS3Store`: AWS S3 and S3-compatible servers through obstore (Rust), the low-CPU
+  transport; the ``obstore`` extra. ``s3://`` URLs use it when it is installed.
 * :class:`S3Store`: AWS S3 and S3-compatible servers through boto3.
 * :class:`CountingStore`: wraps any store and counts its requests.
 """
@@ -24,7 +26,9 @@ from langgraph_handoff.stores.base import (
 from langgraph_handoff.stores.counting import CountingStore
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
+from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from langgraph_handoff.stores.s3 import S3Store
+from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = [
     "AsyncObjectStore",
@@ -38,10 +42,12 @@ __all__ = [
     "MemoryStore",
     "ObjectInfo",
     "ObjectStore",
+    "ObstoreS3Store",
     "Op",
     "Put",
     "S3Store",
     "StoreBase",
     "StoredObject",
+    "store_from_url",
     "validate_key",
 ]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +48,8 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
+from langgraph_handoff.stores.etag import EtagQuoting
+from langgraph_handoff.stores.etag import strip_etag as _strip
 
 __all__ = ["S3Store"]
 
@@ -58,13 +59,6 @@ _RACE_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
 _RETRYABLE_STATUS = {500, 502, 503, 504}
 _THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
-
-
-def _strip(etag: str) -> str:
-    etag = etag.strip()
-    if etag.startswith("W/"):
-        etag = etag[2:]
-    return etag.strip('"')
 
 
 class S3Store(StoreBase):
@@ -98,8 +92,6 @@ class S3Store(StoreBase):
         etag_quoting: str = "auto",
         extra_retries: int = 4,
     ) -> None:
-        if etag_quoting not in ("auto", "quoted", "unquoted"):
-            raise ValueError("etag_quoting must be 'auto', 'quoted' or 'unquoted'")
         self.bucket = bucket
         prefix = prefix.strip("/")
         self.prefix = validate_prefix(prefix + "/") if prefix else ""
@@ -119,11 +111,9 @@ class S3Store(StoreBase):
             )
         self.client = client
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3store")
-        self._quoted = etag_quoting == "quoted"
-        self._detect_quoting = etag_quoting == "auto"
+        self.quoting = EtagQuoting(etag_quoting)
         self._extra_retries = extra_retries
         self._closed = False
-        self._lock = threading.Lock()
         if create_bucket:
             self.ensure_bucket()
 
@@ -209,16 +199,16 @@ class S3Store(StoreBase):
             kwargs["IfNoneMatch"] = "*"
         for _ in range(2):  # the second pass only after learning the server's ETag quoting
             if if_match is not None:
-                kwargs["IfMatch"] = f'"{if_match}"' if self._quoted else if_match
+                kwargs["IfMatch"] = self.quoting.form(if_match)
             try:
                 resp = self.client.put_object(**kwargs)
                 if if_match is not None:
-                    self._detect_quoting = False  # this quoting matched: nothing left to learn
+                    self.quoting.matched()
                 return _strip(resp["ETag"])
             except ClientError as exc:
                 code, status = _code(exc), _status(exc)
                 if code in _RACE_CODES or status in (409, 412):
-                    if if_match is not None and self._learn_quoting(full, if_match):
+                    if if_match is not None and self.quoting.learn(if_match, lambda: self._head_etag(full)):
                         continue
                     raise PreconditionFailedError(key, f"HTTP {status} {code}") from None
                 if if_match is not None and (code in _MISSING_CODES or status == 404):
@@ -230,23 +220,13 @@ class S3Store(StoreBase):
                 raise UnknownOutcomeError(key, f"{type(exc).__name__}: {exc}") from None
         raise PreconditionFailedError(key, "ETag differs")
 
-    def _learn_quoting(self, full: str, sent: str) -> bool:
-        """After a 412 on If-Match: if the object's ETag is exactly what we sent, the server wants
-        the other quoting. Switch once and report True so the caller retries."""
-        if not self._detect_quoting:
-            return False
+    def _head_etag(self, full: str) -> str | None:
         from botocore.exceptions import ClientError
 
         try:
-            current = _strip(self.client.head_object(Bucket=self.bucket, Key=full)["ETag"])
+            return _strip(self.client.head_object(Bucket=self.bucket, Key=full)["ETag"])
         except ClientError:
-            return False
-        with self._lock:
-            if current != sent or not self._detect_quoting:
-                return False
-            self._quoted = not self._quoted
-            self._detect_quoting = False
-        return True
+            return None
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
         from botocore.exceptions import ClientError
@@ -254,7 +234,7 @@ class S3Store(StoreBase):
         full = self._full(key)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
         if if_match is not None:
-            kwargs["IfMatch"] = f'"{if_match}"' if self._quoted else if_match
+            kwargs["IfMatch"] = self.quoting.form(if_match)
 
         def call() -> None:
             try:

@@ -1,0 +1,305 @@
+"""The obstore S3 transport against real Ceph RGW: the store contract, atomic CAS under racing
+threads, the server deviations, conformance, graph runs, races between threads and processes, the
+request counts seen at a proxy, and boto3's credential chain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, make_obstore_s3_store
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError
+from langgraph_handoff.stores import StoreBase
+from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
+from tests.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.race_helpers import (
+    BarrierSaver,
+    check_linear_history,
+    process_racer,
+    race_cas,
+    race_once,
+    race_threads,
+    winner_messages,
+)
+from tests.store_contract import StoreContract
+from tests.test_request_counts import five_nodes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TestObstoreS3StoreContract(StoreContract):
+    @pytest.fixture
+    def contract_store(self, obstore_s3_store: ObstoreS3Store) -> StoreBase:
+        return obstore_s3_store
+
+
+def test_compare_and_swap_is_atomic_and_unretried_under_racing_threads() -> None:
+    """One winner per round. Conditional PUTs are never retried by the client, so RGW's HTTP 500
+    for race losers surfaces as UnknownOutcomeError, not as a retried write turned into a 412."""
+    store = make_obstore_s3_store(max_workers=16)
+    try:
+        tally = race_cas(store, rounds=30, racers=6)
+    finally:
+        store.close()
+    assert tally["won"] == 30 and tally["lost-412"] + tally["unknown-5xx"] == 150
+    assert tally["unknown-5xx"] > 0, f"RGW never answered 500 here: {tally}"
+
+
+def test_etag_quoting_is_learned(obstore_s3_store: ObstoreS3Store) -> None:
+    store = obstore_s3_store
+    store.quoting.quoted = True  # a wrong first guess: RGW only matches unquoted ETags
+    etag = store.put("q", b"1", if_none_match=True)
+    assert store.put("q", b"2", if_match=etag) != etag
+    assert store.quoting.quoted is False and store.quoting.detect is False
+    with pytest.raises(PreconditionFailedError):
+        store.put("q", b"3", if_match=etag)  # a really stale ETag still loses
+
+
+async def test_etag_quoting_is_learned_async(obstore_s3_store: ObstoreS3Store) -> None:
+    store = obstore_s3_store
+    store.quoting.quoted = True
+    etag = await store.aput("qa", b"1", if_none_match=True)
+    assert await store.aput("qa", b"2", if_match=etag) != etag
+    assert store.quoting.quoted is False
+
+
+def test_conditional_delete_is_refused_not_ignored(obstore_s3_store: ObstoreS3Store) -> None:
+    obstore_s3_store.put("d", b"1")
+    with pytest.raises(StoreError, match="conditional delete"):
+        obstore_s3_store.delete("d", if_match="0" * 32)
+    assert obstore_s3_store.get("d") is not None  # nothing was deleted unconditionally
+
+
+def test_prefixes_that_end_mid_segment(obstore_s3_store: ObstoreS3Store) -> None:
+    """obstore lists whole segments; the store filters so any prefix works as on S3."""
+    store = obstore_s3_store
+    for key in ["m/a", "m/ab", "m/ab/c", "m/abd", "m/b", "m/a.b"]:
+        store.put(key, b"x")
+    assert [o.key for o in store.list("m/ab")] == ["m/ab", "m/ab/c", "m/abd"]
+    assert [o.key for o in store.list("m/ab", page_size=1)] == ["m/ab", "m/ab/c", "m/abd"]
+    assert [o.key for o in store.list("m/a", start_after="m/ab/c")] == ["m/abd"]
+    assert [o.key for o in store.list("m/c")] == []
+
+
+async def test_async_listing_and_batch_delete(obstore_s3_store: ObstoreS3Store) -> None:
+    store = obstore_s3_store
+    await asyncio.gather(*(store.aput(f"l/{i:02d}", b"x") for i in range(12)))
+    page = await store.alist_page("l/", start_after="l/03", max_keys=5)
+    assert [o.key for o in page.items] == [f"l/{i:02d}" for i in range(4, 9)] and page.truncated
+    await store.adelete_many([f"l/{i:02d}" for i in range(10)] + ["l/missing"])
+    assert [o.key async for o in store.alist("l/")] == ["l/10", "l/11"]
+
+
+def test_wrong_credentials_fail_with_a_typed_error() -> None:
+    _need_s3()
+    session = boto3.Session(aws_access_key_id="WRONGKEY0000", aws_secret_access_key="wrong" * 8)
+    store = ObstoreS3Store(S3_BUCKET, prefix="t-creds", endpoint_url=S3_ENDPOINT, session=session, max_retries=0)
+    try:
+        with pytest.raises(StoreError, match="GET"):
+            store.get("anything")
+    finally:
+        store.close()
+
+
+def test_profile_with_credential_process_from_the_boto3_chain(tmp_path: Path, monkeypatch: Any) -> None:
+    """A ~/.aws profile whose credentials come from ``credential_process`` with an expiry: boto3
+    makes them refreshable, and the store signs with them, while the environment's keys are wrong."""
+    _need_s3()
+    script = tmp_path / "creds.py"
+    calls = tmp_path / "calls"
+    script.write_text(
+        "import datetime, json, pathlib\n"
+        f"pathlib.Path({str(calls)!r}).open('a').write('x')\n"
+        "exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)\n"
+        "print(json.dumps({'Version': 1, "
+        f"'AccessKeyId': {os.environ['AWS_ACCESS_KEY_ID']!r}, "
+        f"'SecretAccessKey': {os.environ['AWS_SECRET_ACCESS_KEY']!r}, "
+        "'Expiration': exp.isoformat()}))\n"
+    )
+    config = tmp_path / "config"
+    config.write_text(f"[profile lgh]\nregion = us-east-1\ncredential_process = {sys.executable} {script}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "WRONGKEY0000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong" * 8)
+    store = ObstoreS3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", endpoint_url=S3_ENDPOINT, profile_name="lgh")
+    try:
+        assert type(store.session.get_credentials()).__name__ == "RefreshableCredentials"
+        etag = store.put("p", b"1", if_none_match=True)
+        assert store.get("p").etag == etag  # type: ignore[union-attr]
+        assert calls.read_text().count("x") >= 1
+    finally:
+        store.close()
+
+
+def test_from_url_picks_obstore_by_default_and_boto3_on_request() -> None:
+    _need_s3()
+    url = f"s3://{S3_BUCKET}/t-{uuid.uuid4().hex}/nested?endpoint_url={S3_ENDPOINT}"
+    with ObjectStoreSaver.from_url(url) as saver:
+        saver.setup()
+        assert type(saver.store).__name__ == "ObstoreS3Store" and saver.store.prefix.endswith("/nested/")
+        graph = five_nodes().compile(checkpointer=saver)
+        graph.invoke({"messages": []}, {"configurable": {"thread_id": "u"}})
+        assert [i.key for i in saver.store.list("heads/")] == ["heads/u/="]
+    with ObjectStoreSaver.from_url(url + "&transport=boto3") as saver:
+        assert type(saver.store).__name__ == "S3Store"
+        state = five_nodes().compile(checkpointer=saver).get_state({"configurable": {"thread_id": "u"}})
+        assert len(state.values["messages"]) == 5  # what obstore wrote, read through boto3
+    with pytest.raises(InvalidConfigError, match="transport"):
+        ObjectStoreSaver.from_url(url + "&transport=curl")
+
+
+@pytest.mark.parametrize("api", ["async", "sync"])
+async def test_conformance_on_obstore_s3(api: str) -> None:
+    cls = ObjectStoreSaver if api == "async" else SyncRoutedSaver
+    counts = await run_conformance(f"obstore-s3-{api}", lambda: cls(make_obstore_s3_store()))
+    assert sum(p for p, _ in counts.values()) == 81
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+def test_graph_runs_match_inmemory(durability: str, obstore_s3_store: ObstoreS3Store) -> None:
+    saver = ObjectStoreSaver(obstore_s3_store)
+    for name, run in SYNC_SCENARIOS.items():
+        assert run(saver, durability, f"g-{name}") == run(InMemorySaver(), durability, f"g-{name}"), name
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+async def test_async_graph_runs_match_inmemory(durability: str, obstore_s3_store: ObstoreS3Store) -> None:
+    saver = ObjectStoreSaver(obstore_s3_store)
+    for name, run in ASYNC_SCENARIOS.items():
+        assert await run(saver, durability, f"a-{name}") == await run(InMemorySaver(), durability, f"a-{name}"), name
+
+
+async def test_many_concurrent_async_runs_need_no_threads(obstore_s3_store: ObstoreS3Store) -> None:
+    saver = ObjectStoreSaver(obstore_s3_store)
+    graph = five_nodes().compile(checkpointer=saver)
+    results = await asyncio.gather(
+        *(graph.ainvoke({"messages": []}, {"configurable": {"thread_id": f"c{i}"}}) for i in range(40))
+    )
+    assert all(len(r["messages"]) == 5 for r in results)
+    assert not [t for t in threading.enumerate() if t.name.startswith("obstore-s3")]  # the sync pool stayed idle
+    states = await asyncio.gather(*(graph.aget_state({"configurable": {"thread_id": f"c{i}"}}) for i in range(40)))
+    assert all(len(s.values["messages"]) == 5 for s in states)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
+def test_threads_racing(fresh: bool, durability: str, obstore_s3_store: ObstoreS3Store) -> None:
+    racers = 4
+    for rnd in range(3):
+        thread_id = f"race-{rnd}"
+        saver = BarrierSaver(obstore_s3_store, threading.Barrier(racers))
+        prefix: list[str] = []
+        if not fresh:
+            race_once(ObjectStoreSaver(obstore_s3_store), thread_id, "seed", "sync")
+            prefix = check_linear_history(ObjectStoreSaver(obstore_s3_store), thread_id)
+        outcomes = race_threads(saver, thread_id, racers, durability)
+        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
+        winner = winner_messages(check_linear_history(ObjectStoreSaver(obstore_s3_store), thread_id), prefix)
+        assert outcomes[winner] == "won"
+
+
+def test_processes_racing() -> None:
+    racers = 4
+    prefix_key = f"t-{uuid.uuid4().hex}"
+    spec = {"kind": "obstore-s3", "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
+    store = make_obstore_s3_store(prefix=prefix_key)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(racers) as pool:
+        for rnd in range(3):
+            thread_id = f"prace-{rnd}"
+            barrier = manager.Barrier(racers)
+            results = pool.starmap(process_racer, [(spec, thread_id, f"p{i}", "sync", barrier) for i in range(racers)])
+            outcomes = {f"p{i}": r for i, (r, _pid) in enumerate(results)}
+            assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
+            winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), [])
+            assert outcomes[winner] == "won"
+    store.close()
+
+
+@contextmanager
+def counting_proxy() -> Iterator[str]:
+    """bench/proxy.py in front of the test server: counts the requests that reach the wire."""
+    _need_s3()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "proxy.py"), "--upstream", str(S3_ENDPOINT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("READY"), line
+        yield f"http://127.0.0.1:{line.split()[1]}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _phase(proxy: str, name: str) -> dict[str, int]:
+    """Set the proxy's phase to ``name``; returns the counts of the phase that just ended."""
+    with urllib.request.urlopen(f"{proxy}/__bench/counts") as resp:
+        before = json.load(resp)["counts"]
+    urllib.request.urlopen(f"{proxy}/__bench/phase?name={name}").read()
+    return before
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_request_counts_on_the_wire(api: str) -> None:
+    """The same counts as boto3's S3Store: obstore adds no request (no HEAD, no retried write)."""
+    with counting_proxy() as proxy:
+        store = ObstoreS3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", endpoint_url=proxy)
+        saver = ObjectStoreSaver(store)
+        graph = five_nodes().compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "counted"}}
+        steps: list[tuple[str, Any]] = [
+            ("invoke", lambda: graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, cfg)),
+            ("state", lambda: graph.get_state(cfg)),
+            ("history", lambda: list(graph.get_state_history(cfg))),
+            ("delete", lambda: saver.delete_thread("counted")),
+        ]
+        if api == "async":
+
+            async def history() -> list[Any]:
+                return [s async for s in graph.aget_state_history(cfg)]
+
+            steps = [
+                ("invoke", lambda: asyncio.run(graph.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, cfg))),
+                ("state", lambda: asyncio.run(graph.aget_state(cfg))),
+                ("history", lambda: asyncio.run(history())),
+                ("delete", lambda: asyncio.run(saver.adelete_thread("counted"))),
+            ]
+        for name, step in steps:
+            _phase(proxy, name)
+            step()
+        counts = _phase(proxy, "end")
+        store.close()
+    # 13 writes: create-only puts of new objects, compare-and-swaps of the heads (as with boto3)
+    assert counts["invoke"] == {
+        "GetObject": 1,
+        "ListObjectsV2": 1,
+        "PutObject(If-None-Match)": 7,
+        "PutObject(If-Match)": 6,
+    }, counts["invoke"]
+    assert sum(counts["invoke"].values()) == 15
+    assert counts["state"] == {"GetObject": 1, "ListObjectsV2": 1}
+    assert counts["history"] == {"GetObject": 1, "ListObjectsV2": 1}
+    assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
