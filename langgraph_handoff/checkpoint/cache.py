@@ -46,17 +46,33 @@ class NsState:
     spilled: frozenset[str] = frozenset()
 
 
+def _head_size(head: Head) -> int:
+    """The serialised data a head references, roughly. Heads are immutable, so this is counted
+    once per head (a cache update happens on every put, put_writes and read)."""
+    size = head._approx_size
+    if size is None:
+        size = 0
+        for rec in head.records.values():
+            size += 128 + len(rec.checkpoint[1]) + len(rec.metadata[1])
+            for f in rec.writes.values():
+                for w in f.items:
+                    size += len(w.data)
+        for chs in head.payloads.values():
+            for p in chs.values():
+                size += len(p.data) if isinstance(p, Inline) else 64
+        object.__setattr__(head, "_approx_size", size)
+    return size
+
+
 def approx_size(state: NsState) -> int:
     """Bytes a cached state keeps alive, roughly: the serialised data it references."""
     size = 256
-    head = state.head
-    if head is not None:
-        for rec in head.records.values():
-            size += 128 + len(rec.checkpoint[1]) + len(rec.metadata[1])
-            size += sum(len(w.data) for f in rec.writes.values() for w in f.items)
-        for chs in head.payloads.values():
-            size += sum(len(p.data) if isinstance(p, Inline) else 64 for p in chs.values())
-    size += sum(len(w.data) for tasks in state.unfolded.values() for f in tasks.values() for w in f.items)
+    if state.head is not None:
+        size += _head_size(state.head)
+    for tasks in state.unfolded.values():
+        for f in tasks.values():
+            for w in f.items:
+                size += len(w.data)
     return size
 
 

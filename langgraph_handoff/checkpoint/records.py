@@ -142,6 +142,8 @@ class Head:
     extra: dict[str, Any] = field(default_factory=dict)
     #: storage format the object was read in (what ``migrate`` looks at); writes are always current
     format_version: int = field(default=FORMAT_VERSION, compare=False)
+    #: memo of ``cache.approx_size`` for this head (heads are never mutated; ``replace`` resets it)
+    _approx_size: int | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def latest_id(self) -> str | None:
