@@ -1,12 +1,11 @@
 """The obstore S3 transport against real Ceph RGW: the store contract, atomic CAS under racing
-threads, the server deviations, conformance, graph runs, races between threads and processes, the
-request counts seen at a proxy, and boto3's credential chain."""
+threads, the server deviations, the request counts seen at a proxy, and boto3's credential chain.
+Conformance, graph runs and the saver races run on both transports in ``test_s3_saver.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -20,23 +19,14 @@ from typing import Any
 
 import boto3
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, make_obstore_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
 from tests.race_helpers import (
-    BarrierSaver,
-    check_linear_history,
-    process_racer,
     race_cas,
-    race_once,
-    race_threads,
-    winner_messages,
 )
 from tests.store_contract import StoreContract
 from tests.test_request_counts import five_nodes
@@ -166,27 +156,6 @@ def test_from_url_picks_obstore_by_default_and_boto3_on_request() -> None:
         ObjectStoreSaver.from_url(url + "&transport=curl")
 
 
-@pytest.mark.parametrize("api", ["async", "sync"])
-async def test_conformance_on_obstore_s3(api: str) -> None:
-    cls = ObjectStoreSaver if api == "async" else SyncRoutedSaver
-    counts = await run_conformance(f"obstore-s3-{api}", lambda: cls(make_obstore_s3_store()))
-    assert sum(p for p, _ in counts.values()) == 81
-
-
-@pytest.mark.parametrize("durability", DURABILITIES)
-def test_graph_runs_match_inmemory(durability: str, obstore_s3_store: ObstoreS3Store) -> None:
-    saver = ObjectStoreSaver(obstore_s3_store)
-    for name, run in SYNC_SCENARIOS.items():
-        assert run(saver, durability, f"g-{name}") == run(InMemorySaver(), durability, f"g-{name}"), name
-
-
-@pytest.mark.parametrize("durability", DURABILITIES)
-async def test_async_graph_runs_match_inmemory(durability: str, obstore_s3_store: ObstoreS3Store) -> None:
-    saver = ObjectStoreSaver(obstore_s3_store)
-    for name, run in ASYNC_SCENARIOS.items():
-        assert await run(saver, durability, f"a-{name}") == await run(InMemorySaver(), durability, f"a-{name}"), name
-
-
 async def test_many_concurrent_async_runs_need_no_threads(obstore_s3_store: ObstoreS3Store) -> None:
     saver = ObjectStoreSaver(obstore_s3_store)
     graph = five_nodes().compile(checkpointer=saver)
@@ -197,41 +166,6 @@ async def test_many_concurrent_async_runs_need_no_threads(obstore_s3_store: Obst
     assert not [t for t in threading.enumerate() if t.name.startswith("obstore-s3")]  # the sync pool stayed idle
     states = await asyncio.gather(*(graph.aget_state({"configurable": {"thread_id": f"c{i}"}}) for i in range(40)))
     assert all(len(s.values["messages"]) == 5 for s in states)
-
-
-@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
-@pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
-def test_threads_racing(fresh: bool, durability: str, obstore_s3_store: ObstoreS3Store) -> None:
-    racers = 4
-    for rnd in range(3):
-        thread_id = f"race-{rnd}"
-        saver = BarrierSaver(obstore_s3_store, threading.Barrier(racers))
-        prefix: list[str] = []
-        if not fresh:
-            race_once(ObjectStoreSaver(obstore_s3_store), thread_id, "seed", "sync")
-            prefix = check_linear_history(ObjectStoreSaver(obstore_s3_store), thread_id)
-        outcomes = race_threads(saver, thread_id, racers, durability)
-        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-        winner = winner_messages(check_linear_history(ObjectStoreSaver(obstore_s3_store), thread_id), prefix)
-        assert outcomes[winner] == "won"
-
-
-def test_processes_racing() -> None:
-    racers = 4
-    prefix_key = f"t-{uuid.uuid4().hex}"
-    spec = {"kind": "obstore-s3", "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
-    store = make_obstore_s3_store(prefix=prefix_key)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager, ctx.Pool(racers) as pool:
-        for rnd in range(3):
-            thread_id = f"prace-{rnd}"
-            barrier = manager.Barrier(racers)
-            results = pool.starmap(process_racer, [(spec, thread_id, f"p{i}", "sync", barrier) for i in range(racers)])
-            outcomes = {f"p{i}": r for i, (r, _pid) in enumerate(results)}
-            assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-            winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), [])
-            assert outcomes[winner] == "won"
-    store.close()
 
 
 @contextmanager

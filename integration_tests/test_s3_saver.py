@@ -1,5 +1,8 @@
 """ObjectStoreSaver on real Ceph RGW: conformance, graph runs equal to InMemorySaver, races
-between threads and OS processes, and the request counts measured at the HTTP level."""
+between threads and OS processes, and the request counts measured at the HTTP level.
+
+Everything that does not look inside boto3 runs on both S3 transports, boto3's ``S3Store`` and
+obstore's ``ObstoreS3Store`` (``integration_tests/test_obstore_s3.py`` has obstore's own tests)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
+from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
@@ -27,29 +30,44 @@ from tests.race_helpers import (
 )
 from tests.test_request_counts import five_nodes
 
+MAKERS = {"boto3": make_s3_store, "obstore": make_obstore_s3_store}
+SPEC_KINDS = {"boto3": "s3", "obstore": "obstore-s3"}
+
+
+@pytest.fixture(params=list(MAKERS))
+def transport(request: Any) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def any_s3_store(transport: str) -> Any:
+    store = MAKERS[transport]()
+    yield store
+    store.close()
+
 
 @pytest.mark.parametrize("api", ["async", "sync"])
-async def test_conformance_on_s3(api: str) -> None:
+async def test_conformance_on_s3(api: str, transport: str) -> None:
     cls = ObjectStoreSaver if api == "async" else SyncRoutedSaver
-    counts = await run_conformance(f"s3-{api}", lambda: cls(make_s3_store()))
+    counts = await run_conformance(f"s3-{transport}-{api}", lambda: cls(MAKERS[transport]()))
     assert sum(p for p, _ in counts.values()) == 81
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)
-def test_graph_runs_match_inmemory_on_s3(durability: str, s3_store: Any) -> None:
-    saver = ObjectStoreSaver(s3_store)
+def test_graph_runs_match_inmemory_on_s3(durability: str, any_s3_store: Any) -> None:
+    saver = ObjectStoreSaver(any_s3_store)
     for name, run in SYNC_SCENARIOS.items():
         assert run(saver, durability, f"g-{name}") == run(InMemorySaver(), durability, f"g-{name}"), name
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)
-async def test_async_graph_runs_match_inmemory_on_s3(durability: str, s3_store: Any) -> None:
-    saver = ObjectStoreSaver(s3_store)
+async def test_async_graph_runs_match_inmemory_on_s3(durability: str, any_s3_store: Any) -> None:
+    saver = ObjectStoreSaver(any_s3_store)
     for name, run in ASYNC_SCENARIOS.items():
         assert await run(saver, durability, f"a-{name}") == await run(InMemorySaver(), durability, f"a-{name}"), name
 
 
-async def test_many_concurrent_async_runs_share_one_client(s3_store: Any) -> None:
+async def test_many_concurrent_async_runs_share_one_boto3_client(s3_store: Any) -> None:
     saver = ObjectStoreSaver(s3_store)
     graph = five_nodes().compile(checkpointer=saver)
     client = s3_store.client
@@ -64,27 +82,27 @@ async def test_many_concurrent_async_runs_share_one_client(s3_store: Any) -> Non
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
-def test_threads_racing_on_s3(fresh: bool, durability: str, s3_store: Any) -> None:
+def test_threads_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -> None:
     racers = 4
     for rnd in range(3):
         thread_id = f"race-{rnd}"
-        saver = BarrierSaver(s3_store, threading.Barrier(racers))
+        saver = BarrierSaver(any_s3_store, threading.Barrier(racers))
         prefix: list[str] = []
         if not fresh:
-            race_once(ObjectStoreSaver(s3_store), thread_id, "seed", "sync")
-            prefix = check_linear_history(ObjectStoreSaver(s3_store), thread_id)
+            race_once(ObjectStoreSaver(any_s3_store), thread_id, "seed", "sync")
+            prefix = check_linear_history(ObjectStoreSaver(any_s3_store), thread_id)
         outcomes = race_threads(saver, thread_id, racers, durability)
         assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-        winner = winner_messages(check_linear_history(ObjectStoreSaver(s3_store), thread_id), prefix)
+        winner = winner_messages(check_linear_history(ObjectStoreSaver(any_s3_store), thread_id), prefix)
         assert outcomes[winner] == "won"
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
-def test_processes_racing_on_s3(fresh: bool) -> None:
+def test_processes_racing_on_s3(fresh: bool, transport: str) -> None:
     racers = 4
     prefix_key = f"t-{uuid.uuid4().hex}"
-    spec = {"kind": "s3", "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
-    store = make_s3_store(prefix=prefix_key)
+    spec = {"kind": SPEC_KINDS[transport], "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
+    store = MAKERS[transport](prefix=prefix_key)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(racers) as pool:
         for rnd in range(3):

@@ -24,6 +24,7 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -261,6 +262,20 @@ class StoreBase(ABC):
             try:
                 outcomes.append(self.run(op))
             except Exception as exc:  # noqa: BLE001 - returned or re-raised below
+                outcomes.append(exc)
+        return settle(outcomes, return_exceptions)
+
+    def _run_many_in(self, pool: Executor, ops: Sequence[Op], return_exceptions: bool) -> list[Any]:
+        """:meth:`run_many` overlapping the requests in ``pool``: for network stores whose sync
+        calls release the GIL (boto3, obstore). Every operation finishes before this returns."""
+        if len(ops) <= 1:
+            return StoreBase.run_many(self, ops, return_exceptions=return_exceptions)
+        futures = [pool.submit(self.run, op) for op in ops]
+        outcomes: list[Any] = []
+        for fut in futures:
+            try:
+                outcomes.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 - returned or re-raised by settle()
                 outcomes.append(exc)
         return settle(outcomes, return_exceptions)
 

@@ -47,7 +47,6 @@ from langgraph_handoff.stores.base import (
     Op,
     StoreBase,
     StoredObject,
-    settle,
     validate_key,
     validate_prefix,
 )
@@ -425,16 +424,7 @@ class ObstoreS3Store(StoreBase):
     def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         """The sync API's parallel batch: obstore releases the GIL, so a thread pool overlaps the
         requests (the async API overlaps them on the event loop instead)."""
-        if len(ops) <= 1:
-            return super().run_many(ops, return_exceptions=return_exceptions)
-        futures = [self._pool.submit(self.run, op) for op in ops]
-        outcomes: list[Any] = []
-        for fut in futures:
-            try:
-                outcomes.append(fut.result())
-            except Exception as exc:  # noqa: BLE001 - returned or re-raised by settle()
-                outcomes.append(exc)
-        return settle(outcomes, return_exceptions)
+        return self._run_many_in(self._pool, ops, return_exceptions)
 
     def close(self) -> None:
         if self._closed:

@@ -44,7 +44,6 @@ from langgraph_handoff.stores.base import (
     Op,
     StoreBase,
     StoredObject,
-    settle,
     validate_key,
     validate_prefix,
 )
@@ -281,16 +280,7 @@ class S3Store(StoreBase):
 
     # -- parallel and async ----------------------------------------------------------------------
     def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        if len(ops) <= 1:
-            return super().run_many(ops, return_exceptions=return_exceptions)
-        futures = [self._pool.submit(self.run, op) for op in ops]
-        outcomes: list[Any] = []
-        for fut in futures:
-            try:
-                outcomes.append(fut.result())
-            except Exception as exc:  # noqa: BLE001 - returned or re-raised by settle()
-                outcomes.append(exc)
-        return settle(outcomes, return_exceptions)
+        return self._run_many_in(self._pool, ops, return_exceptions)
 
     async def _in_pool(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
