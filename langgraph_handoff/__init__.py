@@ -13,7 +13,7 @@ from langgraph_handoff.errors import (
     EnvelopeVersionError,
     StaleWriterError,
 )
-from langgraph_handoff.stores import LocalStore, MemoryStore, S3Store
+from langgraph_handoff.stores import LocalStore, MemoryStore, ObstoreS3Store, S3Store
 
 __all__ = [
     "CheckpointOrderError",
@@ -24,6 +24,7 @@ __all__ = [
     "LocalStore",
     "MemoryStore",
     "ObjectStoreSaver",
+    "ObstoreS3Store",
     "S3Store",
     "StaleWriterError",
     "__version__",
