@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,13 @@ import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, make_obstore_s3_store
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError
+from langgraph_handoff.errors import (
+    InvalidConfigError,
+    PreconditionFailedError,
+    StoreError,
+    StoreUnavailableError,
+    UnknownOutcomeError,
+)
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from tests.race_helpers import (
@@ -237,3 +244,86 @@ def test_request_counts_on_the_wire(api: str) -> None:
     assert counts["state"] == {"GetObject": 1, "ListObjectsV2": 1}
     assert counts["history"] == {"GetObject": 1, "ListObjectsV2": 1}
     assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
+
+
+class _CannedS3(BaseHTTPRequestHandler):
+    """Answers every request with the status named by the key's first segment (``/b/409/k`` ->
+    409); ``/b/drop/k`` closes the connection without answering."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        segment = self.path.split("?")[0].split("/")[2]
+        if segment == "drop":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        body = b"<?xml version='1.0'?><Error><Code>Canned</Code></Error>"
+        self.send_response(int(segment))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_DELETE = do_HEAD = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def canned_store() -> Iterator[ObstoreS3Store]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CannedS3)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret" * 6)
+    store = ObstoreS3Store(
+        "b", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}", session=session, max_retries=1
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("segment", "if_match", "expected"),
+    [
+        ("409", None, PreconditionFailedError),  # AWS ConditionalRequestConflict
+        ("409", "e", PreconditionFailedError),
+        ("404", "e", PreconditionFailedError),  # If-Match on a missing key (moto)
+        ("500", None, UnknownOutcomeError),  # RGW's answer to many race losers
+        ("503", "e", UnknownOutcomeError),
+        ("drop", "e", UnknownOutcomeError),  # the write may or may not have landed
+        ("drop", None, UnknownOutcomeError),
+        ("403", "e", StoreError),
+    ],
+)
+async def test_conditional_put_outcomes_are_settled_as_with_boto3(
+    canned_store: ObstoreS3Store, segment: str, if_match: str | None, expected: type[Exception]
+) -> None:
+    """Each answer to a conditional PUT maps as S3Store maps it; never a blind retry, never success."""
+    kwargs: dict[str, Any] = {"if_match": if_match} if if_match else {"if_none_match": True}
+    canned_store.quoting.detect = False  # a 412 would trigger a HEAD: not what is tested here
+    with pytest.raises(expected) as sync_err:
+        canned_store.put(f"{segment}/k", b"x", **kwargs)
+    with pytest.raises(expected) as async_err:
+        await canned_store.aput(f"{segment}/k", b"x", **kwargs)
+    assert type(sync_err.value) is type(async_err.value)
+    if expected is StoreError:
+        assert not isinstance(sync_err.value, UnknownOutcomeError | PreconditionFailedError)
+
+
+@pytest.mark.parametrize(("segment", "expected"), [("503", StoreUnavailableError), ("drop", StoreUnavailableError)])
+async def test_idempotent_requests_fail_as_unavailable_after_retries(
+    canned_store: ObstoreS3Store, segment: str, expected: type[Exception]
+) -> None:
+    with pytest.raises(expected, match="kept failing"):
+        canned_store.get(f"{segment}/k")
+    with pytest.raises(expected, match="kept failing"):
+        await canned_store.aget(f"{segment}/k")
+    with pytest.raises(expected):
+        canned_store.put(f"{segment}/k", b"x")
