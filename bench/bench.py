@@ -6,8 +6,12 @@ Started by ``bench/run`` once the S3 server and the counting proxy are up. Each 
 belongs to exactly one worker. Ratios are taken against ``handoff-s3`` (our saver, sync API) from
 the same run, on the same server, through the same proxy.
 
+``--phases`` picks what runs: ``requests`` (the above) and the performance phases of ``perf.py``
+(``cpu``, ``concurrency``, ``latency``, ``memory``); all of them by default.
+
 Outputs: ``results.json`` (everything, raw counts included) and ``RESULTS.md`` (the tables, also
-printed on stdout).
+printed on stdout). A phase that did not run keeps its section from the previous ``results.json``,
+with that run's date, so ``--phases latency`` updates one section and leaves the others alone.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import perf  # noqa: E402 - stdlib-only at import time
 from workload import VARIANTS  # noqa: E402 - stdlib-only at import time
 
 ORDER = [
@@ -303,37 +308,63 @@ def markdown(results: dict[str, dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+ALL_PHASES = ["requests", *perf.PHASES]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--proxy", required=True)
+    ap.add_argument("--proxy-delayed", default="", help="a second counting proxy that delays each request")
+    ap.add_argument("--delay-ms", type=float, default=perf.DELAY_MS_DEFAULT, help="that proxy's delay (for the report)")
     ap.add_argument("--direct", required=True)
     ap.add_argument("--server", default="S3 server")
-    ap.add_argument("--threads", type=int, default=50)
-    ap.add_argument("--only", default="", help="comma-separated variants (default: all)")
+    ap.add_argument("--phases", default=",".join(ALL_PHASES), help=f"comma-separated, from {','.join(ALL_PHASES)}")
+    ap.add_argument("--threads", type=int, default=50, help="requests phase: threads")
+    ap.add_argument("--only", default="", help="requests phase: comma-separated variants (default: all)")
+    ap.add_argument("--quick", action="store_true", help="performance phases: a smoke run with small counts")
     ap.add_argument("--worker-timeout", type=int, default=600)
     ap.add_argument("--out-dir", default=str(HERE))
     a = ap.parse_args()
-    names = [v for v in a.only.split(",") if v] or ORDER
-    t0 = time.time()
-    run_id = time.strftime("bench-%Y%m%d-%H%M%S")
-    workdir = Path(a.out_dir) / ".work"
-    workdir.mkdir(parents=True, exist_ok=True)
-    results = {name: run_worker(name, a, run_id, workdir) for name in names}
-    counts = json.load(urllib.request.urlopen(f"{a.proxy}/__bench/counts", timeout=30))
-    merge_counts(results, counts)
-    add_ratios(results)
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "runtime_s": round(time.time() - t0, 1),
-        "server": a.server,
-        "direct": a.direct,
-        "threads": a.threads,
-        "reference": REFERENCE,
-        "machine": f"{os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}",
-    }
-    md = markdown(results, meta)
+    phases = [p for p in a.phases.split(",") if p]
+    unknown = sorted(set(phases) - set(ALL_PHASES))
+    if unknown:
+        ap.error(f"unknown phase(s) {', '.join(unknown)}: choose from {', '.join(ALL_PHASES)}")
+    if "latency" in phases and not a.proxy_delayed:
+        ap.error("the latency phase needs --proxy-delayed (bench/run starts one)")
+    a.load_before = list(os.getloadavg())
     out = Path(a.out_dir)
-    (out / "results.json").write_text(json.dumps({"meta": meta, "variants": results, "proxy_counts": counts}, indent=1))
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    doc = {k: previous[k] for k in ("meta", "variants", "proxy_counts") if k in previous}
+    doc["perf"] = dict(previous.get("perf", {}))
+    run_id = time.strftime("bench-%Y%m%d-%H%M%S")
+    workdir = out / ".work"
+    workdir.mkdir(parents=True, exist_ok=True)
+    if "requests" in phases:
+        t0 = time.time()
+        names = [v for v in a.only.split(",") if v] or ORDER
+        results = {name: run_worker(name, a, run_id, workdir) for name in names}
+        counts = json.load(urllib.request.urlopen(f"{a.proxy}/__bench/counts", timeout=30))
+        merge_counts(results, counts)
+        add_ratios(results)
+        doc["meta"] = {
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "runtime_s": round(time.time() - t0, 1),
+            "server": a.server,
+            "direct": a.direct,
+            "threads": a.threads,
+            "reference": REFERENCE,
+            "machine": f"{os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}",
+        }
+        doc["variants"] = results
+        doc["proxy_counts"] = counts
+    for phase in perf.PHASES:
+        if phase in phases:
+            doc["perf"][phase] = perf.run_phase(phase, a, f"{run_id}-{phase}", workdir)
+            a.load_before = list(os.getloadavg())
+    md = markdown(doc["variants"], doc["meta"]) if "variants" in doc else "# Checkpoint saver benchmark\n"
+    if doc["perf"]:
+        md += "\n# Performance phases\n" + perf.markdown(doc["perf"])
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
     (out / "RESULTS.md").write_text(md)
     print(md)
 

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import os
 import resource
 import shutil
@@ -58,7 +59,11 @@ SAVERS = {
     "handoff-s3-obstore": ("main", True, "ours on S3: `from_url(s3://...&transport=obstore)`"),
     "objectstorage": ("main", True, "langgraph-checkpoint-objectstorage 0.1.15 (s3fs), its async API"),
     "s3-peer+shim": ("aio", True, "langgraph-checkpoint-s3 0.1.3 `S3CheckpointSaver` + serde shim"),
-    "s3-peer-async+shim": ("aio", True, "langgraph-checkpoint-s3 0.1.3 `AsyncS3CheckpointSaver` (aioboto3) + serde shim"),
+    "s3-peer-async+shim": (
+        "aio",
+        True,
+        "langgraph-checkpoint-s3 0.1.3 `AsyncS3CheckpointSaver` (aioboto3) + serde shim",
+    ),
 }
 DURABILITIES = ("sync", "async", "exit")
 MESSAGES_AFTER_ONE_TURN = 6  # the user message + one per node
@@ -91,7 +96,7 @@ def cpu_since(t0: dict[str, float]) -> dict[str, float]:
 def pct(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     s = sorted(values)
-    return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
+    return s[min(len(s), max(1, math.ceil(q / 100 * len(s)))) - 1]
 
 
 class Marker:
@@ -147,7 +152,7 @@ async def open_saver(a: argparse.Namespace, info: dict, **cache: int):
                 url = f"s3://{bucket}/{prefix}?{q}"
                 if transport == "obstore":
                     try:
-                        from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
+                        from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store  # noqa: F401
                     except ImportError as exc:
                         raise NotAvailable(f"langgraph_handoff.stores.obstore_s3: {type(exc).__name__}: {exc}") from exc
             saver = ObjectStoreSaver.from_url(url)
@@ -393,9 +398,18 @@ def versions() -> dict:
     from importlib import metadata
 
     out = {"python": sys.version.split()[0]}
-    for pkg in ("langgraph", "langgraph-checkpoint", "langgraph-handoff", "boto3", "obstore", "aiosqlite",
-                "langgraph-checkpoint-sqlite", "langgraph-checkpoint-objectstorage", "langgraph-checkpoint-s3",
-                "aioboto3"):
+    for pkg in (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-handoff",
+        "boto3",
+        "obstore",
+        "aiosqlite",
+        "langgraph-checkpoint-sqlite",
+        "langgraph-checkpoint-objectstorage",
+        "langgraph-checkpoint-s3",
+        "aioboto3",
+    ):
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
     return out
@@ -427,6 +441,8 @@ async def amain(a: argparse.Namespace) -> dict:
         result.update(available=True, ok=True, data=data)
     except NotAvailable as exc:
         result.update(info, available=False, reason=str(exc))
+    except NotImplementedError as exc:  # a saver without the async API cannot serve ainvoke
+        result.update(info, available=False, reason=f"no async API: NotImplementedError: {exc}")
     except Exception as exc:  # noqa: BLE001 - a saver's failure is a result
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
