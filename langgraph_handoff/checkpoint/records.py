@@ -20,6 +20,7 @@ for one checkpoint.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,6 +54,8 @@ class Inline:
     #: set while a copy of this value is being written behind the head as a blob (its digest);
     #: the inline copy stays until a writer that saw that blob write succeed drops it
     spill: str | None = None
+    #: memo of this payload's msgpack bytes (see ``_payload_bytes``)
+    _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class BlobRef:
     type: str
     digest: str
     size: int
+    _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
 Payload = Inline | BlobRef
@@ -100,6 +104,9 @@ class Record:
     writes: dict[str, Folded] = field(default_factory=dict)
     #: version of the user's state schema the checkpoint was written in (see migrations.py)
     schema: int = 0
+    #: memo of this record's msgpack bytes: a head is rewritten whole on every put, and its
+    #: older records are the same objects as in the head before (``replace`` resets it)
+    _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
     def origins(self) -> set[tuple[str, str]]:
         return {(origin, ch) for ch, (origin, _v) in self.values.items()}
@@ -261,14 +268,79 @@ _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 _HEAD_KEYS = {"t", "n", "r", "x", "s", "u"}
 
 
+# Heads are rewritten whole on every put, but most of a head is the records and values of the
+# head before. So the body is assembled from msgpack pieces memoised on the (immutable) records
+# and payloads: the very bytes ``packb`` gives for the whole structure (a map or an array is its
+# header followed by its packed items, in order), at the cost of packing only what is new.
+
+
+class _Packed:
+    """A value already packed, spliced into a body by :func:`_pack_body`."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+@functools.lru_cache(maxsize=8192)
+def _str_bytes(value: str) -> bytes:
+    """Packed map keys (channel names, checkpoint ids): the same few strings on every put."""
+    return envelope.packb(value)
+
+
+def _key_bytes(value: Any) -> bytes:
+    return _str_bytes(value) if type(value) is str else envelope.packb(value)
+
+
+def _payload_bytes(p: Payload) -> bytes:
+    packed = p._packed
+    if packed is None:
+        packed = envelope.packb(_payload_out(p))
+        object.__setattr__(p, "_packed", packed)
+    return packed
+
+
+def _record_bytes(r: Record) -> bytes:
+    packed = r._packed
+    if packed is None:
+        packed = envelope.packb(_record_out(r))
+        object.__setattr__(r, "_packed", packed)
+    return packed
+
+
+def _records_bytes(records: dict[str, Record]) -> _Packed:
+    """``[_record_out(r) for r in records, by id]``, packed."""
+    parts = [envelope.packb_array_header(len(records))]
+    parts += [_record_bytes(r) for _, r in sorted(records.items())]
+    return _Packed(b"".join(parts))
+
+
+def _table_bytes(table: PayloadTable) -> _Packed:
+    """``_table_out(table)``, packed."""
+    map_header = envelope.packb_map_header
+    parts = [map_header(len(table))]
+    for origin, chs in table.items():
+        parts.append(_key_bytes(origin))
+        parts.append(map_header(len(chs)))
+        for ch, p in chs.items():
+            parts.append(_key_bytes(ch))
+            parts.append(_payload_bytes(p))
+    return _Packed(b"".join(parts))
+
+
+def _pack_body(obj: dict[str, Any]) -> bytes:
+    """``packb(obj)`` for a top-level map whose values may be :class:`_Packed`."""
+    parts = [envelope.packb_map_header(len(obj))]
+    for k, v in obj.items():
+        parts.append(_key_bytes(k))
+        parts.append(v.data if isinstance(v, _Packed) else envelope.packb(v))
+    return b"".join(parts)
+
+
 def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: PayloadTable) -> dict[str, Any]:
     """The part heads and segments share: whose records, the records, their payloads."""
-    return {
-        "t": thread_id,
-        "n": ns,
-        "r": [_record_out(r) for _, r in sorted(records.items())],
-        "x": _table_out(table),
-    }
+    return {"t": thread_id, "n": ns, "r": _records_bytes(records), "x": _table_bytes(table)}
 
 
 def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
@@ -280,7 +352,7 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
     obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
     obj["s"] = [[s.key, s.first_id, s.last_id, s.count] for s in head.segments]
     obj["u"] = secrets.token_bytes(8)
-    return envelope.encode_msgpack(Kind.HEAD, obj, schema_version=schema_version)
+    return envelope.encode(Kind.HEAD, _pack_body(obj), schema_version=schema_version)
 
 
 def decode_head(data: bytes, *, key: str) -> Head:
@@ -301,7 +373,7 @@ def decode_head(data: bytes, *, key: str) -> Head:
 
 def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
     obj = _records_out(seg.thread_id, seg.checkpoint_ns, seg.records, seg.payloads)
-    return envelope.encode_msgpack(Kind.SEGMENT, obj, schema_version=schema_version)
+    return envelope.encode(Kind.SEGMENT, _pack_body(obj), schema_version=schema_version)
 
 
 def decode_segment(data: bytes, *, key: str) -> Segment:
