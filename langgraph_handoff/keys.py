@@ -28,6 +28,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -69,6 +70,7 @@ MAX_SEGMENT_LEN = 120
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
 _EMPTY = "="
 _HASHED = "~"
+_SAFE_RE = re.compile(r"[a-z0-9_-]+")
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _INVERT = str.maketrans("0123456789abcdef", "fedcba9876543210")
 
@@ -89,6 +91,15 @@ def encode_segment(value: str) -> str:
     """
     if value == "":
         return _EMPTY
+    if len(value) <= MAX_SEGMENT_LEN and _SAFE_RE.fullmatch(value):
+        return value  # nothing to escape: the common case (uuids, simple names), without a loop
+    return _encode_escaped(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode_escaped(value: str) -> str:
+    """:func:`encode_segment` of a value that needs escaping or hashing. Memoised: the same thread
+    ids and namespaces come back on every call."""
     raw = value.encode("utf-8")  # lone surrogates raise here; callers validate first
     out = "".join(chr(b) if b in _SAFE else f"%{b:02x}" for b in raw)
     if len(out) > MAX_SEGMENT_LEN:
