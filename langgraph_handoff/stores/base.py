@@ -21,12 +21,13 @@ to a store through :class:`Op` values so that the same logic drives sync and asy
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langgraph_handoff.errors import InvalidKeyError
 
@@ -45,6 +46,8 @@ __all__ = [
     "StoredObject",
     "validate_key",
 ]
+
+T = TypeVar("T")
 
 #: Keys are lowercase-only so they behave the same on case-insensitive file systems.
 _KEY_SEGMENT = r"[a-z0-9_%~=-][a-z0-9_.%~=-]*"
@@ -175,10 +178,14 @@ class StoreBase(ABC):
     """Shared conveniences on top of the four primitives, written once for every store.
 
     Subclasses implement the sync primitives. The async primitives default to running the sync
-    ones in a worker thread; stores with no blocking I/O (memory) or their own executor (S3)
-    override them. ``run_many``/``arun_many`` perform a batch of independent operations; the
-    default runs them one after another, S3 runs them in parallel.
+    ones in a worker thread: in :attr:`_executor` when the store has one (the S3 stores size
+    theirs to their connection pool), else in asyncio's default executor. Stores with no blocking
+    I/O (memory) override them. ``run_many``/``arun_many`` perform a batch of independent
+    operations; the default runs them one after another, S3 runs them in parallel.
     """
+
+    #: where the async primitives run the sync ones (None: asyncio's default executor)
+    _executor: Executor | None = None
 
     # -- sync primitives (subclasses implement) --------------------------------------------------
     @abstractmethod
@@ -206,20 +213,24 @@ class StoreBase(ABC):
         """Release resources (thread pools, clients). Safe to call twice."""
 
     # -- async primitives ------------------------------------------------------------------------
+    async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
     async def aget(self, key: str) -> StoredObject | None:
-        return await asyncio.to_thread(self.get, key)
+        return await self._in_thread(self.get, key)
 
     async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        return await asyncio.to_thread(self.put, key, body, if_match=if_match, if_none_match=if_none_match)
+        return await self._in_thread(self.put, key, body, if_match=if_match, if_none_match=if_none_match)
 
     async def adelete(self, key: str, *, if_match: str | None = None) -> None:
-        await asyncio.to_thread(self.delete, key, if_match=if_match)
+        await self._in_thread(self.delete, key, if_match=if_match)
 
     async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        return await asyncio.to_thread(self.list_page, prefix, start_after=start_after, max_keys=max_keys)
+        return await self._in_thread(self.list_page, prefix, start_after=start_after, max_keys=max_keys)
 
     async def adelete_many(self, keys: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_many, keys)
+        await self._in_thread(self.delete_many, keys)
 
     async def aclose(self) -> None:
         self.close()

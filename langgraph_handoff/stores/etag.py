@@ -66,10 +66,3 @@ class EtagQuoting:
             self.quoted = not self.quoted
             self.detect = False
         return True
-
-    async def alearn(self, sent: str, current: Callable[[], object]) -> bool:
-        """:meth:`learn` with an awaitable ``current``."""
-        if not self.detect:
-            return False
-        etag = await current()  # type: ignore[misc]
-        return self.learn(sent, lambda: etag)  # type: ignore[return-value]

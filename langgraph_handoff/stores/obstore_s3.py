@@ -1,15 +1,26 @@
 """``ObstoreS3Store``: the S3 transport on ``obstore`` (Rust ``object_store``), a tenth of boto3's CPU.
 
-Why a second S3 transport: boto3 spends about 2 ms of client CPU per request on signing, event hooks
-and XML parsing, and its async use needs a thread pool. On the same Ceph RGW, obstore's conditional
-PUT costs about 0.15 ms of CPU and its GET about 0.15 ms, and it is natively async. The figures and
-the choice of default are in the README's "Performance" section.
+Why a second S3 transport: boto3 spends about 1.5-2 ms of client CPU per request on signing, event
+hooks and XML parsing. On the same Ceph RGW, obstore's conditional PUT and its GET each cost about
+0.15 ms of CPU. The figures and the choice of default are in the README's "Performance" section.
+
+**Why the async API uses obstore's sync calls in a thread pool, not obstore's own async.** obstore's
+coroutines are completed from its Rust runtime threads, which call back into the event loop
+(``call_soon_threadsafe``). When a process ends right after its last await, such a callback can
+still be running during interpreter shutdown; CPython then exits that thread with
+``pthread_exit``, which Rust cannot unwind through, and the whole process aborts (SIGABRT, exit
+134; seen in gdb). Measured here with a script doing 800 async GETs and exiting: 3 of 16 runs
+aborted when obstore also called a Python credential provider, 2 of about 80 without one; 0 of 16
+with the pool, at the same client CPU per invoke. obstore's sync calls release the GIL, so the
+pool overlaps requests as well as the event loop would.
 
 Same semantics as :class:`~langgraph_handoff.stores.s3.S3Store`, and the same server deviations:
 
 * **Credentials come from boto3's chain** (environment, ``~/.aws`` profiles, SSO, assumed roles,
-  instance roles): a boto3 session's credentials are handed to obstore through its credential
-  provider, re-read every few minutes so refreshable credentials stay fresh.
+  instance roles): a boto3 session's credentials are handed to obstore as plain keys. Refreshable
+  ones are re-read every few minutes and the obstore clients rebuilt with them. (Not through
+  obstore's ``credential_provider`` callback: a Python callable called from obstore's runtime
+  threads made 3 of 16 processes abort at exit after async use, measured here.)
 * **ETag quoting** is learned exactly as ``S3Store`` does (:mod:`~langgraph_handoff.stores.etag`).
 * **Conditional writes are never retried by the client.** They go through a second obstore client
   with retries off: a retried create-only PUT whose first try landed would come back 412 and turn
@@ -28,9 +39,11 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 from langgraph_handoff.errors import (
@@ -74,17 +87,16 @@ def _import_obstore() -> Any:
 
 
 class BotoCredentials:
-    """An obstore credential provider fed by a boto3 session, so every boto3 credential source
-    keeps working: environment, shared files and profiles, SSO, ``credential_process``, assumed
-    roles, container and instance roles.
+    """A boto3 session's credentials as obstore configuration, renewed when they may go stale.
 
-    Refreshable credentials are re-read from boto3 every :data:`CREDENTIAL_TTL`; boto3 decides
-    when to actually refresh them. Static ones never expire.
+    Every boto3 credential source keeps working: environment, shared files and profiles, SSO,
+    ``credential_process``, assumed roles, container and instance roles. Static credentials are
+    read once. Refreshable ones are read again every :data:`CREDENTIAL_TTL`; boto3 decides when
+    to actually refresh them.
 
     >>> import boto3
-    >>> session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret")
-    >>> creds = BotoCredentials(session)()
-    >>> creds["access_key_id"], creds["expires_at"] is None
+    >>> creds = BotoCredentials(boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret"))
+    >>> creds.config()["access_key_id"], creds.renew_at is None
     ('AKID', True)
     """
 
@@ -97,16 +109,18 @@ class BotoCredentials:
             )
         self._credentials = credentials
         self._refreshable = hasattr(credentials, "refresh_needed")
+        #: monotonic time after which :meth:`config` should be asked again (None: never)
+        self.renew_at: float | None = None
 
-    def __call__(self) -> dict[str, Any]:
+    def config(self) -> dict[str, Any]:
+        """The current keys, as obstore ``S3Config`` entries; sets :attr:`renew_at`."""
         frozen = self._credentials.get_frozen_credentials()
-        expires = datetime.now(timezone.utc) + CREDENTIAL_TTL if self._refreshable else None
-        return {
-            "access_key_id": frozen.access_key,
-            "secret_access_key": frozen.secret_key,
-            "token": frozen.token,
-            "expires_at": expires,
-        }
+        if self._refreshable:
+            self.renew_at = time.monotonic() + CREDENTIAL_TTL.total_seconds()
+        keys = {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key}
+        if frozen.token:
+            keys["session_token"] = frozen.token
+        return keys
 
 
 def _status(exc: BaseException) -> int | None:
@@ -170,7 +184,7 @@ class ObstoreS3Store(StoreBase):
         self.session = session or boto3.Session(profile_name=profile_name)
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         self.region_name = region_name or self.session.region_name or "us-east-1"
-        provider = BotoCredentials(self.session)
+        self._credentials = BotoCredentials(self.session)
         config: dict[str, Any] = {"region": self.region_name}
         if self.endpoint_url:
             config["endpoint"] = self.endpoint_url
@@ -181,29 +195,55 @@ class ObstoreS3Store(StoreBase):
         if headers:
             client_options["default_headers"] = dict(headers)
 
-        def make(retries: int) -> Any:
-            backoff = {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2), "base": 2.0}
-            return obs.store.S3Store(
-                bucket,
-                prefix=prefix or None,
-                config=config,
-                client_options=client_options,
-                retry_config={"max_retries": retries, "backoff": backoff, "retry_timeout": timedelta(seconds=60)},
-                credential_provider=provider,
-            )
-
         self._obs = obs
         #: what obstore raises: its own errors, and OSError subclasses (FileNotFoundError, ...)
         self._errors: tuple[type[BaseException], ...] = (obs.exceptions.BaseError, OSError)
-        self._store = make(max_retries)  # idempotent requests: obstore retries them
-        self._cas = make(0)  # conditional PUTs: never retried behind our back
+        self._settings = (bucket, prefix or None, config, client_options, max_retries)
+        self._renew_lock = threading.Lock()
+        self._clients = self._build_clients()
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="obstore-s3")
+        self._executor = self._pool  # the async API runs the sync calls here: see the module docstring
         self._closed = False
         if create_bucket:
             self.ensure_bucket()
 
     def __repr__(self) -> str:
         return f"ObstoreS3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    # -- the two obstore clients -----------------------------------------------------------------
+    def _build_clients(self) -> tuple[Any, Any]:
+        """One client whose idempotent requests obstore retries, one for conditional PUTs that is
+        never retried behind our back; both signed with the current credentials."""
+        bucket, prefix, config, client_options, max_retries = self._settings
+        config = {**config, **self._credentials.config()}
+        backoff = {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2), "base": 2.0}
+
+        def make(retries: int) -> Any:
+            return self._obs.store.S3Store(
+                bucket,
+                prefix=prefix,
+                config=config,
+                client_options=client_options,
+                retry_config={"max_retries": retries, "backoff": backoff, "retry_timeout": timedelta(seconds=60)},
+            )
+
+        return make(max_retries), make(0)
+
+    def _current(self) -> tuple[Any, Any]:
+        renew_at = self._credentials.renew_at
+        if renew_at is not None and time.monotonic() >= renew_at:
+            with self._renew_lock:
+                if self._credentials.renew_at == renew_at:
+                    self._clients = self._build_clients()
+        return self._clients
+
+    @property
+    def _store(self) -> Any:
+        return self._current()[0]
+
+    @property
+    def _cas(self) -> Any:
+        return self._current()[1]
 
     # -- setup -----------------------------------------------------------------------------------
     def ensure_bucket(self) -> None:
@@ -349,81 +389,9 @@ class ObstoreS3Store(StoreBase):
         parent = prefix.rsplit("/", 1)[0] if "/" in prefix else None
         return parent, _Page(prefix, start_after, max_keys)
 
-    # -- async primitives: native, no thread pool -----------------------------------------------
-    async def aget(self, key: str) -> StoredObject | None:
-        path = validate_key(key)
-        try:
-            result = await self._obs.get_async(self._store, path)
-            body = (await result.bytes_async()).to_bytes()
-        except FileNotFoundError:
-            return None
-        except self._errors as exc:
-            raise self._unavailable(exc, f"GET {self.prefix}{key}") from None
-        return StoredObject(key=key, body=body, etag=strip_etag(result.meta["e_tag"] or ""))
-
-    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        path = validate_key(key)
-        if if_match is None and not if_none_match:
-            try:
-                return self._etag(await self._obs.put_async(self._store, path, body, use_multipart=False), key)
-            except self._errors as exc:
-                raise self._unavailable(exc, f"PUT {self.prefix}{key}") from None
-        for _ in range(2):
-            mode = self._mode(if_match, if_none_match, self.quoting)
-            try:
-                result = await self._obs.put_async(self._cas, path, body, mode=mode, use_multipart=False)
-            except self._errors as exc:
-                failure = self._conditional_failure(exc, key, if_match)
-                if failure is not None:
-                    raise failure from None
-                assert if_match is not None
-                if await self.quoting.alearn(if_match, lambda: self._ahead_etag(path)):
-                    continue
-                raise PreconditionFailedError(key, "HTTP 412") from None
-            if if_match is not None:
-                self.quoting.matched()
-            return self._etag(result, key)
-        raise PreconditionFailedError(key, "ETag differs")
-
-    async def _ahead_etag(self, path: str) -> str | None:
-        try:
-            return strip_etag((await self._obs.head_async(self._store, path))["e_tag"] or "")
-        except self._errors:  # a failed HEAD just means "nothing learnt"
-            return None
-
-    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
-        path = self._deletable(key, if_match)
-        try:
-            await self._obs.delete_async(self._store, path)
-        except FileNotFoundError:
-            return
-        except self._errors as exc:
-            raise self._unavailable(exc, f"DELETE {self.prefix}{key}") from None
-
-    async def adelete_many(self, keys: Sequence[str]) -> None:
-        paths = [validate_key(k) for k in keys]
-        if not paths:
-            return
-        try:
-            await self._obs.delete_async(self._store, paths)
-        except self._errors as exc:
-            raise self._unavailable(exc, f"DeleteObjects ({len(paths)} keys)") from None
-
-    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        base, page = self._list_start(prefix, start_after, max_keys)
-        try:
-            stream = self._obs.list(self._store, base, offset=page.offset, chunk_size=max_keys)
-            async for chunk in stream:
-                if page.feed(chunk):
-                    break
-        except self._errors as exc:
-            raise self._unavailable(exc, f"LIST {self.prefix}{prefix}") from None
-        return page.result()
-
     # -- parallel --------------------------------------------------------------------------------
     def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        """The sync API's parallel batch: obstore releases the GIL, so a thread pool overlaps the
-        requests (the async API overlaps them on the event loop instead)."""
+        """Parallel batch: obstore releases the GIL, so the pool overlaps the requests."""
         return self._run_many_in(self._pool, ops, return_exceptions)
 
     def close(self) -> None:

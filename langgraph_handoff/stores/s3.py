@@ -18,13 +18,12 @@ Server deviations this adapter absorbs (measured, see the project README):
 * **Conditional delete** is ignored by RGW 16, so the saver never relies on it.
 
 One boto3 client (thread-safe) and one thread pool serve every call, sync or async: the async
-methods run the blocking call in that pool. We measured this against per-operation aioboto3
+methods run the blocking call in that pool (``StoreBase._executor``). We measured this against per-operation aioboto3
 clients (3-6x slower in the peer survey) and it avoids aiobotocore's tight botocore pin.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import random
 import time
@@ -110,6 +109,7 @@ class S3Store(StoreBase):
             )
         self.client = client
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3store")
+        self._executor = self._pool  # the async API runs the sync calls here
         self.quoting = EtagQuoting(etag_quoting)
         self._extra_retries = extra_retries
         self._closed = False
@@ -281,25 +281,6 @@ class S3Store(StoreBase):
     # -- parallel and async ----------------------------------------------------------------------
     def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         return self._run_many_in(self._pool, ops, return_exceptions)
-
-    async def _in_pool(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-
-    async def aget(self, key: str) -> StoredObject | None:
-        return await self._in_pool(self.get, key)
-
-    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        return await self._in_pool(self.put, key, body, if_match=if_match, if_none_match=if_none_match)
-
-    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
-        await self._in_pool(self.delete, key, if_match=if_match)
-
-    async def adelete_many(self, keys: Sequence[str]) -> None:
-        await self._in_pool(self.delete_many, keys)
-
-    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        return await self._in_pool(self.list_page, prefix, start_after=start_after, max_keys=max_keys)
 
     def close(self) -> None:
         if self._closed:
