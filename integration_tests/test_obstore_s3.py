@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -117,14 +118,16 @@ def test_wrong_credentials_fail_with_a_typed_error() -> None:
 
 def test_profile_with_credential_process_from_the_boto3_chain(tmp_path: Path, monkeypatch: Any) -> None:
     """A ~/.aws profile whose credentials come from ``credential_process`` with an expiry: boto3
-    makes them refreshable, and the store signs with them, while the environment's keys are wrong."""
+    makes them refreshable, and the store signs with them, while the environment's keys are wrong.
+    When they are due for renewal the store asks boto3 again (which, 5 minutes before expiry,
+    runs the process again) and rebuilds its clients."""
     _need_s3()
     script = tmp_path / "creds.py"
     calls = tmp_path / "calls"
     script.write_text(
         "import datetime, json, pathlib\n"
         f"pathlib.Path({str(calls)!r}).open('a').write('x')\n"
-        "exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)\n"
+        "exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)\n"
         "print(json.dumps({'Version': 1, "
         f"'AccessKeyId': {os.environ['AWS_ACCESS_KEY_ID']!r}, "
         f"'SecretAccessKey': {os.environ['AWS_SECRET_ACCESS_KEY']!r}, "
@@ -141,7 +144,11 @@ def test_profile_with_credential_process_from_the_boto3_chain(tmp_path: Path, mo
         assert type(store.session.get_credentials()).__name__ == "RefreshableCredentials"
         etag = store.put("p", b"1", if_none_match=True)
         assert store.get("p").etag == etag  # type: ignore[union-attr]
-        assert calls.read_text().count("x") >= 1
+        runs, clients = calls.read_text().count("x"), store._clients
+        assert runs >= 1
+        store._credentials.renew_at = time.monotonic() - 1  # the renewal is due
+        assert store.get("p").etag == etag  # type: ignore[union-attr]
+        assert calls.read_text().count("x") > runs and store._clients is not clients
     finally:
         store.close()
 
