@@ -311,7 +311,7 @@ def md_concurrency(sec: dict) -> list[str]:
             "its OSD and the client share the same 2 cores",
             "* each cell: throughput (invokes/s; ratio to "
             f"`{CONC_REFERENCE}` at that level) · latency per invoke p50 / p99 in ms (from the invoke's start, "
-            "after its slot was free)",
+            "after its slot was free); p99 is nearest-rank, so below 100 invokes it is the slowest one",
         ],
     )
     lines += ["| saver | " + " | ".join(f"{lv} in flight" for lv in levels) + " | CPU ms / invoke (at 8) | status |"]
