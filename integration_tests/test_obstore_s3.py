@@ -15,7 +15,6 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
+from tests.canned_s3 import canned_s3
 from tests.race_helpers import (
     race_cas,
 )
@@ -281,47 +281,15 @@ def test_request_counts_on_the_wire(api: str) -> None:
     assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
 
 
-class _CannedS3(BaseHTTPRequestHandler):
-    """Answers every request with the status named by the key's first segment (``/b/409/k`` ->
-    409); ``/b/drop/k`` closes the connection without answering."""
-
-    protocol_version = "HTTP/1.1"
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        segment = self.path.split("?")[0].split("/")[2]
-        if segment == "drop":
-            self.close_connection = True
-            self.connection.shutdown(2)
-            return
-        body = b"<?xml version='1.0'?><Error><Code>Canned</Code></Error>"
-        self.send_response(int(segment))
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_PUT = do_DELETE = do_HEAD = _answer
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def canned_store() -> Iterator[ObstoreS3Store]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CannedS3)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret" * 6)
-    store = ObstoreS3Store(
-        "b", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}", session=session, max_retries=1
-    )
-    try:
-        yield store
-    finally:
-        store.close()
-        server.shutdown()
-        server.server_close()
+    with canned_s3() as (endpoint, _):
+        session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret" * 6)
+        store = ObstoreS3Store("b", endpoint_url=endpoint, session=session, max_retries=1)
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 @pytest.mark.parametrize(

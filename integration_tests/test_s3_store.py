@@ -10,7 +10,7 @@ import pytest
 from botocore.config import Config
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
-from langgraph_handoff.errors import PreconditionFailedError
+from langgraph_handoff.errors import PreconditionFailedError, StoreError
 from langgraph_handoff.stores import S3Store, StoreBase
 from tests.race_helpers import race_cas
 from tests.store_contract import StoreContract
@@ -69,5 +69,19 @@ def test_delete_if_match_is_not_relied_upon() -> None:
         store.put("d", b"1")
         store.delete("d", if_match="0" * 32)
         assert store.get("d") is None
+    finally:
+        store.close()
+
+
+def test_refused_requests_raise_a_typed_error() -> None:
+    """A 403 is not retried and not a bare botocore ClientError: StoreError says what to check."""
+    client = boto3.client(
+        "s3", endpoint_url=S3_ENDPOINT, aws_access_key_id="WRONGKEY0000", aws_secret_access_key="wrong" * 8
+    )
+    store = S3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", client=client)
+    try:
+        for call in (lambda: store.get("k"), lambda: store.put("k", b"x"), lambda: store.delete("k")):
+            with pytest.raises(StoreError, match="credentials"):
+                call()
     finally:
         store.close()

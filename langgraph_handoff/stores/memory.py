@@ -48,6 +48,9 @@ class MemoryStore(StoreBase):
         self._objects: dict[str, tuple[bytes, str]] = {}
         self._keys: list[str] = []  # kept sorted for ordered listing
 
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._objects)} objects)"
+
     def get(self, key: str) -> StoredObject | None:
         validate_key(key)
         with self._lock:

@@ -21,7 +21,7 @@ Same semantics as :class:`~langgraph_handoff.stores.s3.S3Store`, and the same se
   ones are re-read every few minutes and the obstore clients rebuilt with them. (Not through
   obstore's ``credential_provider`` callback: a Python callable called from obstore's runtime
   threads made 3 of 16 processes abort at exit after async use, measured here.)
-* **ETag quoting** is learned exactly as ``S3Store`` does (:mod:`~langgraph_handoff.stores.etag`).
+* **ETag quoting** is learned exactly as ``S3Store`` does (:mod:`~langgraph_handoff.stores.s3_compat`).
 * **Conditional writes are never retried by the client.** They go through a second obstore client
   with retries off: a retried create-only PUT whose first try landed would come back 412 and turn
   our own win into a "lost race". A 5xx (RGW answers many race losers with 500), a timeout or a
@@ -63,7 +63,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
-from langgraph_handoff.stores.etag import EtagQuoting, strip_etag
+from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, strip_etag
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
 
@@ -150,7 +150,8 @@ class ObstoreS3Store(StoreBase):
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
         timeout: per-request timeout, e.g. ``"30s"``.
         max_workers: threads for the parallel requests of the *sync* API (async needs none).
-        headers: extra HTTP headers sent with every request.
+        headers: extra HTTP headers sent with every request. Tigris endpoints get
+            ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
 
     Example (needs a reachable server)::
 
@@ -192,8 +193,9 @@ class ObstoreS3Store(StoreBase):
         client_options: dict[str, Any] = {"timeout": timeout, "connect_timeout": "5s"}
         if self.endpoint_url and self.endpoint_url.startswith("http://"):
             client_options["allow_http"] = True
-        if headers:
-            client_options["default_headers"] = dict(headers)
+        extra_headers = default_headers(self.endpoint_url, headers)
+        if extra_headers:
+            client_options["default_headers"] = extra_headers
 
         self._obs = obs
         #: what obstore raises: its own errors, and OSError subclasses (FileNotFoundError, ...)

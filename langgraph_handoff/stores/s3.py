@@ -46,8 +46,8 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
-from langgraph_handoff.stores.etag import EtagQuoting
-from langgraph_handoff.stores.etag import strip_etag as _strip
+from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers
+from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
 __all__ = ["S3Store"]
 
@@ -70,6 +70,8 @@ class S3Store(StoreBase):
             apply, and ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` are honoured by boto3 itself.
         max_workers: size of the thread pool that runs parallel and async requests.
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
+        headers: extra HTTP headers sent with every request. Tigris endpoints get
+            ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
 
     Example (needs a reachable server)::
 
@@ -89,6 +91,7 @@ class S3Store(StoreBase):
         create_bucket: bool = False,
         etag_quoting: str = "auto",
         extra_retries: int = 4,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.bucket = bucket
         prefix = prefix.strip("/")
@@ -108,6 +111,9 @@ class S3Store(StoreBase):
                 ),
             )
         self.client = client
+        self.headers = default_headers(endpoint_url or getattr(client.meta, "endpoint_url", None), headers)
+        if self.headers:
+            client.meta.events.register("before-sign.s3", self._add_headers)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3store")
         self._executor = self._pool  # the async API runs the sync calls here
         self.quoting = EtagQuoting(etag_quoting)
@@ -118,6 +124,10 @@ class S3Store(StoreBase):
 
     def __repr__(self) -> str:
         return f"S3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    def _add_headers(self, request: Any, **_: Any) -> None:
+        for name, value in self.headers.items():
+            request.headers[name] = value
 
     # -- setup -----------------------------------------------------------------------------------
     def ensure_bucket(self) -> None:
@@ -150,8 +160,9 @@ class S3Store(StoreBase):
                 return fn()
             except ClientError as exc:
                 retryable = _status(exc) in _RETRYABLE_STATUS or _code(exc) in _THROTTLE_CODES
-                if not retryable:
-                    raise
+                if not retryable:  # e.g. 403: retrying will not help, and the caller gets a typed error
+                    hint = " (check the credentials and the bucket policy)" if _status(exc) in (401, 403) else ""
+                    raise StoreError(f"S3 {what} failed: {exc}{hint}") from exc
                 last: Exception = exc
             except BotoCoreError as exc:  # connection errors, timeouts
                 last = exc

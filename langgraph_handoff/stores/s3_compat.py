@@ -1,11 +1,17 @@
-"""ETags on S3-compatible servers: stripping them, and learning which ``If-Match`` form a server wants.
+"""What S3-compatible servers do differently, absorbed once for both S3 transports.
 
-Both S3 transports (:class:`~langgraph_handoff.stores.s3.S3Store` on boto3 and
-:class:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store` on obstore) share this, because the
-deviation is the server's, not the client library's: servers return ETags quoted (``"abc"``),
-AWS documents a quoted ``If-Match``, and Ceph RGW only matches an *unquoted* one. A server that
-wants the other form answers 412 although the object's ETag is exactly what we sent; that is the
-one case where switching forms and retrying once is safe.
+Both :class:`~langgraph_handoff.stores.s3.S3Store` (boto3) and
+:class:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store` (obstore) use this, because these
+deviations are the servers', not the client libraries':
+
+* **ETag quoting.** Servers return ETags quoted (``"abc"``), AWS documents a quoted ``If-Match``,
+  and Ceph RGW only matches an *unquoted* one. A server that wants the other form answers 412
+  although the object's ETag is exactly what we sent; that is the one case where switching forms
+  and retrying once is safe (:class:`EtagQuoting`).
+* **Where conditions are evaluated.** Tigris evaluates ``If-Match``/``If-None-Match`` on the
+  region's leader only when the request carries ``X-Tigris-Consistent: true``; without it a
+  condition may be checked against a stale replica. :func:`default_headers` adds it for Tigris
+  endpoints.
 """
 
 from __future__ import annotations
@@ -13,7 +19,33 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-__all__ = ["EtagQuoting", "strip_etag"]
+__all__ = ["EtagQuoting", "default_headers", "strip_etag"]
+
+#: endpoints (host suffixes) that need a header for conditions to be evaluated consistently
+CONSISTENCY_HEADERS = {
+    ".tigris.dev": {"X-Tigris-Consistent": "true"},
+    "t3.storage.dev": {"X-Tigris-Consistent": "true"},
+}
+
+
+def default_headers(endpoint_url: str | None, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """The extra headers every request to ``endpoint_url`` carries: the consistency header its
+    service needs (Tigris), then ``headers`` (which win).
+
+    >>> default_headers("https://fly.storage.tigris.dev")
+    {'X-Tigris-Consistent': 'true'}
+    >>> default_headers("http://127.0.0.1:7480", {"X-Custom": "1"})
+    {'X-Custom': '1'}
+    """
+    from urllib.parse import urlparse
+
+    host = (urlparse(endpoint_url).hostname or "") if endpoint_url else ""
+    merged: dict[str, str] = {}
+    for suffix, extra in CONSISTENCY_HEADERS.items():
+        if host == suffix.lstrip(".") or host.endswith(suffix):
+            merged.update(extra)
+    merged.update(headers or {})
+    return merged
 
 
 def strip_etag(etag: str) -> str:
