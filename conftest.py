@@ -17,6 +17,8 @@ from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 
 S3_ENDPOINT = os.environ.get("S3_ENDPOINT_URL")
 S3_BUCKET = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
+#: moto 4.2.14's S3 server, started by scripts/test: it accepts conditional PUTs and ignores them
+MOTO_ENDPOINT = os.environ.get("MOTO_ENDPOINT_URL")
 
 
 def _need_s3() -> None:
@@ -25,6 +27,14 @@ def _need_s3() -> None:
     if os.environ.get("LGH_REQUIRE_S3") == "1":
         pytest.fail("S3_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: the S3 server did not start")
     pytest.skip("no S3 server (run scripts/test, which starts Ceph RGW)")
+
+
+def need_moto() -> str:
+    if MOTO_ENDPOINT:
+        return MOTO_ENDPOINT
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("MOTO_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: the moto server did not start")
+    pytest.skip("no moto server (run scripts/test, which starts one)")
 
 
 def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:

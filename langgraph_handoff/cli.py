@@ -3,6 +3,7 @@
 ::
 
     langgraph-handoff setup    URL
+    langgraph-handoff doctor   URL [--rounds N]
     langgraph-handoff threads  URL
     langgraph-handoff history  URL THREAD [--ns NS] [--limit N]
     langgraph-handoff show     URL THREAD [--checkpoint ID] [--ns NS] [--raw]
@@ -23,7 +24,8 @@ app's ``SchemaMigrations``); without it such checkpoints are refused, never misr
 rewrites old threads into that schema and the current storage format, while workers keep running.
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
 ``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
-document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``verify``,
+document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``doctor`` on a store
+that does not enforce conditional writes, ``verify``,
 ``sessions``, a failed ``migrate``, ``team status`` with a stalled or failed member, ``team dead``
 with dead letters), 2 bad input or a store error.
 
@@ -159,6 +161,36 @@ def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> Non
             {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
             f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
         )
+
+
+@app.command()
+def doctor(
+    url: Url,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="timed rounds per operation")] = 5,
+    as_json: Json = False,
+) -> None:
+    """Probe the store: create-only and compare-and-swap PUTs, ETag quoting, conditional delete,
+    list-after-write, median latency per operation (exit 1 on a store that cannot be trusted)."""
+    from langgraph_handoff.checkpoint import driver
+    from langgraph_handoff.probe import plan_report
+
+    with _saver(url, None, create=True) as saver:
+        quoting = getattr(saver.store, "quoting", None)
+        report = driver.run(saver.store, plan_report(repr(saver.store), rounds=rounds, quoting=quoting))
+    latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
+    text = (
+        f"{report.store}\n"
+        f"  create-only PUT (If-None-Match: *): {report.create_only}\n"
+        f"  compare-and-swap PUT (If-Match):    {report.compare_and_swap}\n"
+        f"  ETag quoting in If-Match:           {report.etag_quoting}\n"
+        f"  conditional DELETE:                 {report.conditional_delete} (never relied upon)\n"
+        f"  list after write:                   {report.list_after_write}\n"
+        f"  median latency:                     {latency}\n"
+        + ("ok: the saver can use this store" if report.trusted else "UNSAFE: " + "; ".join(report.problems))
+    )
+    _out(as_json, report.to_dict(), text)
+    if not report.trusted:
+        raise typer.Exit(1)
 
 
 @app.command()

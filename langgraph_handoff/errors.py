@@ -66,6 +66,7 @@ __all__ = [
     "TransferError",
     "UnknownOutcomeError",
     "UnknownRecipientError",
+    "UnsafeStoreError",
 ]
 
 
@@ -250,6 +251,34 @@ class UnknownOutcomeError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store kept refusing (throttling, timeouts, connection errors) after all retries."""
+
+
+class UnsafeStoreError(StoreError):
+    """The store does not enforce conditional writes, so it cannot carry this package's guarantees.
+
+    Raised by ``setup()`` when its one-time probe finds a second create-only PUT accepted, or a
+    PUT with a wrong ``If-Match`` accepted (or conditional writes refused outright). On such a
+    store two workers would fork a thread without a word. ``langgraph-handoff doctor URL`` shows
+    the details.
+    """
+
+    #: services measured or reported to ignore or refuse the conditions
+    KNOWN_OFFENDERS = (
+        "Google Cloud Storage through its S3 API (ignores them; use its native API)",
+        "Garage (ignores them)",
+        "Backblaze B2 (answers 501)",
+        "older MinIO builds and moto servers (ignore them)",
+    )
+
+    def __init__(self, store: str, problems: list[str]) -> None:
+        self.store = store
+        self.problems = list(problems)
+        super().__init__(
+            f"{store} cannot be used: {'; '.join(problems)}. Two workers would fork a thread without a word. "
+            f"Known offenders: {', '.join(self.KNOWN_OFFENDERS)}. Use a store that enforces If-None-Match and "
+            "If-Match on PUT (AWS S3, Cloudflare R2, current MinIO, Ceph RGW, Tigris); "
+            "`langgraph-handoff doctor URL` reports what this one does."
+        )
 
 
 # --------------------------------------------------------------------------------------------------

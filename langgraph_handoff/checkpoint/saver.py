@@ -22,7 +22,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_handoff import envelope, keys
+from langgraph_handoff import envelope, keys, probe
+from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.migrate import MigratePlans, MigrationSummary, ThreadMigration
@@ -33,7 +34,6 @@ from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreSaver"]
-
 
 
 class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
@@ -132,9 +132,14 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         return cls(store, serde=serde, layout=layout, migrations=migrations)
 
     def setup(self) -> None:
-        """Check the store is reachable and writable, and record (or check) its format marker.
+        """Check the store, once per deployment, and record (or check) its format marker.
 
-        Idempotent. A store whose marker was written by a newer langgraph-handoff raises
+        The first ``setup()`` on a store probes it (:mod:`langgraph_handoff.probe`, 5 requests on a
+        scratch key): a store that accepts a second create-only PUT or a PUT with a wrong
+        ``If-Match`` would let two workers fork a thread silently, so it raises
+        :class:`~langgraph_handoff.errors.UnsafeStoreError` and nothing is written. A pass is
+        recorded in the marker; later calls cost one GET. Idempotent. A store whose marker was
+        written by a newer langgraph-handoff raises
         :class:`~langgraph_handoff.errors.EnvelopeVersionError` here, before any data is touched.
         """
         driver.run(self.store, self._plan_setup())
@@ -144,12 +149,20 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
 
     def _plan_setup(self) -> driver.Plan[None]:
         obj = yield Get(keys.FORMAT_MARKER_KEY)
+        marker = None
         if obj is not None:
-            envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+            marker, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+        if isinstance(marker, dict) and marker.get("probe"):
             return None
-        marker = envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "langgraph-handoff"})
+        yield from probe.plan_check(repr(self.store))
+        base = marker if isinstance(marker, dict) else {"package": "langgraph-handoff"}
+        record = {**base, "probe": {"passed": int(time.time()), "by": __version__}}
+        body = envelope.encode_msgpack(envelope.Kind.MARKER, record)
         try:
-            yield Put(keys.FORMAT_MARKER_KEY, marker, if_none_match=True)
+            if obj is None:
+                yield Put(keys.FORMAT_MARKER_KEY, body, if_none_match=True)
+            else:
+                yield Put(keys.FORMAT_MARKER_KEY, body, if_match=obj.etag)
         except (PreconditionFailedError, UnknownOutcomeError):  # a concurrent setup won
             obj = yield Get(keys.FORMAT_MARKER_KEY)
             if obj is None:
