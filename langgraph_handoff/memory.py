@@ -43,6 +43,7 @@ from langgraph_handoff import envelope, keys
 from langgraph_handoff.envelope import Kind
 from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
 from langgraph_handoff.stores.base import StoreBase
+from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreMemory"]
 
@@ -110,11 +111,14 @@ class ObjectStoreMemory(BaseStore):
         self.store = store
 
     @classmethod
-    def from_url(cls, url: str) -> ObjectStoreMemory:
+    def from_url(cls, url: str, **store_kwargs: Any) -> ObjectStoreMemory:
         """The same URLs as :meth:`ObjectStoreSaver.from_url` (``memory://``, ``file://``, ``s3://``)."""
-        from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+        return cls(store_from_url(url, **store_kwargs))
 
-        return cls(ObjectStoreSaver.from_url(url).store)
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **store_kwargs: Any) -> ObjectStoreMemory:
+        """:meth:`from_url` under the name LangGraph's stores use."""
+        return cls.from_url(conn_string, **store_kwargs)
 
     # -- one operation each --------------------------------------------------------------------------
 

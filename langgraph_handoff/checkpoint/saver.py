@@ -131,6 +131,18 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         store = store_from_url(url, **store_kwargs)
         return cls(store, serde=serde, layout=layout, migrations=migrations)
 
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreSaver:
+        """:meth:`from_url` under the name every LangGraph saver uses, so code written for
+        ``SqliteSaver``/``PostgresSaver`` ports unchanged: the result works with ``with`` and
+        ``async with`` alike.
+
+        >>> with ObjectStoreSaver.from_conn_string("memory://") as saver:
+        ...     type(saver.store).__name__
+        'MemoryStore'
+        """
+        return cls.from_url(conn_string, **kwargs)
+
     def setup(self) -> None:
         """Check the store, once per deployment, and record (or check) its format marker.
 
