@@ -26,11 +26,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from langgraph_handoff.checkpoint.records import Folded, Head, Inline
+from langgraph_handoff.checkpoint.records import Folded, Head, Inline, fast_init
 
 __all__ = ["HeadCache", "NsState"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class NsState:
     #: True once head/etag reflect a real read or write (head None then means "absent")

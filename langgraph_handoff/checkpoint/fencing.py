@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff.checkpoint.records import Head
+from langgraph_handoff.checkpoint.records import Head, fast_init
 from langgraph_handoff.errors import CheckpointOrderError, ConflictError, OwnershipLostError, StaleWriterError
 
 __all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put", "write_refusal"]
@@ -43,6 +43,7 @@ FENCE_KEY = "fence"
 LINEAGE_SOURCES = frozenset({"input", "loop"})
 
 
+@fast_init
 @dataclass(frozen=True)
 class PutIntent:
     thread_id: str

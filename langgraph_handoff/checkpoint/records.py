@@ -20,10 +20,11 @@ for one checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import secrets
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_handoff import envelope
 from langgraph_handoff.envelope import FORMAT_VERSION, Kind
@@ -46,7 +47,58 @@ __all__ = [
 Typed = tuple[str, bytes]
 Version = str | int | float
 
+T = TypeVar("T")
 
+
+def fast_init(cls: type[T]) -> type[T]:
+    """Give a frozen dataclass an ``__init__`` that stores its fields in one step.
+
+    The ``__init__`` that ``dataclass(frozen=True)`` writes sets each field through
+    ``object.__setattr__``, several times slower than building a plain object; with thousands of
+    records, values, writes and cache states built per second (every put, every decoded head),
+    that was a visible share of the saver's CPU. This one has the same signature, defaults and
+    default factories, and fills the instance ``__dict__`` at once. ``init=False`` fields with a
+    default are left to the class attribute holding it. Only for classes without
+    ``__post_init__``.
+
+    >>> @fast_init
+    ... @dataclass(frozen=True)
+    ... class Point:
+    ...     x: int
+    ...     y: int = 0
+    ...     tags: list[str] = field(default_factory=list)
+    >>> Point(1), Point(1, y=2) == Point(x=1, y=2, tags=[])
+    (Point(x=1, y=0, tags=[]), True)
+    """
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"fast_init: {cls.__name__} has a __post_init__, which it would skip")
+    scope: dict[str, Any] = {"_set": object.__setattr__, "_FACTORY": object()}
+    params, items = [], []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not f.init:
+            if f.default is dataclasses.MISSING:
+                raise TypeError(f"fast_init: {cls.__name__}.{f.name} has no plain default")
+            continue
+        if f.default is not dataclasses.MISSING:
+            scope[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+            items.append(f"{f.name!r}: {f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FACTORY")
+            items.append(f"{f.name!r}: _factory_{f.name}() if {f.name} is _FACTORY else {f.name}")
+        else:
+            params.append(f.name)
+            items.append(f"{f.name!r}: {f.name}")
+    source = f"def __init__(self, {', '.join(params)}):\n    _set(self, '__dict__', {{{', '.join(items)}}})\n"
+    exec(source, scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses `cls.__init__ = init`
+    return cls
+
+
+@fast_init
 @dataclass(frozen=True)
 class Inline:
     type: str
@@ -58,6 +110,7 @@ class Inline:
     _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True)
 class BlobRef:
     """A large value stored once as ``data/{T}/{N}/b/{digest}``."""
@@ -71,6 +124,7 @@ class BlobRef:
 Payload = Inline | BlobRef
 
 
+@fast_init
 @dataclass(frozen=True)
 class WriteItem:
     idx: int
@@ -82,6 +136,7 @@ class WriteItem:
     schema: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Folded:
     """A copy of one task's writes document kept inside the record of its checkpoint, tagged with
@@ -92,6 +147,7 @@ class Folded:
     items: tuple[WriteItem, ...]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Record:
     id: str
@@ -112,6 +168,7 @@ class Record:
         return {(origin, ch) for ch, (origin, _v) in self.values.items()}
 
 
+@fast_init
 @dataclass(frozen=True)
 class SegmentRef:
     key: str
@@ -137,6 +194,7 @@ def payloads_for(records: list[Record] | Any, table: PayloadTable) -> PayloadTab
     return out
 
 
+@fast_init
 @dataclass(frozen=True)
 class Head:
     thread_id: str
@@ -166,6 +224,7 @@ class Head:
         return replace(self, records=records, payloads=payloads_for(records.values(), payloads))
 
 
+@fast_init
 @dataclass(frozen=True)
 class Segment:
     thread_id: str
@@ -175,6 +234,7 @@ class Segment:
     format_version: int = field(default=FORMAT_VERSION, compare=False)
 
 
+@fast_init
 @dataclass(frozen=True)
 class WritesDoc:
     thread_id: str
