@@ -1,0 +1,231 @@
+"""Factories for LangGraph Agent Server (``langgraph dev``, ``langgraph up``, LangSmith Deployment).
+
+The server builds its own checkpointer and store from ``langgraph.json``; a saver passed to
+``compile(checkpointer=...)`` is overridden. Point both keys at this module::
+
+    {
+      "graphs": {"agent": "./graph.py:graph"},
+      "checkpointer": {"path": "langgraph_handoff.server.checkpointer"},
+      "store": {"path": "langgraph_handoff.server.store"}
+    }
+
+Write the module path with dots. The server splits a path that contains neither ``/`` nor
+``.py:`` at its *last dot*, so ``langgraph_handoff.server:checkpointer`` (the colon form, used for
+graphs) is not found. ``examples/agent_server/README.md`` lists the forms that work, as measured.
+
+**Configuration is by environment**, read each time the server enters a factory:
+
+``LANGGRAPH_HANDOFF_URL``
+    the store both factories use: ``s3://bucket/prefix?endpoint_url=...``, ``file:///abs/dir``
+    or ``memory://NAME``. Default :data:`DEFAULT_URL`, a directory under the server's working
+    directory. Checkpoints and long-term memories share it (their keys do not overlap).
+``LANGGRAPH_HANDOFF_ENCRYPTION``
+    ``none`` (the default) or ``aes``: checkpoints, metadata and pending writes go through
+    LangGraph's ``EncryptedSerializer.from_pycryptodome_aes``, keyed by ``LANGGRAPH_AES_KEY``
+    (16, 24 or 32 bytes; LangGraph's own convention, the key the server uses for its own
+    encryption too). Needs ``pycryptodome``. Long-term memory items are *not* encrypted: the
+    store saves them as JSON.
+
+**Why refuse a bare ``memory://``.** The server enters a factory once per event loop (its
+comment: connection pools are scoped to one loop), so one process may hold several savers.
+Each entry of ``memory://`` would make a new, empty store, and a run could miss the state another
+loop wrote. ``memory://NAME`` is one store per process, shared by name, so it is accepted (for
+tests; it still dies with the process). ``s3://`` and ``file://`` are shared by construction.
+
+**No TTL setting.** langgraph-handoff does not expire threads or memories yet, and the server
+will not do it for us: ``langgraph dev``'s thread TTL sweep does nothing, and the server skips
+its store TTL sweeper for a custom store. A knob here would be a promise nobody keeps.
+
+Each ``checkpointer()`` entry calls :meth:`~langgraph_handoff.ObjectStoreSaver.asetup` once
+(the server never calls ``setup``): the first one on a store probes it and writes the format
+marker, later ones cost one GET. On exit the store's clients are closed.
+
+Example, with an explicit environment instead of ``os.environ``:
+
+>>> import asyncio
+>>> env = {"LANGGRAPH_HANDOFF_URL": "memory://server-doc"}
+>>> async def demo():
+...     async with checkpointer(env) as saver, store(env) as memory:
+...         await memory.aput(("users", "u1"), "prefs", {"contact": "email"})
+...         item = await memory.aget(("users", "u1"), "prefs")
+...         return type(saver).__name__, item.value
+>>> asyncio.run(demo())
+('ObjectStoreSaver', {'contact': 'email'})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.errors import InvalidConfigError
+from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.stores.base import StoreBase
+from langgraph_handoff.stores.urls import store_from_url
+
+__all__ = [
+    "DEFAULT_URL",
+    "ENV_AES_KEY",
+    "ENV_ENCRYPTION",
+    "ENV_URL",
+    "ServerSettings",
+    "checkpointer",
+    "store",
+]
+
+ENV_URL = "LANGGRAPH_HANDOFF_URL"
+ENV_ENCRYPTION = "LANGGRAPH_HANDOFF_ENCRYPTION"
+#: LangGraph's own variable for ``EncryptedSerializer.from_pycryptodome_aes``
+ENV_AES_KEY = "LANGGRAPH_AES_KEY"
+#: relative to the server's working directory, beside ``langgraph dev``'s own ``.langgraph_api``
+DEFAULT_URL = "file://./.langgraph_handoff"
+
+_SCHEMES = ("s3", "file", "memory")
+_ENCRYPTIONS = ("none", "aes")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What the factories read from the environment, checked before anything is built.
+
+    >>> ServerSettings.from_env({})
+    ServerSettings(url='file://./.langgraph_handoff', encryption='none')
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "s3://agents/prod?endpoint_url=http://127.0.0.1:7480"}).url
+    's3://agents/prod?endpoint_url=http://127.0.0.1:7480'
+
+    A bare ``memory://`` would be a different empty store for every event loop the server runs:
+
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "memory://"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL='memory://' ...: use s3://bucket/prefix or file:///dir, or memory://NAME ...
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "postgres://db"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL='postgres://db' is not a store URL: use s3://bucket/prefix?endpoint_url=..., file:///abs/dir or memory://NAME
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_ENCRYPTION": "rot13"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_ENCRYPTION='rot13' is not one of ('none', 'aes')
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_ENCRYPTION": "aes", "LANGGRAPH_AES_KEY": "short"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_AES_KEY is 5 bytes long: AES needs a key of 16, 24 or 32 bytes
+    """
+
+    url: str
+    encryption: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        env = os.environ if environ is None else environ
+        url = env.get(ENV_URL, "").strip() or DEFAULT_URL
+        parsed = urlparse(url)
+        if parsed.scheme.lower() not in _SCHEMES:
+            raise InvalidConfigError(
+                f"{ENV_URL}={url!r} is not a store URL: use s3://bucket/prefix?endpoint_url=..., "
+                "file:///abs/dir or memory://NAME"
+            )
+        if parsed.scheme.lower() == "memory" and not (parsed.netloc + parsed.path).strip("/"):
+            raise InvalidConfigError(
+                f"{ENV_URL}={url!r} would give every event loop of the server its own empty store: "
+                "use s3://bucket/prefix or file:///dir, or memory://NAME (one store per process, for tests)"
+            )
+        encryption = env.get(ENV_ENCRYPTION, "").strip().lower() or "none"
+        if encryption not in _ENCRYPTIONS:
+            raise InvalidConfigError(f"{ENV_ENCRYPTION}={env[ENV_ENCRYPTION]!r} is not one of {_ENCRYPTIONS}")
+        if encryption == "aes":
+            _aes_key(env)  # refuse a missing or malformed key now, not at the first put
+        return cls(url=url, encryption=encryption)
+
+    def serde(self, environ: Mapping[str, str] | None = None) -> SerializerProtocol | None:
+        """The saver's serializer: None (the saver's default) or LangGraph's AES one.
+
+        >>> env = {"LANGGRAPH_HANDOFF_ENCRYPTION": "aes", "LANGGRAPH_AES_KEY": "0123456789abcdef"}
+        >>> serde = ServerSettings.from_env(env).serde(env)
+        >>> serde.dumps_typed({"secret": 1})[0]
+        'msgpack+aes'
+        >>> serde.loads_typed(serde.dumps_typed({"secret": 1}))
+        {'secret': 1}
+        """
+        if self.encryption == "none":
+            return None
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        return EncryptedSerializer.from_pycryptodome_aes(key=_aes_key(os.environ if environ is None else environ))
+
+    def object_store(self) -> StoreBase:
+        """A new client on :attr:`url`; a bad URL is reported against ``LANGGRAPH_HANDOFF_URL``."""
+        try:
+            return store_from_url(self.url)
+        except InvalidConfigError as exc:
+            raise InvalidConfigError(f"{ENV_URL}: {exc}") from None
+
+
+def _aes_key(env: Mapping[str, str]) -> bytes:
+    if importlib.util.find_spec("Crypto") is None:
+        raise InvalidConfigError(
+            f"{ENV_ENCRYPTION}=aes needs pycryptodome: pip install pycryptodome (or unset {ENV_ENCRYPTION})"
+        )
+    raw = env.get(ENV_AES_KEY)
+    if not raw:
+        raise InvalidConfigError(
+            f"{ENV_ENCRYPTION}=aes but {ENV_AES_KEY} is not set: set it to a 16, 24 or 32 byte key"
+        )
+    key = raw.encode()
+    if len(key) not in (16, 24, 32):
+        raise InvalidConfigError(f"{ENV_AES_KEY} is {len(key)} bytes long: AES needs a key of 16, 24 or 32 bytes")
+    return key
+
+
+@contextlib.asynccontextmanager
+async def checkpointer(environ: Mapping[str, str] | None = None) -> AsyncIterator[ObjectStoreSaver]:
+    """An :class:`~langgraph_handoff.ObjectStoreSaver` on ``LANGGRAPH_HANDOFF_URL``, set up.
+
+    For ``"checkpointer": {"path": "langgraph_handoff.server.checkpointer"}``. The server calls it
+    with no argument; ``environ`` replaces ``os.environ`` (tests, examples). Each entry builds its
+    own client, so entering it once per event loop is safe.
+
+    >>> import asyncio
+    >>> async def latest(env):
+    ...     async with checkpointer(env) as saver:
+    ...         return await saver.aget_tuple({"configurable": {"thread_id": "nobody"}})
+    >>> asyncio.run(latest({"LANGGRAPH_HANDOFF_URL": "memory://server-doc-saver"})) is None
+    True
+    """
+    settings = ServerSettings.from_env(environ)
+    saver = ObjectStoreSaver(settings.object_store(), serde=settings.serde(environ))
+    async with saver:
+        await saver.asetup()
+        yield saver
+
+
+@contextlib.asynccontextmanager
+async def store(environ: Mapping[str, str] | None = None) -> AsyncIterator[ObjectStoreMemory]:
+    """An :class:`~langgraph_handoff.memory.ObjectStoreMemory` on ``LANGGRAPH_HANDOFF_URL``.
+
+    For ``"store": {"path": "langgraph_handoff.server.store"}``; nodes get it as
+    ``runtime.store`` and the ``/store`` endpoints use it. ``LANGGRAPH_HANDOFF_ENCRYPTION`` does not
+    apply to it (memories are stored as JSON). Closes its client on exit.
+
+    >>> import asyncio
+    >>> async def keys(env):
+    ...     async with store(env) as memory:
+    ...         await memory.aput(("docs",), "a", {"n": 1})
+    ...         return [item.key for item in await memory.asearch(("docs",))]
+    >>> asyncio.run(keys({"LANGGRAPH_HANDOFF_URL": "memory://server-doc-store"}))
+    ['a']
+    """
+    settings = ServerSettings.from_env(environ)
+    objects = settings.object_store()
+    try:
+        yield ObjectStoreMemory(objects)
+    finally:
+        await objects.aclose()
