@@ -259,8 +259,8 @@ def _payload_out(p: Payload) -> Any:
 
 def _payload_in(raw: Any) -> Payload:
     if isinstance(raw, list):
-        return Inline(type=str(raw[0]), data=bytes(raw[1]), spill=str(raw[2]) if len(raw) > 2 else None)
-    return BlobRef(type=str(raw["t"]), digest=str(raw["b"]), size=int(raw["n"]))
+        return Inline(str(raw[0]), bytes(raw[1]), str(raw[2]) if len(raw) > 2 else None)
+    return BlobRef(str(raw["t"]), str(raw["b"]), int(raw["n"]))
 
 
 def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
@@ -268,7 +268,7 @@ def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
 
 
 def _items_in(raw: Any) -> tuple[WriteItem, ...]:
-    return tuple(WriteItem(int(i), str(c), str(t), bytes(d), None if z is None else int(z)) for i, c, t, d, z in raw)
+    return tuple([WriteItem(int(i), str(c), str(t), bytes(d), None if z is None else int(z)) for i, c, t, d, z in raw])
 
 
 def _body(data: bytes, key: str, kind: Kind) -> tuple[Any, int]:
@@ -297,16 +297,13 @@ def _record_out(r: Record) -> dict[str, Any]:
 
 def _record_in(raw: dict[str, Any]) -> Record:
     return Record(
-        id=str(raw["i"]),
-        parent=None if raw["p"] is None else str(raw["p"]),
-        checkpoint=(str(raw["c"][0]), bytes(raw["c"][1])),
-        metadata=(str(raw["m"][0]), bytes(raw["m"][1])),
-        values={str(ch): (str(o), v) for ch, (o, v) in raw["v"].items()},
-        writes={
-            str(t): Folded(etag=str(e), task_path=str(p), items=_items_in(items))
-            for t, (e, p, items) in raw.get("w", {}).items()
-        },
-        schema=int(raw.get("z", 0)),
+        str(raw["i"]),
+        None if raw["p"] is None else str(raw["p"]),
+        (str(raw["c"][0]), bytes(raw["c"][1])),
+        (str(raw["m"][0]), bytes(raw["m"][1])),
+        {str(ch): (str(o), v) for ch, (o, v) in raw["v"].items()},
+        {str(t): Folded(str(e), str(p), _items_in(items)) for t, (e, p, items) in raw.get("w", {}).items()},
+        int(raw.get("z", 0)),
     )
 
 
