@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from langgraph_handoff.checkpoint.records import Folded, Head, Inline, fast_init
+from langgraph_handoff.envelope import FORMAT_VERSION
 
 __all__ = ["HeadCache", "NsState"]
 
@@ -93,6 +94,23 @@ class HeadCache:
                 return NsState()
             self._states.move_to_end((thread_id, ns))
             return state
+
+    def head_with_etag(self, thread_id: str, ns: str, etag: str) -> Head | None:
+        """The head we hold for this namespace if it is the object with ``etag``, else None.
+
+        Lets a read skip decoding an object it already holds: an ETag names one object state (a
+        compare-and-swap relies on exactly that), and every head write carries a fresh nonce, so
+        a head read back under the ETag we recorded is the head we wrote or read. A head built
+        from an older-format one (``format_version`` below the current) is not offered: its
+        bytes were written in the current format, and a fresh decode says so."""
+        with self._lock:
+            state = self._states.get((thread_id, ns))
+        if state is None or not state.known or state.etag != etag:
+            return None
+        head = state.head
+        if head is None or head.format_version != FORMAT_VERSION:
+            return None
+        return head
 
     def _set(self, key: tuple[str, str], state: NsState) -> None:
         size = approx_size(state)

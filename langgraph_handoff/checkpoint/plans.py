@@ -380,7 +380,7 @@ class SaverPlans:
     def _head_from(self, obj: StoredObject | None, thread_id: str, ns: str) -> tuple[Head | None, str | None]:
         if obj is None:
             return None, None
-        head = rec_io.decode_head(obj.body, key=obj.key)
+        head = self._cache.head_with_etag(thread_id, ns, obj.etag) or rec_io.decode_head(obj.body, key=obj.key)
         if head.thread_id != thread_id or head.checkpoint_ns != ns:
             raise CorruptObjectError(
                 obj.key,
@@ -1075,7 +1075,10 @@ class SaverPlans:
         for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
             if obj is None:
                 continue
-            head = rec_io.decode_head(obj.body, key=obj.key)
+            ids = _ids_of_head_key(hk)
+            head = (self._cache.head_with_etag(*ids, obj.etag) if ids else None) or rec_io.decode_head(
+                obj.body, key=obj.key
+            )
             if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
                 raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
             self._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
