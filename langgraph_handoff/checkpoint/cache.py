@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from langgraph_handoff.checkpoint.records import Folded, Head, Inline, fast_init
+from langgraph_handoff.checkpoint.records import Folded, Head, Inline, Record, fast_init
 from langgraph_handoff.envelope import FORMAT_VERSION
 
 __all__ = ["HeadCache", "NsState"]
@@ -48,17 +48,26 @@ class NsState:
     spilled: frozenset[str] = frozenset()
 
 
+def _record_size(rec: Record) -> int:
+    size = rec._approx_size
+    if size is None:
+        size = 128 + len(rec.checkpoint[1]) + len(rec.metadata[1])
+        for f in rec.writes.values():
+            for w in f.items:
+                size += len(w.data)
+        object.__setattr__(rec, "_approx_size", size)
+    return size
+
+
 def _head_size(head: Head) -> int:
-    """The serialised data a head references, roughly. Heads are immutable, so this is counted
-    once per head (a cache update happens on every put, put_writes and read)."""
+    """The serialised data a head references, roughly. Heads and records are immutable, so this
+    is counted once per head, and once per record (a new head shares all but one or two records
+    with the one before; a cache update happens on every put, put_writes and read)."""
     size = head._approx_size
     if size is None:
         size = 0
         for rec in head.records.values():
-            size += 128 + len(rec.checkpoint[1]) + len(rec.metadata[1])
-            for f in rec.writes.values():
-                for w in f.items:
-                    size += len(w.data)
+            size += _record_size(rec)
         for chs in head.payloads.values():
             for p in chs.values():
                 size += len(p.data) if isinstance(p, Inline) else 64

@@ -163,6 +163,8 @@ class Record:
     #: memo of this record's msgpack bytes: a head is rewritten whole on every put, and its
     #: older records are the same objects as in the head before (``replace`` resets it)
     _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
+    #: memo of this record's share of ``cache.approx_size``
+    _approx_size: int | None = field(default=None, init=False, compare=False, repr=False)
 
     def origins(self) -> set[tuple[str, str]]:
         return {(origin, ch) for ch, (origin, _v) in self.values.items()}
