@@ -19,6 +19,8 @@ S3_ENDPOINT = os.environ.get("S3_ENDPOINT_URL")
 S3_BUCKET = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
 #: moto 4.2.14's S3 server, started by scripts/test: it accepts conditional PUTs and ignores them
 MOTO_ENDPOINT = os.environ.get("MOTO_ENDPOINT_URL")
+#: Azurite's Blob service (account in the path), started by scripts/test
+AZURITE_ENDPOINT = os.environ.get("AZURITE_ENDPOINT_URL")
 
 
 def _need_s3() -> None:
@@ -35,6 +37,14 @@ def need_moto() -> str:
     if os.environ.get("LGH_REQUIRE_S3") == "1":
         pytest.fail("MOTO_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: the moto server did not start")
     pytest.skip("no moto server (run scripts/test, which starts one)")
+
+
+def need_azurite() -> str:
+    if AZURITE_ENDPOINT:
+        return AZURITE_ENDPOINT
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("AZURITE_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: Azurite did not start")
+    pytest.skip("no Azurite (run scripts/test, which installs and starts it)")
 
 
 def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:

@@ -5,6 +5,7 @@
 * :class:`ObstoreS3Store`: AWS S3 and S3-compatible servers through obstore (Rust), the low-CPU
   transport; the ``obstore`` extra. ``s3://`` URLs use it when it is installed.
 * :class:`S3Store`: AWS S3 and S3-compatible servers through boto3.
+* :class:`AzureBlobStore`: Azure Blob Storage through obstore (``az://`` URLs); the ``obstore`` extra.
 * :class:`CountingStore`: wraps any store and counts its requests.
 """
 
@@ -26,12 +27,14 @@ from langgraph_handoff.stores.base import (
 from langgraph_handoff.stores.counting import CountingStore
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
+from langgraph_handoff.stores.obstore_azure import AzureBlobStore
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from langgraph_handoff.stores.s3 import S3Store
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = [
     "AsyncObjectStore",
+    "AzureBlobStore",
     "CountingStore",
     "Delete",
     "DeleteMany",

@@ -1,4 +1,5 @@
-"""Store URLs: ``memory://``, ``file:///dir`` and ``s3://bucket/prefix``, and which S3 transport serves them.
+"""Store URLs: ``memory://``, ``file:///dir``, ``s3://bucket/prefix`` and ``az://container/prefix``,
+and which S3 transport serves them.
 
 :meth:`ObjectStoreSaver.from_url <langgraph_handoff.ObjectStoreSaver.from_url>`, ``ObjectStoreMemory``
 and the CLI all take these URLs; this module is the one place that reads them.
@@ -10,6 +11,10 @@ when the ``obstore`` package is installed (``pip install 'langgraph-handoff[obst
 sooner, and is natively async; both keep boto3's credential chain and the same guarantees.
 ``?transport=boto3`` (or ``transport="boto3"``) picks boto3 explicitly, e.g. for a server that
 needs conditional deletes, and passing a boto3 ``client=`` implies it.
+
+**Azure Blob.** ``az://container/prefix`` is
+:class:`~langgraph_handoff.stores.obstore_azure.AzureBlobStore` (obstore only; the same extra),
+with credentials from its arguments or the standard ``AZURE_STORAGE_*`` environment.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
     * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain. Query parameters
       ``endpoint_url``, ``region`` and ``transport`` (``obstore`` or ``boto3``) are read, e.g.
       ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
+    * ``az://container/prefix``: Azure Blob Storage; query parameters ``account_name`` (or
+      ``account``) and ``endpoint_url`` are read, e.g.
+      ``az://agents/prod?account_name=devstoreaccount1&endpoint_url=http://127.0.0.1:10000/devstoreaccount1``.
+      Keys and tokens never go in the URL: pass them as keyword arguments or in the environment
+      (``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_CONNECTION_STRING``, ...).
 
     ``store_kwargs`` go to the store's constructor.
 
@@ -83,4 +93,20 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
         from langgraph_handoff.stores.s3 import S3Store
 
         return S3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
-    raise InvalidConfigError(f"unsupported store URL {url!r}: use memory://, file:///dir or s3://bucket/prefix")
+    if scheme == "az":
+        if not parsed.netloc:
+            raise InvalidConfigError(f"Azure URL {url!r} names no container: use az://container/prefix")
+        kwargs = dict(store_kwargs)
+        for name, arg in (
+            ("account_name", "account_name"),
+            ("account", "account_name"),
+            ("endpoint_url", "endpoint_url"),
+        ):
+            if name in query:
+                kwargs.setdefault(arg, query[name])
+        from langgraph_handoff.stores.obstore_azure import AzureBlobStore
+
+        return AzureBlobStore(parsed.netloc, parsed.path.strip("/"), **kwargs)
+    raise InvalidConfigError(
+        f"unsupported store URL {url!r}: use memory://, file:///dir, s3://bucket/prefix or az://container/prefix"
+    )
