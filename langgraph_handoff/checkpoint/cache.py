@@ -24,9 +24,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from langgraph_handoff.checkpoint.records import Folded, Head, Inline, Record, fast_init
+from langgraph_handoff.checkpoint.records import Folded, Head, Inline, Record, fast_init, fast_replace
 from langgraph_handoff.envelope import FORMAT_VERSION
 
 __all__ = ["HeadCache", "NsState"]
@@ -165,7 +165,7 @@ class HeadCache:
         self._update(
             thread_id,
             ns,
-            lambda old: replace(
+            lambda old: fast_replace(
                 old,
                 known=True,
                 head=head,
@@ -186,34 +186,34 @@ class HeadCache:
                 if left and (head is None or not head.records or cid >= min(head.records)):
                     unfolded[cid] = left
             empty_reads = max(0, old.empty_reads - int(used_empty_read))
-            return replace(old, known=True, head=head, etag=etag, empty_reads=empty_reads, unfolded=unfolded)
+            return fast_replace(old, known=True, head=head, etag=etag, empty_reads=empty_reads, unfolded=unfolded)
 
         self._update(thread_id, ns, change)
 
     def use_empty_read(self, thread_id: str, ns: str) -> None:
-        self._update(thread_id, ns, lambda old: replace(old, empty_reads=max(0, old.empty_reads - 1)))
+        self._update(thread_id, ns, lambda old: fast_replace(old, empty_reads=max(0, old.empty_reads - 1)))
 
     def confirm_spills(self, thread_id: str, ns: str, blob_keys: list[str]) -> None:
         if blob_keys:
             self._update(
-                thread_id, ns, lambda old: replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:]))
+                thread_id, ns, lambda old: fast_replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:]))
             )
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         self._update(
             thread_id,
             ns,
-            lambda old: replace(old, branch_points=frozenset(sorted({*old.branch_points, checkpoint_id})[-32:])),
+            lambda old: fast_replace(old, branch_points=frozenset(sorted({*old.branch_points, checkpoint_id})[-32:])),
         )
 
     def use_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
-        self._update(thread_id, ns, lambda old: replace(old, branch_points=old.branch_points - {checkpoint_id}))
+        self._update(thread_id, ns, lambda old: fast_replace(old, branch_points=old.branch_points - {checkpoint_id}))
 
     def remember_writes(self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, folded: Folded) -> None:
         def change(old: NsState) -> NsState:
             unfolded = dict(old.unfolded)
             unfolded[checkpoint_id] = {**unfolded.get(checkpoint_id, {}), task_id: folded}
-            return replace(old, unfolded=unfolded)
+            return fast_replace(old, unfolded=unfolded)
 
         self._update(thread_id, ns, change)
 

@@ -62,6 +62,7 @@ from langgraph_handoff.checkpoint.records import (
     SegmentRef,
     WriteItem,
     WritesDoc,
+    fast_replace,
     payloads_for,
 )
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items, sorted_pending
@@ -710,7 +711,7 @@ class SaverPlans:
                 if target.writes.get(t) != f and _folded_size(f) <= self.layout.fold_max_bytes
             }
             if add:
-                records[cid] = replace(target, writes={**target.writes, **add})
+                records[cid] = fast_replace(target, writes={**target.writes, **add})
         latest = records[max(records)]
         table, spills = self._spill(thread_id, ns, payloads_for(records.values(), table), latest, spilled)
         new = Head(
@@ -795,7 +796,7 @@ class SaverPlans:
                             ns,
                         )
                         break
-                    restore = replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
+                    restore = fast_replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
                     etag = fresh_etag
             self._cache.forget_thread(thread_id)
             raise
@@ -903,7 +904,7 @@ class SaverPlans:
                 thread_id, ns, checkpoint, new_versions, parent, cp_typed, md_typed, memo
             )
             if parent is None and parent_id is not None:
-                record = replace(record, parent=parent_id)
+                record = fast_replace(record, parent=parent_id)
             new_head, body, seal, spills = self._next_head(
                 head, thread_id, ns, record, payloads, state.unfolded, state.spilled
             )
