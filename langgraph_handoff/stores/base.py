@@ -251,7 +251,10 @@ class StoreBase(ABC):
         raise TypeError(f"not a store operation: {op!r}")
 
     async def arun(self, op: Op) -> Any:
-        """Perform one :data:`Op` asynchronously."""
+        """Perform one :data:`Op` asynchronously. A store with an :attr:`_executor` runs the sync
+        operation there directly: one hop, no coroutine or task per operation in between."""
+        if self._executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, self.run, op)
         if isinstance(op, Get):
             return await self.aget(op.key)
         if isinstance(op, Put):
@@ -291,7 +294,12 @@ class StoreBase(ABC):
         return settle(outcomes, return_exceptions)
 
     async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
+        if self._executor is not None:  # executor futures, not a task per operation
+            loop = asyncio.get_running_loop()
+            runs = [loop.run_in_executor(self._executor, self.run, op) for op in ops]
+            outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        else:
+            outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
         return settle(list(outcomes), return_exceptions)
 
     # -- listings --------------------------------------------------------------------------------

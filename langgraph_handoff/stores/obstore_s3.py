@@ -137,7 +137,10 @@ class ObstoreS3Store(ObstoreBase):
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         self.region_name = region_name or self.session.region_name or "us-east-1"
         self._credentials = BotoCredentials(self.session)
-        config: dict[str, Any] = {"region": self.region_name}
+        # like botocore: over HTTPS the body is not hashed into the signature (TLS protects it, and
+        # every object carries its own checksum); over plain HTTP it is
+        https = not self.endpoint_url or self.endpoint_url.startswith("https://")
+        config: dict[str, Any] = {"region": self.region_name, "unsigned_payload": https}
         if self.endpoint_url:
             config["endpoint"] = self.endpoint_url
             config["virtual_hosted_style_request"] = False
