@@ -321,9 +321,10 @@ class AzureBlobStore(ObstoreBase):
             with urllib.request.urlopen(request, timeout=30):
                 return  # 201 Created
         except urllib.error.HTTPError as exc:
+            with exc:  # the error holds the response and its connection
+                detail = exc.read()[:300].decode("utf-8", "replace")
             if exc.code == 409:  # ContainerAlreadyExists (or being deleted: the next request says so)
                 return
-            detail = exc.read()[:300].decode("utf-8", "replace")
             raise StoreError(
                 f"creating the Azure container {self.container!r} failed: HTTP {exc.code} {detail}"
             ) from None
