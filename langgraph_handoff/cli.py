@@ -572,7 +572,12 @@ def team_send(
         raise InvalidConfigError(f"--kind {kind!r}: use message or plan_response")
     with _saver(url, migrations) as saver:
         msg = Team(saver, team).send(
-            to, content, sender=sender, reply_to=reply_to, idempotency_key=key, kind=kind  # type: ignore[arg-type]
+            to,
+            content,
+            sender=sender,
+            reply_to=reply_to,
+            idempotency_key=key,
+            kind=kind,  # type: ignore[arg-type]
         )
     _out(as_json, msg.model_dump(mode="json"), f"sent #{msg.id} to {to}")
 

@@ -196,7 +196,9 @@ class HeadCache:
     def confirm_spills(self, thread_id: str, ns: str, blob_keys: list[str]) -> None:
         if blob_keys:
             self._update(
-                thread_id, ns, lambda old: fast_replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:]))
+                thread_id,
+                ns,
+                lambda old: fast_replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:])),
             )
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
