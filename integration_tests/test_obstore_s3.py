@@ -25,7 +25,6 @@ from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, make_obstore_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import (
     InvalidConfigError,
-    PreconditionFailedError,
     StoreError,
 )
 from langgraph_handoff.stores import StoreBase
@@ -55,16 +54,6 @@ def test_compare_and_swap_is_atomic_and_unretried_under_racing_threads() -> None
     finally:
         store.close()
     assert tally["won"] == 30 and tally["lost-412"] + tally["unknown-5xx"] == 150, tally
-
-
-def test_etag_quoting_is_learned(obstore_s3_store: ObstoreS3Store) -> None:
-    store = obstore_s3_store
-    store.quoting.quoted = True  # a wrong first guess: RGW only matches unquoted ETags
-    etag = store.put("q", b"1", if_none_match=True)
-    assert store.put("q", b"2", if_match=etag) != etag
-    assert store.quoting.quoted is False and store.quoting.detect is False
-    with pytest.raises(PreconditionFailedError):
-        store.put("q", b"3", if_match=etag)  # a really stale ETag still loses
 
 
 async def test_etag_quoting_is_learned_async(obstore_s3_store: ObstoreS3Store) -> None:
