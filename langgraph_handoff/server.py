@@ -16,8 +16,8 @@ graphs) is not found. ``examples/agent_server/README.md`` lists the forms that w
 **Configuration is by environment**, read each time the server enters a factory:
 
 ``LANGGRAPH_HANDOFF_URL``
-    the store both factories use: ``s3://bucket/prefix?endpoint_url=...``, ``file:///abs/dir``
-    or ``memory://NAME``. Default :data:`DEFAULT_URL`, a directory under the server's working
+    the store both factories use: ``s3://bucket/prefix?endpoint_url=...``,
+    ``az://container/prefix``, ``file:///abs/dir`` or ``memory://NAME``. Default :data:`DEFAULT_URL`, a directory under the server's working
     directory. Checkpoints and long-term memories share it (their keys do not overlap).
 ``LANGGRAPH_HANDOFF_ENCRYPTION``
     ``none`` (the default) or ``aes``: checkpoints, metadata and pending writes go through
@@ -68,7 +68,7 @@ from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores.base import StoreBase
-from langgraph_handoff.stores.urls import store_from_url
+from langgraph_handoff.stores.urls import SCHEMES, store_from_url
 
 __all__ = [
     "DEFAULT_URL",
@@ -87,7 +87,6 @@ ENV_AES_KEY = "LANGGRAPH_AES_KEY"
 #: relative to the server's working directory, beside ``langgraph dev``'s own ``.langgraph_api``
 DEFAULT_URL = "file://./.langgraph_handoff"
 
-_SCHEMES = ("s3", "file", "memory")
 _ENCRYPTIONS = ("none", "aes")
 
 
@@ -128,7 +127,7 @@ class ServerSettings:
         env = os.environ if environ is None else environ
         url = env.get(ENV_URL, "").strip() or DEFAULT_URL
         parsed = urlparse(url)
-        if parsed.scheme.lower() not in _SCHEMES:
+        if parsed.scheme.lower() not in SCHEMES:
             raise InvalidConfigError(
                 f"{ENV_URL}={url!r} is not a store URL: use s3://bucket/prefix?endpoint_url=..., "
                 "file:///abs/dir or memory://NAME"

@@ -57,13 +57,15 @@ _VALUE_OVERHEAD = 250
 _STATE_OVERHEAD = 1024
 
 
+def _writes_size(folded: Folded) -> int:
+    return sum(_VALUE_OVERHEAD + 2 * len(w.data) for w in folded.items)
+
+
 def _record_size(rec: Record) -> int:
     size = rec._approx_size
     if size is None:
         size = _RECORD_OVERHEAD + 2 * (len(rec.checkpoint[1]) + len(rec.metadata[1]))
-        for f in rec.writes.values():
-            for w in f.items:
-                size += _VALUE_OVERHEAD + 2 * len(w.data)
+        size += sum(_writes_size(f) for f in rec.writes.values())
         object.__setattr__(rec, "_approx_size", size)
     return size
 
@@ -90,9 +92,7 @@ def approx_size(state: NsState) -> int:
     if state.head is not None:
         size += _head_size(state.head)
     for tasks in state.unfolded.values():
-        for f in tasks.values():
-            for w in f.items:
-                size += _VALUE_OVERHEAD + 2 * len(w.data)
+        size += sum(_writes_size(f) for f in tasks.values())
     return size
 
 

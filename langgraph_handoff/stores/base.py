@@ -268,27 +268,19 @@ class StoreBase(ABC):
         raise TypeError(f"not a store operation: {op!r}")
 
     def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        """Perform independent operations; results in order. All operations finish before this
-        returns, so no write is left running in the background. Then the first failure is raised,
-        or, with ``return_exceptions``, each failure takes its operation's place in the list."""
+        """Perform independent operations; results in order. A store with an :attr:`_executor`
+        overlaps them there (its sync calls release the GIL: boto3, obstore); others run them one
+        after another. All operations finish before this returns, so no write is left running in
+        the background. Then the first failure is raised, or, with ``return_exceptions``, each
+        failure takes its operation's place in the list."""
+        if self._executor is not None and len(ops) > 1:
+            calls: list[Callable[[], Any]] = [self._executor.submit(self.run, op).result for op in ops]
+        else:
+            calls = [functools.partial(self.run, op) for op in ops]
         outcomes: list[Any] = []
-        for op in ops:
+        for call in calls:
             try:
-                outcomes.append(self.run(op))
-            except Exception as exc:  # noqa: BLE001 - returned or re-raised below
-                outcomes.append(exc)
-        return settle(outcomes, return_exceptions)
-
-    def _run_many_in(self, pool: Executor, ops: Sequence[Op], return_exceptions: bool) -> list[Any]:
-        """:meth:`run_many` overlapping the requests in ``pool``: for network stores whose sync
-        calls release the GIL (boto3, obstore). Every operation finishes before this returns."""
-        if len(ops) <= 1:
-            return StoreBase.run_many(self, ops, return_exceptions=return_exceptions)
-        futures = [pool.submit(self.run, op) for op in ops]
-        outcomes: list[Any] = []
-        for fut in futures:
-            try:
-                outcomes.append(fut.result())
+                outcomes.append(call())
             except Exception as exc:  # noqa: BLE001 - returned or re-raised by settle()
                 outcomes.append(exc)
         return settle(outcomes, return_exceptions)

@@ -55,7 +55,7 @@ from urllib.parse import parse_qsl, quote, urlparse
 
 from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreUnavailableError
 from langgraph_handoff.stores.base import validate_key, validate_prefix
-from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, import_obstore, retry_config
+from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AzureBlobStore", "parse_connection_string"]
 
@@ -247,18 +247,14 @@ class AzureBlobStore(ObstoreBase):
             or os.environ.get("AZURE_STORAGE_SAS_TOKEN"),
         )
 
-        client_options: dict[str, Any] = {"timeout": timeout, "connect_timeout": "5s"}
-        if self.endpoint_url.startswith("http://"):
-            client_options["allow_http"] = True
-        if headers:
-            client_options["default_headers"] = dict(headers)
+        options = client_options(self.endpoint_url, timeout, headers)
 
         def make(retries: int) -> Any:
             return obs.store.AzureStore(
                 container,
                 prefix=prefix or None,
                 config=settings,
-                client_options=client_options,
+                client_options=options,
                 retry_config=retry_config(retries),
             )
 

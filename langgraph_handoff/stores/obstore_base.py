@@ -21,7 +21,7 @@ written once here:
   then exits that thread with ``pthread_exit``, which Rust cannot unwind through, and the process
   aborts (SIGABRT, exit 134; measured on the S3 transport: 2 of about 80 runs, 0 of 16 with the
   pool). obstore's sync calls release the GIL, so the pool overlaps requests as well as the event
-  loop would, and :meth:`run_many` uses the same pool for the sync API.
+  loop would, and ``run_many`` (``StoreBase``) uses the same pool for the sync API.
 * **Listing.** obstore lists whole path segments and its ``offset`` is not honoured by every
   server (Azurite ignores Azure's ``startFrom``); :class:`_Page` collects a page and filters both
   the prefix and ``start_after`` on the client, so every store lists exactly like S3.
@@ -35,7 +35,7 @@ Subclasses set :attr:`ObstoreBase._clients` (or override :meth:`ObstoreBase._cur
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -51,7 +51,6 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.stores.base import (
     ListResult,
     ObjectInfo,
-    Op,
     StoreBase,
     StoredObject,
     validate_key,
@@ -59,7 +58,7 @@ from langgraph_handoff.stores.base import (
 )
 from langgraph_handoff.stores.s3_compat import strip_etag
 
-__all__ = ["ObstoreBase", "import_obstore", "retry_config"]
+__all__ = ["ObstoreBase", "client_options", "import_obstore", "retry_config"]
 
 _STATUS_RE = re.compile(r"status code: (\d{3})")
 
@@ -81,6 +80,21 @@ def retry_config(max_retries: int) -> dict[str, Any]:
     The conditional-PUT client gets ``retry_config(0)``."""
     backoff = {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2), "base": 2.0}
     return {"max_retries": max_retries, "backoff": backoff, "retry_timeout": timedelta(seconds=60)}
+
+
+def client_options(endpoint_url: str | None, timeout: str, headers: Mapping[str, str] | None) -> dict[str, Any]:
+    """obstore's HTTP client settings: the request timeout, plain HTTP allowed for an
+    ``http://`` endpoint (emulators, local servers), and headers sent with every request.
+
+    >>> client_options("http://127.0.0.1:10000", "30s", {"X-A": "1"})
+    {'timeout': '30s', 'connect_timeout': '5s', 'allow_http': True, 'default_headers': {'X-A': '1'}}
+    """
+    options: dict[str, Any] = {"timeout": timeout, "connect_timeout": "5s"}
+    if endpoint_url and endpoint_url.startswith("http://"):
+        options["allow_http"] = True
+    if headers:
+        options["default_headers"] = dict(headers)
+    return options
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -289,11 +303,7 @@ class ObstoreBase(StoreBase):
         parent = prefix.rsplit("/", 1)[0] if "/" in prefix else None
         return parent, _Page(prefix, start_after, max_keys)
 
-    # -- parallel --------------------------------------------------------------------------------
-    def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        """Parallel batch: obstore releases the GIL, so the pool overlaps the requests."""
-        return self._run_many_in(self._pool, ops, return_exceptions)
-
+    # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return

@@ -33,7 +33,7 @@ from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.stores.base import validate_prefix
-from langgraph_handoff.stores.obstore_base import ObstoreBase, import_obstore, retry_config
+from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
@@ -96,7 +96,7 @@ class ObstoreS3Store(ObstoreBase):
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
         timeout: per-request timeout, e.g. ``"30s"``.
-        max_workers: threads for the parallel requests of the *sync* API (async needs none).
+        max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
 
@@ -144,15 +144,10 @@ class ObstoreS3Store(ObstoreBase):
         if self.endpoint_url:
             config["endpoint"] = self.endpoint_url
             config["virtual_hosted_style_request"] = False
-        client_options: dict[str, Any] = {"timeout": timeout, "connect_timeout": "5s"}
-        if self.endpoint_url and self.endpoint_url.startswith("http://"):
-            client_options["allow_http"] = True
-        extra_headers = default_headers(self.endpoint_url, headers)
-        if extra_headers:
-            client_options["default_headers"] = extra_headers
+        options = client_options(self.endpoint_url, timeout, default_headers(self.endpoint_url, headers))
 
         self._start(obs, max_workers=max_workers, thread_name_prefix="obstore-s3")
-        self._settings = (bucket, prefix or None, config, client_options, max_retries)
+        self._settings = (bucket, prefix or None, config, options, max_retries)
         self._renew_lock = threading.Lock()
         self._clients = self._build_clients()
         if create_bucket:
@@ -165,12 +160,12 @@ class ObstoreS3Store(ObstoreBase):
     def _build_clients(self) -> tuple[Any, Any]:
         """One client whose idempotent requests obstore retries, one for conditional PUTs that is
         never retried behind our back; both signed with the current credentials."""
-        bucket, prefix, config, client_options, max_retries = self._settings
+        bucket, prefix, config, options, max_retries = self._settings
         config = {**config, **self._credentials.config()}
 
         def make(retries: int) -> Any:
             return self._obs.store.S3Store(
-                bucket, prefix=prefix, config=config, client_options=client_options, retry_config=retry_config(retries)
+                bucket, prefix=prefix, config=config, client_options=options, retry_config=retry_config(retries)
             )
 
         return make(max_retries), make(0)

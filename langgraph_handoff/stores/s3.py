@@ -40,7 +40,6 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.stores.base import (
     ListResult,
     ObjectInfo,
-    Op,
     StoreBase,
     StoredObject,
     validate_key,
@@ -289,10 +288,7 @@ class S3Store(StoreBase):
         ]
         return ListResult(items=items, truncated=bool(resp.get("IsTruncated")))
 
-    # -- parallel and async ----------------------------------------------------------------------
-    def run_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        return self._run_many_in(self._pool, ops, return_exceptions)
-
+    # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return

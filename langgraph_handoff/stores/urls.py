@@ -28,8 +28,10 @@ from langgraph_handoff.stores.base import StoreBase
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
 
-__all__ = ["TRANSPORTS", "default_transport", "store_from_url"]
+__all__ = ["SCHEMES", "TRANSPORTS", "default_transport", "store_from_url"]
 
+#: the URL schemes :func:`store_from_url` reads
+SCHEMES = ("memory", "file", "s3", "az")
 TRANSPORTS = ("obstore", "boto3")
 
 #: ``memory://NAME`` stores, shared by name within the process
