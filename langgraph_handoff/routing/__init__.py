@@ -16,6 +16,7 @@ the deciding method and a reason. When nothing is confident enough, ``target`` i
 """
 
 from langgraph_handoff.routing.decision import Route, RouteDecision
+from langgraph_handoff.routing.e5 import E5Encoder, e5_available
 from langgraph_handoff.routing.encoders import (
     CharNgramEncoder,
     CombinedEncoder,
@@ -23,26 +24,33 @@ from langgraph_handoff.routing.encoders import (
     WordLlamaEmbeddings,
     wordllama_embeddings,
 )
-from langgraph_handoff.routing.evaluate import EvalReport, aevaluate, evaluate
+from langgraph_handoff.routing.evaluate import EvalReport, SweepPoint, aevaluate, evaluate
 from langgraph_handoff.routing.hybrid import HybridRouter, LLMDecider
+from langgraph_handoff.routing.recommended import describe_encoder, recommended_encoder
 from langgraph_handoff.routing.rules import Rule, RuleRouter
-from langgraph_handoff.routing.semantic import FitReport, SemanticRouter
+from langgraph_handoff.routing.semantic import FitReport, RouteCalibration, SemanticRouter
 
 __all__ = [
     "CharNgramEncoder",
     "CombinedEncoder",
+    "E5Encoder",
     "EmbeddingsEncoder",
     "EvalReport",
     "FitReport",
     "HybridRouter",
     "LLMDecider",
     "Route",
+    "RouteCalibration",
     "RouteDecision",
     "Rule",
     "RuleRouter",
     "SemanticRouter",
+    "SweepPoint",
     "WordLlamaEmbeddings",
     "aevaluate",
+    "describe_encoder",
+    "e5_available",
     "evaluate",
+    "recommended_encoder",
     "wordllama_embeddings",
 ]

@@ -60,6 +60,9 @@ class RouteDecision(Record):
     - ``scores``: every route's score, so a rejected decision still shows how close it was.
     - ``method``: which stage decided: ``rule``, ``semantic``, ``llm``, ``fallback`` or ``sticky``
       (the conversation stayed with its active agent).
+    - ``uncertain``: the semantic scores were close to a decision boundary (the threshold, or the
+      second route within the margin), so this decision, accepted or not, is a coin toss.
+      :class:`~langgraph_handoff.routing.hybrid.HybridRouter` asks its decider about exactly these.
 
     >>> d = RouteDecision(target="orders", score=0.42, scores={"orders": 0.42, "tech": 0.1}, method="semantic")
     >>> d.matched
@@ -76,6 +79,7 @@ class RouteDecision(Record):
     reason: str = ""
     threshold: float | None = None
     margin: float | None = None
+    uncertain: bool = False
 
     @property
     def is_fallback(self) -> bool:

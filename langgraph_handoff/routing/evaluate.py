@@ -24,9 +24,25 @@ class RouteStats:
 
 
 @dataclass(frozen=True)
+class SweepPoint:
+    """One point of a threshold sweep: every semantic threshold moved by ``offset``."""
+
+    offset: float
+    in_scope_accuracy: float
+    off_topic_rejection: float | None
+    accuracy: float
+
+
+@dataclass(frozen=True)
 class EvalReport:
     """Result of :func:`evaluate`. ``confusion[true][predicted]`` counts messages; off-topic
-    (label ``None``, or a fallback decision) is the ``"(none)"`` row/column."""
+    (label ``None``, or a fallback decision) is the ``"(none)"`` row/column.
+
+    ``sweep`` is the trade-off between in-scope accuracy and off-topic rejection as every semantic
+    threshold moves up or down by the same offset (offset 0 is the router as it is), recomputed
+    from the decisions' scores without routing again. It is empty for routers without semantic
+    scores. :meth:`plot` draws it when matplotlib is installed.
+    """
 
     n: int
     accuracy: float
@@ -36,6 +52,37 @@ class EvalReport:
     per_route: dict[str, RouteStats]
     confusion: dict[str, dict[str, int]]
     errors: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    sweep: list[SweepPoint] = field(default_factory=list)
+
+    def plot(self, path: str | None = None, *, title: str = "routing: threshold sweep") -> Any:
+        """Draw the threshold sweep (off-topic rejection against in-scope accuracy), mark the
+        current thresholds, and save it to ``path`` if given. Returns the matplotlib figure.
+        Needs matplotlib, which langgraph-handoff does not depend on."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg", force=False)
+            import matplotlib.pyplot as plt
+        except ImportError as exc:
+            raise ImportError("EvalReport.plot needs matplotlib: pip install matplotlib") from exc
+        if not self.sweep:
+            raise InvalidRouteError("this report has no threshold sweep (the router gave no semantic scores)")
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        xs = [p.off_topic_rejection or 0.0 for p in self.sweep]
+        ys = [p.in_scope_accuracy for p in self.sweep]
+        ax.plot(xs, ys, marker=".", label="thresholds + offset")
+        here = min(self.sweep, key=lambda p: abs(p.offset))
+        ax.scatter([here.off_topic_rejection or 0.0], [here.in_scope_accuracy], color="red", zorder=3, label="current")
+        ax.set_xlabel("off-topic rejected")
+        ax.set_ylabel("in-scope routed right")
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower left")
+        ax.set_title(title)
+        if path is not None:
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+        return fig
 
     def __str__(self) -> str:
         lines = [
@@ -73,6 +120,7 @@ def _report(items: list[tuple[str, str | None]], decisions: list[RouteDecision],
     in_scope = [(lab, pred) for lab, pred in pairs if lab is not None]
     off = [(lab, pred) for lab, pred in pairs if lab is None]
     return EvalReport(
+        sweep=_sweep([lab for _, lab in items], decisions),
         n=len(pairs),
         accuracy=sum(lab == pred for lab, pred in pairs) / len(pairs),
         in_scope_accuracy=sum(lab == pred for lab, pred in in_scope) / len(in_scope) if in_scope else 0.0,
@@ -82,6 +130,44 @@ def _report(items: list[tuple[str, str | None]], decisions: list[RouteDecision],
         confusion=confusion,
         errors=[(t, lab, pred) for (t, lab), (_, pred) in zip(items, pairs, strict=True) if lab != pred],
     )
+
+
+def _moved(d: RouteDecision, offset: float) -> str | None:
+    """What a semantic decision would have matched with its threshold moved by ``offset``."""
+    if d.method not in ("semantic", "fallback") or not d.scores or d.threshold is None:
+        return d.matched
+    ranked = sorted(d.scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    best, s1 = ranked[0]
+    s2 = ranked[1][1] if len(ranked) > 1 else 0.0
+    if s1 <= 0.0 or s1 < d.threshold + offset or (len(ranked) > 1 and s1 - s2 < (d.margin or 0.0)):
+        return None
+    return best
+
+
+def _sweep(labels: list[str | None], decisions: list[RouteDecision], points: int = 41) -> list[SweepPoint]:
+    gaps = [
+        max(d.scores.values()) - d.threshold
+        for d in decisions
+        if d.method in ("semantic", "fallback") and d.scores and d.threshold is not None
+    ]
+    if not gaps:
+        return []
+    low, high = min(gaps) - 1e-6, max(gaps) + 1e-6
+    offsets = sorted({0.0, *(round(low + (high - low) * i / (points - 1), 6) for i in range(points))})
+    out = []
+    for off in offsets:
+        preds = [_moved(d, off) for d in decisions]
+        inside = [(lab, p) for lab, p in zip(labels, preds, strict=True) if lab is not None]
+        outside = [p for lab, p in zip(labels, preds, strict=True) if lab is None]
+        out.append(
+            SweepPoint(
+                offset=off,
+                in_scope_accuracy=sum(lab == p for lab, p in inside) / len(inside) if inside else 0.0,
+                off_topic_rejection=sum(p is None for p in outside) / len(outside) if outside else None,
+                accuracy=sum(lab == p for lab, p in zip(labels, preds, strict=True)) / len(labels),
+            )
+        )
+    return out
 
 
 def _items(labelled: Iterable[tuple[str, str | None]], router: Any) -> list[tuple[str, str | None]]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -70,7 +72,18 @@ class HybridRouter:
     """Rules first, then the semantic router, then an optional ``decider`` for what is still open.
 
     ``decider`` is an :class:`LLMDecider`, or any callable ``(text, routes) -> route name | None``
-    (a classifier, a ``langchain_core.decisions`` model wrapped in a function, ...).
+    (a classifier, a model wrapped in a function, a function that asks the customer a
+    clarifying question, ...). Which semantic decisions it sees is ``ask``:
+
+    - ``"uncertain"`` (the default): only those the semantic router marked
+      :attr:`~RouteDecision.uncertain`, accepted or rejected, i.e. near a threshold or with two
+      routes neck and neck. Confident acceptances and confident rejections never cost a model call.
+    - ``"unmatched"``: every message the semantic router did not accept (also confident rejections,
+      such as most off-topic ones), and the uncertain acceptances.
+
+    Without a semantic stage the decider sees everything the rules did not match. :attr:`counts`
+    records how many messages each stage decided and how many went to the decider
+    (:attr:`decider_share`), so you see what the band costs in model calls.
 
     >>> semantic = SemanticRouter([Route("orders", examples=["where is my order", "track my parcel"]),
     ...                            Route("tech", examples=["app keeps crashing", "wifi will not connect"])],
@@ -87,15 +100,40 @@ class HybridRouter:
         semantic: SemanticRouter | None = None,
         decider: Decider | LLMDecider | None = None,
         fallback: str | None = None,
+        ask: Literal["uncertain", "unmatched"] = "uncertain",
     ):
         if rules is None and semantic is None and decider is None:
             raise InvalidRouteError("a HybridRouter needs at least one of rules, semantic or decider")
         if fallback is not None and not isinstance(fallback, str):
             raise InvalidRouteError(f"fallback must be a route name (str) or None, got {type(fallback).__name__}")
+        if ask not in ("uncertain", "unmatched"):
+            raise InvalidRouteError(f"ask must be 'uncertain' or 'unmatched', got {ask!r}")
         self.rules = rules if isinstance(rules, RuleRouter) or rules is None else RuleRouter(rules)
         self.semantic = semantic
         self.decider = decider
+        self.ask = ask
         self.fallback = fallback if fallback is not None else (semantic.fallback if semantic else None)
+        self.counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+
+    def _count(self, *keys: str) -> None:
+        with self._counts_lock:
+            self.counts.update(keys)
+
+    @property
+    def decider_share(self) -> float:
+        """The fraction of routed messages that went to the decider (0.0 before any).
+
+        >>> r = HybridRouter(rules=[Rule("human", commands=["human"])], decider=lambda text, routes: None)
+        >>> [r.route(t).method for t in ["human", "hello"]], r.decider_share, dict(r.counts)
+        (['rule', 'fallback'], 0.5, {'messages': 2, 'rule': 1, 'decider': 1, 'fallback': 1})
+        """
+        with self._counts_lock:
+            return self.counts["decider"] / self.counts["messages"] if self.counts["messages"] else 0.0
+
+    def reset_counts(self) -> None:
+        with self._counts_lock:
+            self.counts.clear()
 
     @property
     def routes(self) -> list[Route]:
@@ -105,10 +143,17 @@ class HybridRouter:
             else [Route(t) for t in (self.rules.targets if self.rules else [])]
         )
 
-    def _after_semantic(self, decision: RouteDecision | None) -> RouteDecision | None:
-        if decision is None or decision.is_fallback:
-            return None
-        return decision
+    def _after_semantic(self, decision: RouteDecision | None) -> tuple[RouteDecision | None, bool]:
+        """``(final decision or None, ask the decider?)`` for a semantic decision."""
+        if decision is None:
+            return None, self.decider is not None
+        if self.decider is None:
+            return (None if decision.is_fallback else decision), False
+        if decision.uncertain:
+            return None, True
+        if decision.is_fallback:
+            return (None, True) if self.ask == "unmatched" else (None, False)
+        return decision, False
 
     def _from_decider(self, choice: str | None, semantic: RouteDecision | None) -> RouteDecision:
         names = {r.name for r in self.routes}
@@ -138,26 +183,42 @@ class HybridRouter:
     def route(self, text: str) -> RouteDecision:
         require_text(text)
         if self.rules and (hit := self.rules.match(text)):
+            self._count("messages", "rule")
             return hit
         semantic = self.semantic.route(text) if self.semantic else None
-        if (accepted := self._after_semantic(semantic)) is not None:
+        accepted, ask = self._after_semantic(semantic)
+        if accepted is not None:
+            self._count("messages", "semantic")
             return accepted
-        if self.decider is not None:
-            return self._from_decider(self.decider(text, self.routes), semantic)
-        return self._fallback(semantic, "")
+        if ask and self.decider is not None:
+            self._count("messages", "decider")
+            decision = self._from_decider(self.decider(text, self.routes), semantic)
+        else:
+            self._count("messages")
+            decision = self._fallback(semantic, "confident: not asking the decider" if self.decider else "")
+        self._count(decision.method)
+        return decision
 
     async def aroute(self, text: str) -> RouteDecision:
         require_text(text)
         if self.rules and (hit := self.rules.match(text)):
+            self._count("messages", "rule")
             return hit
         semantic = await self.semantic.aroute(text) if self.semantic else None
-        if (accepted := self._after_semantic(semantic)) is not None:
+        accepted, ask = self._after_semantic(semantic)
+        if accepted is not None:
+            self._count("messages", "semantic")
             return accepted
-        if self.decider is not None:
+        if ask and self.decider is not None:
+            self._count("messages", "decider")
             acall: Callable[[str, Sequence[Route]], Awaitable[str | None]] | None = getattr(self.decider, "acall", None)
             if acall is not None:
                 choice = await acall(text, self.routes)
             else:
                 choice = await asyncio.to_thread(self.decider, text, self.routes)
-            return self._from_decider(choice, semantic)
-        return self._fallback(semantic, "")
+            decision = self._from_decider(choice, semantic)
+        else:
+            self._count("messages")
+            decision = self._fallback(semantic, "confident: not asking the decider" if self.decider else "")
+        self._count(decision.method)
+        return decision

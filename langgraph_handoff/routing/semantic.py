@@ -2,7 +2,9 @@
 
 A route's score is the highest cosine between the message and any of the route's examples
 ("max-similarity"): one close example is better evidence than many loose ones, and unlike a mean
-or a sum it does not favour routes that simply have more examples.
+or a sum it does not favour routes that simply have more examples. ``top_k=k`` scores a route by
+the mean of its ``k`` best similarities instead, which smooths out one lucky example (it helps
+dense encoders such as e5; see ``bench/routing.py``).
 
 Raw cosines are low and depend on the encoder (0.2-0.4 for a correct route is normal), so there
 is no fixed 0.8 threshold. Without explicit thresholds each route calibrates its own from its
@@ -12,6 +14,7 @@ thresholds and the margin on labelled messages, including off-topic ones labelle
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import statistics
@@ -28,10 +31,21 @@ logger = logging.getLogger("langgraph_handoff.routing")
 
 Labelled = Iterable[tuple[str, str | None]]
 
-# Leave-one-out calibration: a route accepts a message scoring at least this fraction of the
-# similarity its own examples have to each other (their lower quartile). Chosen on bench/routing.py
-# data for the default encoder; ``fit`` replaces it with thresholds tuned on labelled messages.
-AUTO_THRESHOLD_FACTOR = 0.8
+# Calibration from the examples alone (see SemanticRouter.auto_thresholds). Each route has a
+# "noise" level (how well other routes' examples score on it) and a "paraphrase" level (how well its
+# own examples score on it, leave-one-out). The threshold sits this fraction of the way from noise
+# to paraphrase. Being relative to the noise level, it holds for score scales as different as the
+# char n-grams' (noise ~0.05) and e5's (noise ~0.8). Chosen on the first 240 messages of
+# bench/routing_data.py; ``fit`` replaces it with thresholds tuned on labelled messages.
+AUTO_THRESHOLD_FACTOR = 0.5
+# fit warns when a route has fewer labelled messages than this, or the set fewer off-topic ones
+FIT_MIN_PER_ROUTE = 10
+FIT_MIN_OFF_TOPIC = 10
+# the automatic top-1/top-2 margin, as a fraction of the router's spread (median paraphrase - noise)
+AUTO_MARGIN_FACTOR = 0.0
+# a decision is *uncertain* when its best route is within this fraction of the spread of its
+# threshold or of the second route (RouteDecision.uncertain; HybridRouter asks its decider then)
+UNCERTAIN_BAND = 0.25
 
 
 @dataclass(frozen=True)
@@ -46,16 +60,44 @@ class FitReport:
     thresholds: dict[str, float]
     margin: float
     leaked: list[str] = field(default_factory=list)
+    in_scope_before: float = 0.0
+    in_scope: float = 0.0
+    off_topic_before: float | None = None
+    off_topic: float | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         th = ", ".join(f"{k}={v:.3f}" for k, v in self.thresholds.items())
         text = (
             f"fitted on {self.n} messages ({self.n_off_topic} off-topic): accuracy {self.accuracy_before:.1%} -> "
-            f"{self.accuracy:.1%}; thresholds {th}; margin {self.margin:.3f}"
+            f"{self.accuracy:.1%}, in-scope {self.in_scope_before:.1%} -> {self.in_scope:.1%}"
         )
-        if self.leaked:
-            text += f"; warning: {len(self.leaked)} training messages are also route examples"
+        if self.off_topic is not None and self.off_topic_before is not None:
+            text += f", off-topic rejected {self.off_topic_before:.1%} -> {self.off_topic:.1%}"
+        text += f" (on these messages); thresholds {th}; margin {self.margin:.3f}"
+        for w in self.warnings:
+            text += f"; warning: {w}"
         return text
+
+
+@dataclass(frozen=True)
+class RouteCalibration:
+    """What :meth:`SemanticRouter.auto_thresholds` measured for one route, from its examples alone.
+
+    ``noise``: the median score other routes' examples get on this route; ``paraphrase``: the
+    lower quartile of the scores this route's own examples get from their siblings (leave-one-out).
+    ``spread`` is their difference, the route's unit of confidence.
+    """
+
+    noise: float | None
+    paraphrase: float | None
+    threshold: float
+
+    @property
+    def spread(self) -> float | None:
+        if self.noise is None or self.paraphrase is None:
+            return None
+        return self.paraphrase - self.noise
 
 
 def _number(value: Any, what: str) -> float:
@@ -78,7 +120,12 @@ class SemanticRouter:
     ``encoder`` is ``None`` (TF-IDF character n-grams, offline, any language with examples), a
     :class:`~langgraph_handoff.routing.encoders.CharNgramEncoder`, or any LangChain ``Embeddings``.
     ``threshold`` is one float for every route, a ``{route: float}`` dict, or ``None`` to calibrate
-    from the examples. ``margin`` is the minimum lead of the best route over the second.
+    from the examples. ``margin`` is the minimum lead of the best route over the second (``None``:
+    from the examples as well). ``top_k`` is how many of a route's best example similarities are
+    averaged into its score (1: max-similarity; ``None``: the encoder's
+    ``top_k`` attribute if it has one, else 1). ``uncertain_band`` is the width, as a fraction of
+    the router's spread, of the band around each decision boundary inside which a decision is
+    marked ``uncertain`` (see :attr:`RouteDecision.uncertain`).
 
     >>> router = SemanticRouter([
     ...     Route("orders", examples=["where is my order", "track my parcel", "change delivery address"]),
@@ -99,6 +146,8 @@ class SemanticRouter:
         threshold: float | Mapping[str, float] | None = None,
         margin: float | None = None,
         fallback: str | None = None,
+        top_k: int | None = None,
+        uncertain_band: float = UNCERTAIN_BAND,
     ):
         names = [r.name for r in routes]
         if not routes:
@@ -110,13 +159,20 @@ class SemanticRouter:
             raise InvalidRouteError(f"routes {empty} have no examples; a semantic route needs at least one")
         if fallback is not None and not isinstance(fallback, str):
             raise InvalidRouteError(f"fallback must be a route name (str) or None, got {type(fallback).__name__}")
+        self.encoder = as_encoder(encoder)
+        if top_k is None:  # the encoder's preferred scoring (recommended_encoder() prefers top-3), else max-sim
+            top_k = getattr(self.encoder, "top_k", None) or 1
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise InvalidRouteError(f"top_k must be a positive int, got {top_k!r}")
         self.routes = list(routes)
         self.fallback = fallback
-        self.encoder = as_encoder(encoder)
+        self.top_k = top_k
+        self.uncertain_band = _number(uncertain_band, "uncertain_band")
         self._index: list[tuple[str, Vector]] = []
         self._build_index()
-        self.margin = _number(margin, "margin") if margin is not None else 0.0
+        self.calibration: dict[str, RouteCalibration] = {}
         self.thresholds = self.auto_thresholds()
+        self.margin = _number(margin, "margin") if margin is not None else round(AUTO_MARGIN_FACTOR * self.spread, 6)
         if isinstance(threshold, Mapping):
             unknown = set(threshold) - set(names)
             if unknown:
@@ -139,53 +195,83 @@ class SemanticRouter:
             return self.encoder.encode_query(text)
         return self.encoder.encode([text])[0]
 
+    def _aggregate(self, sims: list[float]) -> float:
+        """A route's score from its examples' similarities: the best one, or the mean of the top k."""
+        if not sims:
+            return 0.0
+        if self.top_k == 1:
+            return max(0.0, max(sims))
+        top = heapq.nlargest(self.top_k, sims)
+        return max(0.0, sum(top) / len(top))
+
     def _scores_for(self, vec: Vector) -> dict[str, float]:
-        scores = {r.name: 0.0 for r in self.routes}
+        sims: dict[str, list[float]] = {r.name: [] for r in self.routes}
         for name, ex in self._index:
-            sim = cosine(vec, ex)
-            if sim > scores[name]:
-                scores[name] = sim
-        return {k: round(v, 6) for k, v in scores.items()}
+            sims[name].append(cosine(vec, ex))
+        return {k: round(float(self._aggregate(v)), 6) for k, v in sims.items()}
 
     def scores(self, text: str) -> dict[str, float]:
-        """Every route's max-similarity score for ``text``."""
+        """Every route's score for ``text`` (max-similarity, or the top-``k`` mean)."""
         return self._scores_for(self._encode_query(require_text(text)))
+
+    @property
+    def spread(self) -> float:
+        """The router's unit of confidence: the median over routes of paraphrase - noise (see
+        :class:`RouteCalibration`). The automatic margin and the uncertain band are fractions of it."""
+        return self._spread
 
     def auto_thresholds(self) -> dict[str, float]:
         """Per-route thresholds calibrated from the examples alone (no labelled messages needed).
 
-        Two bars, and a route takes the higher:
+        For each route, scoring its examples as if they were messages:
 
-        - *paraphrase bar*: each example's best similarity to the other examples of its route
-          (zeros ignored: an example with no related sibling, e.g. the only one in its language,
-          says nothing); :data:`AUTO_THRESHOLD_FACTOR` × their lower quartile;
-        - *noise bar*: how well other routes' examples match this route (their median best
-          similarity). A message that matches a route no better than unrelated support requests
-          do is not evidence for it.
+        - *noise*: the median score the other routes' examples get on this route. A message that
+          matches a route no better than unrelated support requests do is not evidence for it;
+        - *paraphrase*: the lower quartile of the scores the route's own examples get from their
+          siblings, leaving each one out (zeros ignored: an example with no related sibling, such
+          as the only one in its language, says nothing);
+        - the threshold sits :data:`AUTO_THRESHOLD_FACTOR` of the way from noise to paraphrase
+          (at the noise level when the paraphrases score no higher).
 
-        On ``bench/routing.py`` the pair rejected more off-topic messages than either bar alone
-        at a similar in-scope accuracy.
+        Relative to the noise level, the same factor fits the char n-grams (scores 0.05-0.4) and
+        e5 (0.75-0.95), and their mixes. The measurements are kept in :attr:`calibration`.
         """
+        by_route: dict[str, list[Vector]] = {r.name: [] for r in self.routes}
+        for name, vec in self._index:
+            by_route[name].append(vec)
         out: dict[str, float] = {}
+        cal: dict[str, tuple[float | None, float | None]] = {}
         for route in self.routes:
-            own = [v for n, v in self._index if n == route.name]
+            own = by_route[route.name]
             others = [v for n, v in self._index if n != route.name]
-            bars = []
-            siblings = [
-                max((cosine(v, w) for j, w in enumerate(own) if j != i), default=0.0) for i, v in enumerate(own)
-            ]
+            siblings = [self._aggregate([cosine(v, w) for j, w in enumerate(own) if j != i]) for i, v in enumerate(own)]
             related = [x for x in siblings if x > 0.0]
+            paraphrase = None
             if related:
-                q1 = statistics.quantiles(related, n=4)[0] if len(related) >= 4 else min(related)
-                bars.append(AUTO_THRESHOLD_FACTOR * q1)
-            noise = [x for x in (max(cosine(o, w) for w in own) for o in others) if x > 0.0]
-            if noise:
-                bars.append(statistics.median(noise))
-            if bars:
-                out[route.name] = round(max(bars), 6)
+                paraphrase = statistics.quantiles(related, n=4)[0] if len(related) >= 4 else min(related)
+            noise_scores = [x for x in (self._aggregate([cosine(o, w) for w in own]) for o in others) if x > 0.0]
+            noise = statistics.median(noise_scores) if noise_scores else None
+            cal[route.name] = (noise, paraphrase)
+            if paraphrase is not None and noise is not None:
+                out[route.name] = noise + AUTO_THRESHOLD_FACTOR * max(0.0, paraphrase - noise)
+            elif paraphrase is not None:
+                out[route.name] = AUTO_THRESHOLD_FACTOR * paraphrase
+            elif noise is not None:
+                out[route.name] = noise
         # a route with nothing to measure borrows the typical bar of the others
         typical = statistics.median(out.values()) if out else 0.0
-        return {r.name: out.get(r.name, typical) for r in self.routes}
+        thresholds = {r.name: round(out.get(r.name, typical), 6) for r in self.routes}
+        self.calibration = {
+            name: RouteCalibration(
+                noise=None if n is None else round(n, 6),
+                paraphrase=None if p is None else round(p, 6),
+                threshold=thresholds[name],
+            )
+            for name, (n, p) in cal.items()
+        }
+        spreads = [c.spread for c in self.calibration.values() if c.spread is not None and c.spread > 0]
+        self._spread = round(statistics.median(spreads), 6) if spreads else 0.05
+        return thresholds
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -197,10 +283,22 @@ class SemanticRouter:
         best, s1, second, s2 = _top2(scores)
         thr = thresholds.get(best, 0.0)
         lead = s1 - s2
+        # how far the best score is from the nearest decision boundary: the threshold, or the
+        # point where the second route would come within the margin
+        boundary = min(abs(s1 - thr), abs(lead - margin) if second is not None else float("inf"))
+        band = self.uncertain_band * self.spread
+        uncertain = s1 > 0.0 and boundary < band
 
         def decision(target: str | None, method: Method, reason: str) -> RouteDecision:
             return RouteDecision(
-                target=target, method=method, reason=reason, scores=dict(scores), score=s1, threshold=thr, margin=margin
+                target=target,
+                method=method,
+                reason=reason + (f"; uncertain: {boundary:.3f} from a boundary, band {band:.3f}" if uncertain else ""),
+                scores=dict(scores),
+                score=s1,
+                threshold=thr,
+                margin=margin,
+                uncertain=uncertain,
             )
 
         if s1 < thr or s1 <= 0.0:
@@ -241,14 +339,19 @@ class SemanticRouter:
             raise InvalidRouteError("fit needs at least one labelled message")
         return items
 
-    def fit(
-        self, labelled: Labelled, *, margins: Sequence[float] = (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1)
-    ) -> FitReport:
+    def fit(self, labelled: Labelled, *, margins: Sequence[float] | None = None) -> FitReport:
         """Tune per-route thresholds and the margin to maximise accuracy on ``labelled``.
 
         ``labelled`` is ``(text, route_name)`` pairs; ``route_name`` ``None`` marks an off-topic
         message that must go to the fallback. Include some: without them nothing teaches the
-        router to say no, and the thresholds drop to accept everything.
+        router to say no, and the thresholds drop to accept everything. ``margins`` are the
+        candidates tried (default: 0 to 1 × :attr:`spread`, so they suit any score scale).
+
+        The report gives accuracy, in-scope accuracy and off-topic rejection before and after, on
+        the labelled messages themselves (optimistic: measure held-out ones with ``evaluate``). It
+        warns, and logs, when the set is too small to trust: fewer than
+        :data:`FIT_MIN_PER_ROUTE` messages for a route, or fewer than :data:`FIT_MIN_OFF_TOPIC`
+        off-topic ones. Thresholds tuned on a handful of messages fit those messages, not traffic.
 
         >>> router = SemanticRouter([Route("a", examples=["apple pie", "apple tart"]),
         ...                          Route("b", examples=["bicycle tyre", "bicycle chain"])])
@@ -265,8 +368,30 @@ class SemanticRouter:
                 len(leaked),
                 len(items),
             )
+        warnings = [f"{len(leaked)} training messages are also route examples"] if leaked else []
+        per_route = {r.name: 0 for r in self.routes}
+        for _, lab in items:
+            if lab is not None:
+                per_route[lab] += 1
+        few = sorted(name for name, n in per_route.items() if n < FIT_MIN_PER_ROUTE)
+        n_off = sum(1 for _, lab in items if lab is None)
+        if few:
+            warnings.append(
+                f"routes {few} have fewer than {FIT_MIN_PER_ROUTE} labelled messages; thresholds fitted on so few "
+                "overfit them (keep the automatic ones, or label more)"
+            )
+        if n_off < FIT_MIN_OFF_TOPIC:
+            warnings.append(
+                f"only {n_off} off-topic messages (label None); with fewer than {FIT_MIN_OFF_TOPIC} the fitted "
+                "thresholds learn little about saying no"
+            )
+        for w in warnings[1 if leaked else 0 :]:
+            logger.warning("fit: %s", w)
+        if margins is None:
+            margins = [round(f * self.spread, 6) for f in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)]
         table = [(self.scores(t), lab) for t, lab in items]
         before = self._accuracy(table, self.thresholds, self.margin)
+        in_before, off_before = self._split_accuracy(table, self.thresholds, self.margin)
         best_acc, best_thr, best_margin = before, dict(self.thresholds), self.margin
         for margin in margins:
             thr = self._tune_thresholds(table, margin)
@@ -274,17 +399,33 @@ class SemanticRouter:
             if acc > best_acc + 1e-12:
                 best_acc, best_thr, best_margin = acc, thr, margin
         self.thresholds, self.margin = best_thr, best_margin
+        in_after, off_after = self._split_accuracy(table, best_thr, best_margin)
         report = FitReport(
             n=len(items),
-            n_off_topic=sum(1 for _, lab in items if lab is None),
+            n_off_topic=n_off,
             accuracy_before=before,
             accuracy=best_acc,
             thresholds=dict(best_thr),
             margin=best_margin,
             leaked=leaked,
+            in_scope_before=in_before,
+            in_scope=in_after,
+            off_topic_before=off_before,
+            off_topic=off_after,
+            warnings=warnings,
         )
         logger.info("semantic router %s", report)
         return report
+
+    def _split_accuracy(
+        self, table: list[tuple[dict[str, float], str | None]], thr: Mapping[str, float], margin: float
+    ) -> tuple[float, float | None]:
+        """In-scope accuracy and off-topic rejection on a scored, labelled table."""
+        inside: list[tuple[dict[str, float], str | None]] = [(sc, lab) for sc, lab in table if lab is not None]
+        off: list[tuple[dict[str, float], str | None]] = [(sc, lab) for sc, lab in table if lab is None]
+        acc_in = self._accuracy(inside, thr, margin) if inside else 0.0
+        acc_off = self._accuracy(off, thr, margin) if off else None
+        return acc_in, acc_off
 
     def _accuracy(
         self, table: list[tuple[dict[str, float], str | None]], thr: Mapping[str, float], margin: float
