@@ -7,7 +7,8 @@ broadly or as narrowly as they need::
     ├── ConflictError                    someone else changed the thing you tried to change
     │   ├── PreconditionFailedError      a store-level compare-and-swap / create-only put lost
     │   ├── StaleWriterError             a run tried to extend a lineage that moved on without it
-    │   │   └── OwnershipLostError       a worker wrote with a lease epoch that was superseded
+    │   │   ├── OwnershipLostError       a worker wrote with a lease epoch that was superseded
+    │   │   └── ThreadExpiredError       a run continued a thread the TTL sweeper deleted meanwhile
     │   ├── LeaseHeldError               another worker owns the session and its lease is valid
     │   ├── TransferError                a planned transfer cannot be accepted (none, wrong, expired)
     │   ├── CheckpointOrderError         a new checkpoint id sorts before the latest one (clock skew)
@@ -16,7 +17,9 @@ broadly or as narrowly as they need::
     │   └── MessageIngestedError         another consumer already ingested these team messages
     ├── StoreError                       the object store failed
     │   ├── UnknownOutcomeError          a conditional write may or may not have happened
-    │   └── StoreUnavailableError        throttled or unreachable after retries
+    │   ├── StoreUnavailableError        throttled or unreachable after retries
+    │   ├── StoreNotFoundError           the bucket or container does not exist
+    │   └── UnsafeStoreError             the store ignores or refuses conditional writes
     ├── EnvelopeError                    a stored object cannot be read
     │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
     │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
@@ -63,8 +66,10 @@ __all__ = [
     "SchemaVersionError",
     "StaleWriterError",
     "StoreError",
+    "StoreNotFoundError",
     "StoreUnavailableError",
     "ThreadExistsError",
+    "ThreadExpiredError",
     "TransferError",
     "UnknownOutcomeError",
     "UnknownRecipientError",
@@ -165,6 +170,40 @@ class OwnershipLostError(StaleWriterError):
         return str(self.args[0])
 
 
+class ThreadExpiredError(StaleWriterError):
+    """A run tried to continue a thread that the TTL sweeper deleted while the run was under way
+    (the thread had been idle longer than its TTL when the sweep read it).
+
+    Nothing was written, and the thread is empty now. What to do: start over on the same thread
+    id (a new run starts a clean thread), or give threads a longer TTL (``ttl={"default_ttl":
+    minutes}``) if runs stay idle that long between steps.
+    """
+
+    def __init__(
+        self, thread_id: str, checkpoint_ns: str, *, expected_parent: str | None, checkpoint_id: str, swept_at: float
+    ) -> None:
+        self.swept_at = swept_at
+        super().__init__(
+            thread_id,
+            checkpoint_ns,
+            expected_parent=expected_parent,
+            latest=None,
+            checkpoint_id=checkpoint_id,
+            reason=f"this run continues from checkpoint {expected_parent!r}, but the TTL sweeper deleted the "
+            f"thread (idle past its TTL) at {swept_at:.3f} (epoch seconds)",
+        )
+        where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
+        self.args = (
+            f"expired {where}: this run continues from checkpoint {expected_parent!r}, but the TTL sweeper "
+            f"deleted the thread (idle past its TTL) at {swept_at:.3f} (epoch seconds). Checkpoint "
+            f"{checkpoint_id!r} was not stored. Start a new run on the thread (it begins empty), or give "
+            "threads a longer ttl default_ttl if runs pause that long.",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class LeaseHeldError(ConflictError):
     """Another worker owns the session and its lease has not expired.
 
@@ -249,6 +288,16 @@ class UnknownOutcomeError(StoreError):
             f"the outcome of a conditional write to {key!r} is unknown ({detail or 'server error'}); "
             "re-read the object to learn whether it was applied"
         )
+
+
+class StoreNotFoundError(StoreError):
+    """The bucket or container the store URL names does not exist (or this endpoint does not have it).
+
+    Raised instead of treating every key as missing: on a mistyped bucket a read would otherwise
+    look like an empty thread, and a conditional write like a lost race or a store that refuses
+    conditions. Create the bucket (``create_bucket=True``, ``ensure_bucket()``, or your cloud's
+    console) or fix the URL.
+    """
 
 
 class StoreUnavailableError(StoreError):

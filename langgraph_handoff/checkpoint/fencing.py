@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph_handoff.checkpoint.records import Head, fast_init
-from langgraph_handoff.errors import CheckpointOrderError, ConflictError, OwnershipLostError, StaleWriterError
+from langgraph_handoff.checkpoint.ttl import SWEPT_KEY
+from langgraph_handoff.errors import (
+    CheckpointOrderError,
+    ConflictError,
+    OwnershipLostError,
+    StaleWriterError,
+    ThreadExpiredError,
+)
 
 __all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put", "write_refusal"]
 
@@ -88,7 +95,9 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
                 current=int(head.extra.get(FENCE_KEY, 0) or 0),
                 reason=refusal,
             )
+    swept_at = None
     if head is not None and not head.records:
+        swept_at = head.extra.get(SWEPT_KEY)
         head = None  # an emptied head (everything deleted, or holding only a lease) is an empty namespace
     latest = head.latest_id if head is not None else None
     cid = intent.checkpoint_id
@@ -98,6 +107,14 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
             return None  # idempotent re-put / upsert of the same checkpoint
         return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent")
     if intent.continues_lineage:
+        if head is None and intent.parent_id is not None and isinstance(swept_at, (int, float)):
+            return ThreadExpiredError(
+                intent.thread_id,
+                intent.checkpoint_ns,
+                expected_parent=intent.parent_id,
+                checkpoint_id=intent.checkpoint_id,
+                swept_at=float(swept_at),
+            )
         conflict = _lineage_conflict(head, intent, latest)
         if conflict is not None:
             return conflict

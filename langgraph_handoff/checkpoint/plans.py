@@ -29,6 +29,7 @@ import heapq
 import logging
 import random
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -65,6 +66,7 @@ from langgraph_handoff.checkpoint.records import (
     fast_replace,
     payloads_for,
 )
+from langgraph_handoff.checkpoint.ttl import TTLSettings, restamp, wants_refresh
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items, sorted_pending
 from langgraph_handoff.errors import (
     ConflictError,
@@ -361,6 +363,10 @@ class SaverPlans:
     _rider: tuple[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
     #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
     migrations: SchemaMigrations | None = None
+    #: checkpoint TTL (``None``: threads never expire; see :mod:`.ttl`)
+    ttl: TTLSettings | None = None
+    #: seconds since the epoch, for TTL stamps and sweeps (tests inject their own)
+    _clock: Callable[[], float] = staticmethod(time.time)  # type: ignore[assignment]
 
     @property
     def _schema(self) -> int:
@@ -617,6 +623,8 @@ class SaverPlans:
         self._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
         if head is None or empty:
             return None
+        if self.ttl is not None and self.ttl.refresh_on_read:
+            head, etag = yield from self._plan_refresh(thread_id, ns, head, etag)
         if cid is None:
             rec, table = head.latest, head.payloads  # type: ignore[assignment]
             assert rec is not None
@@ -808,10 +816,31 @@ class SaverPlans:
         so they commit atomically with the checkpoint or not at all."""
         if self._rider is not None and not ns and self._rider[0] == thread_id:
             extra = self._rider[1](extra)
+        extra = restamp(extra, self.ttl, self._clock())
         fence = self._fence_for(thread_id)
         if fence is None or int(extra.get(FENCE_KEY, 0) or 0) >= fence:
             return extra
         return {**extra, FENCE_KEY: fence}
+
+    def _plan_refresh(self, thread_id: str, ns: str, head: Head, etag: str | None) -> Plan[tuple[Head, str | None]]:
+        """``refresh_on_read``: re-stamp a head just read, by compare-and-swap, when its stamp is
+        older than ``ttl.REFRESH_AFTER`` of the TTL (so at most one PUT per namespace per tenth of
+        the TTL). A lost or unsettled swap is dropped: whoever moved the head was active too."""
+        assert self.ttl is not None
+        now = self._clock()
+        if etag is None or not wants_refresh(head.extra, self.ttl, now):
+            return head, etag
+        fresh = fast_replace(head, extra=restamp(head.extra, self.ttl, now))
+        try:
+            new_etag = yield Put(
+                keys.head_key(thread_id, ns),
+                rec_io.encode_head(fresh, schema_version=self.layout.schema_version),
+                if_match=etag,
+            )
+        except (PreconditionFailedError, UnknownOutcomeError):
+            return head, etag
+        self._cache.observe(thread_id, ns, fresh, new_etag)
+        return fresh, new_etag
 
     def _spill(
         self, thread_id: str, ns: str, table: PayloadTable, latest: Record, confirmed: frozenset[str]
@@ -1564,7 +1593,8 @@ class SaverPlans:
         # of the copy simply fetch them once.
         # a session's lease and fencing epoch belong to its thread: the copy gets none of the
         # source's, and keeps the target's own if it had one
-        extra = {k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS} | ownership
+        extra = restamp({k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS}, self.ttl, self._clock())
+        extra |= ownership
         return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)
 
     # -- get_delta_channel_history ---------------------------------------------------------------

@@ -28,6 +28,15 @@ from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.migrate import MigratePlans, MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans import Layout
+from langgraph_handoff.checkpoint.sweep import SweepPlans
+from langgraph_handoff.checkpoint.ttl import (
+    DEFAULT_SWEEP_INTERVAL_MINUTES,
+    BackgroundSweeper,
+    SweepResult,
+    ThreadSweep,
+    TTLSettings,
+    sweep_arguments,
+)
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
@@ -36,7 +45,7 @@ from langgraph_handoff.stores.urls import store_from_url
 __all__ = ["ObjectStoreSaver"]
 
 
-class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
+class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
     """Checkpoints on an object store, with ETag optimistic concurrency.
 
     Every operation exists in a sync and an async form on the same instance (``invoke`` uses the
@@ -60,6 +69,12 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.Layout`).
         cache_size: namespaces whose head is remembered between calls ...
         cache_bytes: ... and the approximate memory those heads may use.
+        ttl: checkpoint TTL, ``{"default_ttl": minutes, "refresh_on_read": bool}`` (the shape
+            langgraph-checkpoint-redis takes; also ``strategy``, ``sweep_interval_minutes`` and
+            ``sweep_limit`` as in the Agent Server's ``checkpointer.ttl``). Threads idle longer
+            are deleted by :meth:`sweep`; see :mod:`langgraph_handoff.checkpoint.ttl`.
+        clock: seconds since the epoch for TTL stamps and sweeps (default ``time.time``; tests
+            pass their own).
 
     Example:
         >>> from langgraph.graph import StateGraph, START, END
@@ -88,8 +103,14 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         cache_size: int = 1024,
         cache_bytes: int = 64 * 1024 * 1024,
         migrations: SchemaMigrations | None = None,
+        ttl: Mapping[str, Any] | TTLSettings | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        self.ttl = TTLSettings.parse(ttl)
+        if clock is not None:
+            self._clock = clock
+        self._sweeper = BackgroundSweeper("checkpoint", self.sweep, self.asweep)
         if migrations is not None:
             migrations.check()
         self.migrations = migrations
@@ -111,6 +132,8 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         layout: Layout | None = None,
         migrations: SchemaMigrations | None = None,
+        ttl: Mapping[str, Any] | TTLSettings | None = None,
+        clock: Callable[[], float] | None = None,
         **store_kwargs: Any,
     ) -> ObjectStoreSaver:
         """Build a saver from a URL; use it directly or as a (async) context manager.
@@ -122,14 +145,15 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
           Query parameters ``endpoint_url``, ``region`` and ``transport`` are read, e.g.
           ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
 
-        ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport).
+        ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport);
+        ``serde``, ``layout``, ``migrations``, ``ttl`` and ``clock`` to the saver's.
 
         >>> with ObjectStoreSaver.from_url("memory://") as saver:
         ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         True
         """
         store = store_from_url(url, **store_kwargs)
-        return cls(store, serde=serde, layout=layout, migrations=migrations)
+        return cls(store, serde=serde, layout=layout, migrations=migrations, ttl=ttl, clock=clock)
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreSaver:
@@ -184,9 +208,12 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
+        self._sweeper.stop()
         self.store.close()
 
     async def aclose(self) -> None:
+        await self._sweeper.astop()
+        self._sweeper.stop()
         await self.store.aclose()
 
     def with_lease(self, lease: Any) -> ObjectStoreSaver:
@@ -340,6 +367,115 @@ class ObjectStoreSaver(MigratePlans, BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await driver.arun(self.store, self._plan_prune(thread_ids, strategy))
+
+    # -- TTL -----------------------------------------------------------------------------------------
+    def sweep(
+        self,
+        *,
+        dry_run: bool = False,
+        limit: int | None = None,
+        default_ttl: float | None = None,
+        strategy: str | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_thread: Callable[[ThreadSweep], None] | None = None,
+    ) -> SweepResult:
+        """Delete every thread idle longer than its TTL; safe while workers write.
+
+        A thread's TTL is the one stamped in its heads by the saver that last wrote it
+        (``ttl=``); threads written without a stamp count from their latest checkpoint's time
+        with ``default_ttl`` minutes (default: this saver's ``ttl`` default; without either
+        they never expire). ``strategy`` is ``"delete"`` (default) or ``"keep_latest"``
+        (default: this saver's ``ttl`` strategy). ``dry_run`` decides and reports, writing
+        nothing; ``limit`` stops after that many threads deleted (the next sweep goes on).
+        ``on_start`` gets the number of threads, ``on_thread`` each thread's outcome (progress).
+
+        The decision sticks by a compare-and-swap on the head version it was taken on, so a
+        writer that revives the thread first makes the sweep skip it, and a run that continues it
+        afterwards gets :class:`~langgraph_handoff.errors.ThreadExpiredError`
+        (:mod:`langgraph_handoff.checkpoint.sweep` has the argument).
+
+        Requests: 1 LIST per 1000 heads, plus one round trip of GETs per 64 threads for the heads
+        this saver has not read under their current ETag in an earlier sweep (empty heads left by
+        sweeps and deletes are recognised from the listing). Per expired thread: 1 round trip
+        of GETs (its heads, fresh), 1 LIST per 1000 data objects, 1 conditional PUT per
+        namespace and 1 DeleteObjects per 1000 objects.
+
+        >>> clock = [1_000_000.0]
+        >>> saver = ObjectStoreSaver.from_url("memory://", ttl={"default_ttl": 60}, clock=lambda: clock[0])
+        >>> cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        >>> cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+        ...       "channel_values": {"x": 1}, "channel_versions": {"x": 1}, "versions_seen": {}}
+        >>> _ = saver.put(cfg, cp, {"source": "input", "step": -1}, {"x": 1})
+        >>> clock[0] += 59 * 60
+        >>> saver.sweep().kept
+        1
+        >>> clock[0] += 2 * 60
+        >>> result = saver.sweep()
+        >>> result.examined, result.deleted, result.skipped
+        (1, 1, 0)
+        >>> saver.get_tuple(cfg) is None
+        True
+        """
+        return driver.run(self.store, self._sweep_plan(dry_run, limit, default_ttl, strategy, on_start, on_thread))
+
+    async def asweep(
+        self,
+        *,
+        dry_run: bool = False,
+        limit: int | None = None,
+        default_ttl: float | None = None,
+        strategy: str | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_thread: Callable[[ThreadSweep], None] | None = None,
+    ) -> SweepResult:
+        plan = self._sweep_plan(dry_run, limit, default_ttl, strategy, on_start, on_thread)
+        return await driver.arun(self.store, plan)
+
+    def _sweep_plan(
+        self,
+        dry_run: bool,
+        limit: int | None,
+        default_ttl: float | None,
+        strategy: str | None,
+        on_start: Callable[[int], None] | None,
+        on_thread: Callable[[ThreadSweep], None] | None,
+    ) -> driver.Plan[SweepResult]:
+        default, chosen = sweep_arguments(self.ttl, default_ttl, strategy, limit)
+        started = time.monotonic()
+        result = yield from self._plan_sweep(
+            dry_run=dry_run,
+            limit=limit,
+            default_ttl=default,
+            strategy=chosen,
+            on_start=on_start,
+            on_thread=on_thread,
+        )
+        result.seconds = time.monotonic() - started
+        return result
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Any:
+        """Sweep now and every ``sweep_interval_minutes`` (default: the ``ttl`` setting, else 5)
+        in a daemon thread, until :meth:`stop_ttl_sweeper` or :meth:`close`. Returns a
+        ``concurrent.futures.Future`` that completes when it stops."""
+        return self._sweeper.start(self._sweep_interval(sweep_interval_minutes))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        return self._sweeper.stop(timeout)
+
+    async def astart_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
+        """:meth:`start_ttl_sweeper` as an asyncio task on the running loop (what
+        :func:`langgraph_handoff.server.checkpointer` starts for the Agent Server)."""
+        return await self._sweeper.astart(self._sweep_interval(sweep_interval_minutes))
+
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        return await self._sweeper.astop(timeout)
+
+    def _sweep_interval(self, minutes: float | None) -> float:
+        if minutes is not None:
+            return minutes
+        if self.ttl is not None and self.ttl.sweep_interval_minutes is not None:
+            return self.ttl.sweep_interval_minutes
+        return DEFAULT_SWEEP_INTERVAL_MINUTES
 
     # -- migration ---------------------------------------------------------------------------------
     def thread_ids(self) -> builtins.list[str]:
