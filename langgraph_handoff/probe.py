@@ -31,7 +31,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langgraph_handoff.checkpoint import driver
-from langgraph_handoff.errors import PreconditionFailedError, StoreError, UnknownOutcomeError, UnsafeStoreError
+from langgraph_handoff.errors import (
+    PreconditionFailedError,
+    StoreError,
+    StoreNotFoundError,
+    UnknownOutcomeError,
+    UnsafeStoreError,
+)
 from langgraph_handoff.stores.base import Delete, Get, ListPage, Op, Put
 
 __all__ = ["PROBE_PREFIX", "ProbeReport", "plan_check", "plan_report"]
@@ -89,6 +95,8 @@ def _conditions(report: ProbeReport, key: str, timer: _Timer) -> driver.Plan[Non
     """The two write conditions on ``key`` (absent at the start); fills ``report``."""
     try:
         yield from timer.timed("put_create_only", Put(key, b"probe-1", if_none_match=True))
+    except StoreNotFoundError:
+        raise  # a missing bucket says nothing about conditions: the caller must create it
     except (UnknownOutcomeError, StoreError) as exc:
         report.create_only = report.compare_and_swap = f"refused: {exc}"
         report.problems.append(f"it refuses conditional writes ({exc})")

@@ -53,7 +53,7 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlparse
 
-from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreUnavailableError
+from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreNotFoundError, StoreUnavailableError
 from langgraph_handoff.stores.base import validate_key, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
 
@@ -269,7 +269,7 @@ class AzureBlobStore(ObstoreBase):
     # -- Azure's quirks --------------------------------------------------------------------------
     def _store_missing(self, exc: BaseException) -> StoreError | None:
         if "ContainerNotFound" in str(exc) or "container does not exist" in str(exc):
-            return StoreError(
+            return StoreNotFoundError(
                 f"the Azure container {self.container!r} does not exist at {self.endpoint_url}: create it "
                 "(az storage container create, or create_container=True with a key or SAS)"
             )

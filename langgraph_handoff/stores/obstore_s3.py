@@ -31,10 +31,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from langgraph_handoff.errors import InvalidConfigError
+from langgraph_handoff.errors import InvalidConfigError, StoreError
 from langgraph_handoff.stores.base import validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
-from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers
+from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
 
@@ -190,6 +190,12 @@ class ObstoreS3Store(ObstoreBase):
             boto_store.ensure_bucket()
         finally:
             boto_store.close()
+
+    # -- S3's quirks -----------------------------------------------------------------------------
+    def _store_missing(self, exc: BaseException) -> StoreError | None:
+        """obstore reports S3's ``NoSuchBucket`` as a missing object (or, on a compare-and-swap,
+        a failed precondition); only the XML body in its message tells the two apart."""
+        return no_such_bucket(self.bucket, self.endpoint_url) if "<Code>NoSuchBucket</Code>" in str(exc) else None
 
     # -- ETag quoting, learnt as S3Store learns it ------------------------------------------------
     def _if_match_form(self, etag: str) -> str:

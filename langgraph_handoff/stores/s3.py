@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from langgraph_handoff.errors import (
     PreconditionFailedError,
     StoreError,
+    StoreNotFoundError,
     StoreUnavailableError,
     UnknownOutcomeError,
 )
@@ -45,7 +46,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
-from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers
+from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
 __all__ = ["S3Store"]
@@ -146,6 +147,9 @@ class S3Store(StoreBase):
                 raise StoreError(f"cannot create bucket {self.bucket!r}: {exc}") from exc
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _no_bucket(self) -> StoreNotFoundError:
+        return no_such_bucket(self.bucket, self.client.meta.endpoint_url)
+
     def _full(self, key: str) -> str:
         return self.prefix + validate_key(key)
 
@@ -158,6 +162,8 @@ class S3Store(StoreBase):
             try:
                 return fn()
             except ClientError as exc:
+                if _code(exc) == "NoSuchBucket":
+                    raise self._no_bucket() from None
                 retryable = _status(exc) in _RETRYABLE_STATUS or _code(exc) in _THROTTLE_CODES
                 if not retryable:  # e.g. 403: retrying will not help, and the caller gets a typed error
                     hint = " (check the credentials and the bucket policy)" if _status(exc) in (401, 403) else ""
@@ -183,7 +189,7 @@ class S3Store(StoreBase):
             try:
                 resp = self.client.get_object(Bucket=self.bucket, Key=full)
             except ClientError as exc:
-                if _code(exc) in _MISSING_CODES or _status(exc) == 404:
+                if _code(exc) != "NoSuchBucket" and (_code(exc) in _MISSING_CODES or _status(exc) == 404):
                     return None
                 raise
             body = resp["Body"].read()
@@ -216,6 +222,8 @@ class S3Store(StoreBase):
                 return _strip(resp["ETag"])
             except ClientError as exc:
                 code, status = _code(exc), _status(exc)
+                if code == "NoSuchBucket":
+                    raise self._no_bucket() from None
                 if code in _RACE_CODES or status in (409, 412):
                     if if_match is not None and self.quoting.learn(if_match, lambda: self._head_etag(full)):
                         continue

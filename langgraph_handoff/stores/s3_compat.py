@@ -19,7 +19,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-__all__ = ["EtagQuoting", "default_headers", "strip_etag"]
+from langgraph_handoff.errors import StoreNotFoundError
+
+__all__ = ["EtagQuoting", "default_headers", "no_such_bucket", "strip_etag"]
 
 #: endpoints (host suffixes) that need a header for conditions to be evaluated consistently
 CONSISTENCY_HEADERS = {
@@ -98,3 +100,14 @@ class EtagQuoting:
             self.quoted = not self.quoted
             self.detect = False
         return True
+
+
+def no_such_bucket(bucket: str, endpoint_url: str | None) -> StoreNotFoundError:
+    """The error for S3's ``NoSuchBucket``, whichever request met it. Without it a mistyped bucket
+    reads as an empty thread and a conditional write as a lost race, or as a store that refuses
+    conditions."""
+    where = f" at {endpoint_url}" if endpoint_url else ""
+    return StoreNotFoundError(
+        f"the S3 bucket {bucket!r} does not exist{where}: create it (create_bucket=True, ensure_bucket(), "
+        "or aws s3 mb), or fix the bucket in the URL"
+    )
