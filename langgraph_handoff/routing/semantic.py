@@ -37,7 +37,7 @@ Labelled = Iterable[tuple[str, str | None]]
 # to paraphrase. Being relative to the noise level, it holds for score scales as different as the
 # char n-grams' (noise ~0.05) and e5's (noise ~0.8). Chosen on the first 240 messages of
 # bench/routing_data.py; ``fit`` replaces it with thresholds tuned on labelled messages.
-AUTO_THRESHOLD_FACTOR = 0.5
+AUTO_THRESHOLD_FACTOR = 0.35
 # fit warns when a route has fewer labelled messages than this, or the set fewer off-topic ones
 FIT_MIN_PER_ROUTE = 10
 FIT_MIN_OFF_TOPIC = 10
