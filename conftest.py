@@ -21,6 +21,8 @@ S3_BUCKET = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
 MOTO_ENDPOINT = os.environ.get("MOTO_ENDPOINT_URL")
 #: Azurite's Blob service (account in the path), started by scripts/test
 AZURITE_ENDPOINT = os.environ.get("AZURITE_ENDPOINT_URL")
+#: fake-gcs-server's JSON API (plain HTTP, in memory), started by scripts/test
+GCS_EMULATOR_ENDPOINT = os.environ.get("GCS_EMULATOR_ENDPOINT")
 
 
 def _need_s3() -> None:
@@ -45,6 +47,14 @@ def need_azurite() -> str:
     if os.environ.get("LGH_REQUIRE_S3") == "1":
         pytest.fail("AZURITE_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: Azurite did not start")
     pytest.skip("no Azurite (run scripts/test, which installs and starts it)")
+
+
+def need_gcs_emulator() -> str:
+    if GCS_EMULATOR_ENDPOINT:
+        return GCS_EMULATOR_ENDPOINT
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("GCS_EMULATOR_ENDPOINT is not set but LGH_REQUIRE_S3=1: fake-gcs-server did not start")
+    pytest.skip("no fake-gcs-server (run scripts/test, which starts it)")
 
 
 def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:

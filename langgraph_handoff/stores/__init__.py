@@ -6,6 +6,7 @@
   transport; the ``obstore`` extra. ``s3://`` URLs use it when it is installed.
 * :class:`S3Store`: AWS S3 and S3-compatible servers through boto3.
 * :class:`AzureBlobStore`: Azure Blob Storage through obstore (``az://`` URLs); the ``obstore`` extra.
+* :class:`GCSStore`: Google Cloud Storage through google-cloud-storage (``gs://`` URLs); the ``gcs`` extra.
 * :class:`CountingStore`: wraps any store and counts its requests.
 """
 
@@ -25,6 +26,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
 )
 from langgraph_handoff.stores.counting import CountingStore
+from langgraph_handoff.stores.gcs import GCSStore
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
 from langgraph_handoff.stores.obstore_azure import AzureBlobStore
@@ -38,6 +40,7 @@ __all__ = [
     "CountingStore",
     "Delete",
     "DeleteMany",
+    "GCSStore",
     "Get",
     "ListPage",
     "ListResult",

@@ -1,5 +1,5 @@
-"""Store URLs: ``memory://``, ``file:///dir``, ``s3://bucket/prefix`` and ``az://container/prefix``,
-and which S3 transport serves them.
+"""Store URLs: ``memory://``, ``file:///dir``, ``s3://bucket/prefix``, ``az://container/prefix`` and
+``gs://bucket/prefix``, and which S3 transport serves them.
 
 :meth:`ObjectStoreSaver.from_url <langgraph_handoff.ObjectStoreSaver.from_url>`, ``ObjectStoreMemory``
 and the CLI all take these URLs; this module is the one place that reads them.
@@ -15,6 +15,10 @@ needs conditional deletes, and passing a boto3 ``client=`` implies it.
 **Azure Blob.** ``az://container/prefix`` is
 :class:`~langgraph_handoff.stores.obstore_azure.AzureBlobStore` (obstore only; the same extra),
 with credentials from its arguments or the standard ``AZURE_STORAGE_*`` environment.
+
+**Google Cloud Storage.** ``gs://bucket/prefix`` is :class:`~langgraph_handoff.stores.gcs.GCSStore`
+(``google-cloud-storage``; the ``gcs`` extra), with Application Default Credentials; an emulator
+comes from ``?endpoint_url=`` or ``STORAGE_EMULATOR_HOST``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from langgraph_handoff.stores.memory import MemoryStore
 __all__ = ["SCHEMES", "TRANSPORTS", "default_transport", "store_from_url"]
 
 #: the URL schemes :func:`store_from_url` reads
-SCHEMES = ("memory", "file", "s3", "az")
+SCHEMES = ("memory", "file", "s3", "az", "gs")
 TRANSPORTS = ("obstore", "boto3")
 
 #: ``memory://NAME`` stores, shared by name within the process
@@ -56,6 +60,9 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
       ``az://agents/prod?account_name=devstoreaccount1&endpoint_url=http://127.0.0.1:10000/devstoreaccount1``.
       Keys and tokens never go in the URL: pass them as keyword arguments or in the environment
       (``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_STORAGE_CONNECTION_STRING``, ...).
+    * ``gs://bucket/prefix``: Google Cloud Storage with Application Default Credentials; query
+      parameters ``endpoint_url`` (an emulator, then anonymous; ``STORAGE_EMULATOR_HOST`` works
+      too) and ``project`` are read, e.g. ``gs://agents/prod?endpoint_url=http://127.0.0.1:4443``.
 
     ``store_kwargs`` go to the store's constructor.
 
@@ -65,6 +72,10 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
     Traceback (most recent call last):
     ...
     langgraph_handoff.errors.InvalidConfigError: unknown S3 transport 'ftp': use one of ('obstore', 'boto3')
+    >>> store_from_url("gs:///prod")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: GCS URL 'gs:///prod' names no bucket: use gs://bucket/prefix
     """
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
@@ -109,6 +120,17 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
         from langgraph_handoff.stores.obstore_azure import AzureBlobStore
 
         return AzureBlobStore(parsed.netloc, parsed.path.strip("/"), **kwargs)
+    if scheme == "gs":
+        if not parsed.netloc:
+            raise InvalidConfigError(f"GCS URL {url!r} names no bucket: use gs://bucket/prefix")
+        kwargs = dict(store_kwargs)
+        for name in ("endpoint_url", "project"):
+            if name in query:
+                kwargs.setdefault(name, query[name])
+        from langgraph_handoff.stores.gcs import GCSStore
+
+        return GCSStore(parsed.netloc, parsed.path.strip("/"), **kwargs)
     raise InvalidConfigError(
-        f"unsupported store URL {url!r}: use memory://, file:///dir, s3://bucket/prefix or az://container/prefix"
+        f"unsupported store URL {url!r}: use memory://, file:///dir, s3://bucket/prefix, az://container/prefix "
+        "or gs://bucket/prefix"
     )
