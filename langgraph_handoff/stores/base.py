@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from langgraph_handoff.errors import InvalidKeyError
+from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = [
     "AsyncObjectStore",
@@ -213,9 +214,15 @@ class StoreBase(ABC):
         """Release resources (thread pools, clients). Safe to call twice."""
 
     # -- async primitives ------------------------------------------------------------------------
+    def _threaded(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` in :attr:`_executor` (asyncio's default one when None), as a future."""
+        executor = self._executor
+        if isinstance(executor, IoThreads):
+            return executor.run_async(fn, *args)
+        return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
     async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        return await self._threaded(functools.partial(fn, *args, **kwargs))
 
     async def aget(self, key: str) -> StoredObject | None:
         return await self._in_thread(self.get, key)
@@ -254,7 +261,7 @@ class StoreBase(ABC):
         """Perform one :data:`Op` asynchronously. A store with an :attr:`_executor` runs the sync
         operation there directly: one hop, no coroutine or task per operation in between."""
         if self._executor is not None:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, self.run, op)
+            return await self._threaded(self.run, op)
         if isinstance(op, Get):
             return await self.aget(op.key)
         if isinstance(op, Put):
@@ -287,8 +294,7 @@ class StoreBase(ABC):
 
     async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
         if self._executor is not None:  # executor futures, not a task per operation
-            loop = asyncio.get_running_loop()
-            runs = [loop.run_in_executor(self._executor, self.run, op) for op in ops]
+            runs = [self._threaded(self.run, op) for op in ops]
             outcomes = await asyncio.gather(*runs, return_exceptions=True)
         else:
             outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +55,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
+from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.s3_compat import strip_etag
 
 __all__ = ["ObstoreBase", "client_options", "import_obstore", "retry_config"]
@@ -126,7 +126,7 @@ class ObstoreBase(StoreBase):
         self._obs = obs
         #: what obstore raises: its own errors, and OSError subclasses (FileNotFoundError, ...)
         self._errors: tuple[type[BaseException], ...] = (obs.exceptions.BaseError, OSError)
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self._pool = IoThreads(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
         self._executor = self._pool  # the async API runs the sync calls here: see the module docstring
         self._closed = False
 

@@ -28,7 +28,6 @@ import functools
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from langgraph_handoff.errors import (
@@ -46,6 +45,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
+from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
@@ -114,7 +114,7 @@ class S3Store(StoreBase):
         self.headers = default_headers(endpoint_url or getattr(client.meta, "endpoint_url", None), headers)
         if self.headers:
             client.meta.events.register("before-sign.s3", self._add_headers)
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3store")
+        self._pool = IoThreads(max_workers=max_workers, thread_name_prefix="s3store")
         self._executor = self._pool  # the async API runs the sync calls here
         self.quoting = EtagQuoting(etag_quoting)
         self._extra_retries = extra_retries

@@ -1,0 +1,154 @@
+"""The threads a store's blocking calls run in, with a cheaper bridge to asyncio.
+
+A network store's async API runs its sync calls in a thread pool (see :mod:`.obstore_base` for
+why not obstore's own coroutines). ``loop.run_in_executor`` on a ``ThreadPoolExecutor`` costs
+about 45 µs of CPU per call on top of the call itself: a ``concurrent.futures.Future``, its
+condition variable, a wrapping asyncio future and two chained callbacks. A 5-node graph makes 15
+store calls per invoke, so that bridge alone was about a tenth of our client CPU per invoke.
+
+:class:`IoThreads` is the same pool without that: a worker takes ``(function, argument, loop,
+future)`` from a queue, runs it and hands the outcome straight to the event loop with one
+``call_soon_threadsafe``. It is still an ordinary :class:`concurrent.futures.Executor`
+(``submit`` for the sync ``run_many``), so stores and tests treat it as one.
+
+What it keeps from ``ThreadPoolExecutor``:
+
+* threads start on demand, up to ``max_workers``, and an idle one is reused first;
+* a call that has started always runs to its end, even when the awaiting task is cancelled
+  (a conditional PUT is never abandoned half-way by us);
+* at interpreter exit the pool drains and its threads are joined before Python finalizes, so
+  no blocking call (obstore's Rust code) is still running while the interpreter shuts down.
+
+>>> import asyncio
+>>> pool = IoThreads(max_workers=2, thread_name_prefix="doc")
+>>> pool.submit(pow, 2, 10).result()
+1024
+>>> async def main() -> int:
+...     return await pool.run_async(len, b"four")
+>>> asyncio.run(main())
+4
+>>> pool.shutdown()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import itertools
+import queue
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar
+
+__all__ = ["IoThreads"]
+
+T = TypeVar("T")
+
+_counter = itertools.count()
+_live: weakref.WeakSet[IoThreads] = weakref.WeakSet()
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Runs in the event loop: deliver one outcome unless the awaiting side gave up."""
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class IoThreads(Executor):
+    """A pool of up to ``max_workers`` threads for blocking store calls (see the module docstring)."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "iothreads") -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._max_workers = max_workers
+        self._prefix = f"{thread_name_prefix}-{next(_counter)}"
+        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        _live.add(self)
+
+    # -- submitting ------------------------------------------------------------------------------
+    def run_async(self, fn: Callable[..., T], /, *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` in a pool thread; await the returned future for its outcome. Call
+        from a running event loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._put((fn, args, {}, loop, future))
+        return future
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        self._put((fn, args, kwargs, None, future))
+        return future
+
+    def _put(self, item: tuple[Any, ...]) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new calls after the store was closed")
+            self._queue.put(item)
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max_workers:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    # -- the workers -----------------------------------------------------------------------------
+    def _work(self) -> None:
+        get, idle = self._queue.get, self._idle
+        while True:
+            item = get()
+            if item is None:
+                return
+            fn, args, kwargs, loop, future = item
+            if loop is None and not future.set_running_or_notify_cancel():
+                idle.release()
+                continue
+            try:
+                value, ok = fn(*args, **kwargs), True
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                value, ok = exc, False
+            if loop is None:
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            else:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                    loop.call_soon_threadsafe(_settle, future, ok, value)
+            del item, fn, args, kwargs, loop, future, value
+            idle.release()
+
+    # -- shutting down ---------------------------------------------------------------------------
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking calls; the queued ones still run. With ``wait``, return when all are done."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                for _ in self._threads:
+                    self._queue.put(None)
+            threads = list(self._threads)
+        if wait:
+            for thread in threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+
+def _drain_all() -> None:
+    """At interpreter exit, before finalization: let every pool finish what it started."""
+    for pool in list(_live):
+        pool.shutdown(wait=True)
+
+
+# ``threading._register_atexit`` runs before non-daemon threads are joined, as concurrent.futures
+# uses it; ``atexit`` is the fallback (it still runs before the interpreter finalizes).
+getattr(threading, "_register_atexit", atexit.register)(_drain_all)
