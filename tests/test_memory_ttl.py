@@ -1,0 +1,129 @@
+"""ObjectStoreMemory TTL, as LangGraph's BaseStore defines it, with an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from langgraph_handoff.errors import InvalidConfigError, InvalidInputError
+from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.stores import CountingStore, MemoryStore
+from langgraph_handoff.stores.base import Put
+from tests.sweep_helpers import Clock, HookStore
+
+NS = ("users", "u1")
+
+
+def make(ttl: dict | None = None, *, store=None) -> tuple[ObjectStoreMemory, Clock]:  # type: ignore[no-untyped-def,type-arg]
+    clock = Clock()
+    return ObjectStoreMemory(store or MemoryStore(), ttl=ttl, clock=clock), clock  # type: ignore[arg-type]
+
+
+def test_supports_ttl_and_checks_its_config() -> None:
+    assert ObjectStoreMemory.supports_ttl
+    with pytest.raises(InvalidConfigError, match="unknown TTLConfig keys"):
+        ObjectStoreMemory(MemoryStore(), ttl={"default_tll": 5})  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(InvalidConfigError, match="positive"):
+        ObjectStoreMemory(MemoryStore(), ttl={"default_ttl": -1})
+    memory, _ = make()
+    with pytest.raises(InvalidInputError, match="positive"):
+        memory.put(NS, "k", {"a": 1}, ttl=0)
+    assert ObjectStoreMemory.from_conn_string("memory://", ttl={"default_ttl": 3}).ttl_config == {"default_ttl": 3}
+
+
+def test_expired_items_vanish_from_get_and_search_at_once() -> None:
+    memory, clock = make({"default_ttl": 10, "refresh_on_read": False})
+    memory.put(NS, "default", {"n": 1})  # the config's 10 minutes
+    memory.put(NS, "short", {"n": 2}, ttl=2)
+    memory.put(NS, "forever", {"n": 3}, ttl=None)
+    clock.advance(3)
+    assert memory.get(NS, "short") is None
+    assert sorted(i.key for i in memory.search(NS)) == ["default", "forever"]
+    clock.advance(8)
+    assert memory.get(NS, "default") is None
+    assert [i.key for i in memory.search(("users",))] == ["forever"]
+    assert memory.sweep_ttl() == 2
+    left = [i.key for i in memory.store.list("memory/")]
+    assert len(left) == 1 and left[0].endswith("/forever")  # memory:// enforces conditional DELETE
+
+
+def test_refresh_on_read_extends_and_costs_one_put_per_tenth_of_the_ttl() -> None:
+    store = CountingStore(MemoryStore())
+    memory, clock = make({"default_ttl": 10}, store=store)  # refresh_on_read defaults to True
+    memory.put(NS, "k", {"n": 1})
+    clock.advance(0.9)
+    store.reset()
+    assert memory.get(NS, "k") is not None
+    assert store.snapshot() == {"GET": 1, "requests": 1, "round_trips": 1}  # fresh: no write
+    for _ in range(5):  # read every 9 minutes: never idle for 10
+        clock.advance(9)
+        store.reset()
+        assert memory.get(NS, "k") is not None
+        assert store.counts["PUT"] == 1
+    clock.advance(9)
+    assert memory.get(NS, "k", refresh_ttl=False) is not None  # no refresh asked ...
+    clock.advance(2)
+    assert memory.get(NS, "k") is None  # ... so it expired 10 minutes after the last refresh
+
+
+def test_search_refreshes_what_it_returns() -> None:
+    memory, clock = make({"default_ttl": 10})
+    memory.put(NS, "a", {"n": 1})
+    memory.put(NS, "b", {"n": 2})
+    clock.advance(9)
+    assert [i.key for i in memory.search(NS, filter={"n": 1})] == ["a"]
+    clock.advance(9)
+    assert [i.key for i in memory.search(NS, refresh_ttl=False)] == ["a"]  # b was not returned, not refreshed
+
+
+def test_sweep_on_a_store_without_conditional_delete_leaves_a_marker_that_reads_as_absent() -> None:
+    store = CountingStore(MemoryStore())  # not a MemoryStore itself: the sweep will not DELETE
+    memory, clock = make({"default_ttl": 10}, store=store)
+    memory.put(NS, "k", {"n": 1})
+    clock.advance(11)
+    store.reset()
+    assert memory.sweep_ttl() == 1
+    assert store.snapshot() == {"LIST": 1, "GET": 1, "PUT": 1, "requests": 3, "round_trips": 3}
+    assert memory.get(NS, "k") is None and memory.search(NS) == []
+    store.reset()
+    assert memory.sweep_ttl() == 0
+    assert store.snapshot() == {"LIST": 1, "requests": 1, "round_trips": 1}  # the marker is known by its size
+    memory.put(NS, "k", {"n": 2})
+    assert memory.get(NS, "k").value == {"n": 2}  # type: ignore[union-attr]
+
+
+def test_sweep_skips_an_item_renewed_after_it_was_read() -> None:
+    store = HookStore(MemoryStore())
+    memory, clock = make({"default_ttl": 10}, store=store)
+    memory.put(NS, "k", {"n": 1})
+    clock.advance(11)
+    writer = ObjectStoreMemory(store.inner, ttl={"default_ttl": 10}, clock=clock)
+    store.before(lambda op: isinstance(op, Put), lambda: writer.put(NS, "k", {"n": 2}), "marker swap")
+    assert memory.sweep_ttl() == 0
+    assert memory.get(NS, "k").value == {"n": 2}  # type: ignore[union-attr]
+
+
+def test_background_sweeper_thread_and_task() -> None:
+    store = HookStore(MemoryStore())
+    memory, clock = make({"default_ttl": 10, "sweep_interval_minutes": 60}, store=store)
+    memory.put(NS, "k", {"n": 1})
+    clock.advance(11)
+    swept = threading.Event()
+    store.before(lambda op: isinstance(op, Put), swept.set, "marker swap")
+    memory.start_ttl_sweeper()
+    assert swept.wait(30)
+    assert memory.stop_ttl_sweeper(30)
+
+    async def main() -> None:
+        memory.put(NS, "j", {"n": 1})
+        clock.advance(11)
+        again = threading.Event()
+        store.before(lambda op: isinstance(op, Put), again.set, "marker swap")
+        task = await memory.astart_ttl_sweeper()
+        await asyncio.get_running_loop().run_in_executor(None, again.wait, 30)
+        assert await memory.astop_ttl_sweeper(30) and task.done()
+
+    asyncio.run(main())
+    assert memory.search(NS) == []
