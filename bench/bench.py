@@ -322,6 +322,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=50, help="requests phase: threads")
     ap.add_argument("--only", default="", help="requests phase: comma-separated variants (default: all)")
     ap.add_argument("--quick", action="store_true", help="performance phases: a smoke run with small counts")
+    ap.add_argument("--cpu-passes", type=int, default=3, help="cpu phase: passes over all savers (ratios per pass)")
     ap.add_argument("--worker-timeout", type=int, default=600)
     ap.add_argument("--out-dir", default=str(HERE))
     a = ap.parse_args()
