@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, make_s3_store
+from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import StoreBase
 
 pytestmark = pytest.mark.s3
@@ -114,7 +115,11 @@ def server(objects: StoreBase, prefix: str, tmp_path: Path) -> Iterator[str]:
         shutil.copy(EXAMPLE / name, app / name)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    # a thread idle for two hours, for the server's TTL sweep (60 minutes) to delete
+    seeded = ObjectStoreSaver(objects, ttl={"default_ttl": 60}, clock=lambda: time.time() - 2 * 3600)
+    seeded.put(_IDLE_CFG, _idle_checkpoint(), {"source": "input", "step": -1}, {"greetings": 1})
     env.update(
+        LANGGRAPH_HANDOFF_TTL_MINUTES="60",
         LANGGRAPH_HANDOFF_URL=f"s3://{S3_BUCKET}/{prefix}?endpoint_url={S3_ENDPOINT}",
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGGRAPH_NO_VERSION_CHECK="true",
@@ -143,6 +148,35 @@ def server(objects: StoreBase, prefix: str, tmp_path: Path) -> Iterator[str]:
     assert "Using custom store" in text
 
 
+_IDLE_CFG: Any = {"configurable": {"thread_id": "idle-thread", "checkpoint_ns": ""}}
+SWEPT_WITHIN = 20.0  # seconds; the factory's first sweep runs as the server enters it
+
+
+def _idle_checkpoint() -> dict[str, Any]:
+    from langgraph.checkpoint.base.id import uuid6
+
+    return {
+        "v": 4,
+        "id": str(uuid6()),
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"greetings": ["old"]},
+        "channel_versions": {"greetings": 1},
+        "versions_seen": {},
+    }
+
+
+def _wait_swept(objects: StoreBase) -> None:
+    """Poll S3 until the server's TTL sweep emptied the idle thread (it runs in the server's
+    process, so there is nothing to wait on but what it writes)."""
+    reader = ObjectStoreSaver(objects)
+    deadline = time.monotonic() + SWEPT_WITHIN
+    while time.monotonic() < deadline:
+        if reader.get_tuple(_IDLE_CFG) is None:
+            return
+        time.sleep(0.05)  # poll interval
+    pytest.fail(f"the server's TTL sweep did not delete the idle thread within {SWEPT_WITHIN} s")
+
+
 def _keys(objects: StoreBase, prefix: str = "") -> list[str]:
     return [info.key for info in objects.list(prefix)]
 
@@ -167,6 +201,12 @@ async def test_agent_server_on_s3(server: str, objects: StoreBase) -> None:
     from langgraph_sdk.errors import NotFoundError
 
     client: Any = get_client(url=server)  # its TypedDict results are read as plain dicts
+
+    # checkpoint TTL (LANGGRAPH_HANDOFF_TTL_MINUTES): the factory's background sweep deletes the
+    # thread idle for two hours; the threads below are fresh and stay
+    await client.threads.search()  # the server enters the checkpointer factory by now
+    _wait_swept(objects)
+    assert _keys(objects, "data/idle-thread/") == []
 
     # long-term memory through /store, read back and by the graph's node
     await client.store.put_item(["settings"], "style", {"word": "Ahoy"})
@@ -212,7 +252,9 @@ async def test_agent_server_on_s3(server: str, objects: StoreBase) -> None:
     assert _keys(objects, f"heads/{copy}/") == []
     assert _keys(objects, f"data/{copy}/") == []
 
-    # the memory item goes with its own delete; only the store's format marker is left
+    # the memory item goes with its own delete
     await client.store.delete_item(["settings"], "style")
     assert _keys(objects, "memory/") == []
-    assert all(key.startswith("meta/") for key in _keys(objects)), _keys(objects)
+    # only the store's format marker is left, and the empty head the TTL sweep leaves
+    left = [k for k in _keys(objects) if not k.startswith("meta/")]
+    assert left == ["heads/idle-thread/="], left

@@ -32,9 +32,25 @@ Each entry of ``memory://`` would make a new, empty store, and a run could miss 
 loop wrote. ``memory://NAME`` is one store per process, shared by name, so it is accepted (for
 tests; it still dies with the process). ``s3://`` and ``file://`` are shared by construction.
 
-**No TTL setting.** langgraph-handoff does not expire threads or memories yet, and the server
-will not do it for us: ``langgraph dev``'s thread TTL sweep does nothing, and the server skips
-its store TTL sweeper for a custom store. A knob here would be a promise nobody keeps.
+**TTL.** Threads expire when a TTL is configured, either in ``langgraph.json`` as the server
+documents it (``"checkpointer": {"path": ..., "ttl": {"strategy": "delete", "default_ttl": 60,
+"sweep_interval_minutes": 10}}``, which the server hands to its process as
+``LANGGRAPH_CHECKPOINTER``, or ``LANGGRAPH_THREAD_TTL``), or by environment:
+
+``LANGGRAPH_HANDOFF_TTL_MINUTES``
+    thread TTL in minutes (overrides ``checkpointer.ttl``'s ``default_ttl``);
+``LANGGRAPH_HANDOFF_TTL_REFRESH``
+    ``true`` to refresh a thread's TTL when a run or ``get_state`` reads it;
+``LANGGRAPH_HANDOFF_SWEEP_INTERVAL_MINUTES``
+    how often to sweep (default ``sweep_interval_minutes``, else 5).
+
+The server does not sweep a custom checkpointer itself (``langgraph dev``'s thread sweep is a
+no-op), so :func:`checkpointer` runs the sweep: a background task on the server's loop that
+calls :meth:`~langgraph_handoff.ObjectStoreSaver.asweep` every interval, cancelled when the server
+leaves the factory. The sweep is safe with workers writing, and with several sweepers at once
+(every deletion is a compare-and-swap). Likewise ``"store": {"path": ..., "ttl": {...}}``
+(``LANGGRAPH_STORE``) or ``LANGGRAPH_HANDOFF_STORE_TTL_MINUTES`` give long-term memories a TTL,
+and :func:`store` runs their sweep, which the server skips for a custom store.
 
 Each ``checkpointer()`` entry calls :meth:`~langgraph_handoff.ObjectStoreSaver.asetup` once
 (the server never calls ``setup``): the first one on a store probes it and writes the format
@@ -57,14 +73,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores.base import StoreBase
@@ -74,6 +93,10 @@ __all__ = [
     "DEFAULT_URL",
     "ENV_AES_KEY",
     "ENV_ENCRYPTION",
+    "ENV_STORE_TTL_MINUTES",
+    "ENV_SWEEP_INTERVAL",
+    "ENV_TTL_MINUTES",
+    "ENV_TTL_REFRESH",
     "ENV_URL",
     "ServerSettings",
     "checkpointer",
@@ -82,6 +105,14 @@ __all__ = [
 
 ENV_URL = "LANGGRAPH_HANDOFF_URL"
 ENV_ENCRYPTION = "LANGGRAPH_HANDOFF_ENCRYPTION"
+ENV_TTL_MINUTES = "LANGGRAPH_HANDOFF_TTL_MINUTES"
+ENV_TTL_REFRESH = "LANGGRAPH_HANDOFF_TTL_REFRESH"
+ENV_SWEEP_INTERVAL = "LANGGRAPH_HANDOFF_SWEEP_INTERVAL_MINUTES"
+ENV_STORE_TTL_MINUTES = "LANGGRAPH_HANDOFF_STORE_TTL_MINUTES"
+#: what the Agent Server sets from ``langgraph.json`` (and its own thread TTL variable)
+ENV_SERVER_CHECKPOINTER = "LANGGRAPH_CHECKPOINTER"
+ENV_SERVER_STORE = "LANGGRAPH_STORE"
+ENV_SERVER_THREAD_TTL = "LANGGRAPH_THREAD_TTL"
 #: LangGraph's own variable for ``EncryptedSerializer.from_pycryptodome_aes``
 ENV_AES_KEY = "LANGGRAPH_AES_KEY"
 #: relative to the server's working directory, beside ``langgraph dev``'s own ``.langgraph_api``
@@ -95,7 +126,22 @@ class ServerSettings:
     """What the factories read from the environment, checked before anything is built.
 
     >>> ServerSettings.from_env({})
-    ServerSettings(url='file://./.langgraph_handoff', encryption='none')
+    ServerSettings(url='file://./.langgraph_handoff', encryption='none', ttl=None, store_ttl=None, sweep_interval=None)
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_TTL_MINUTES": "90", "LANGGRAPH_HANDOFF_TTL_REFRESH": "true"}).ttl
+    TTLSettings(default_ttl=90.0, refresh_on_read=True, sweep_interval_minutes=None, sweep_limit=None, strategy='delete')
+
+    ``checkpointer.ttl`` from ``langgraph.json``, as the server passes it on:
+
+    >>> conf = '{"path": "langgraph_handoff.server.checkpointer", "ttl": {"default_ttl": 30, "sweep_interval_minutes": 2}}'
+    >>> s = ServerSettings.from_env({"LANGGRAPH_CHECKPOINTER": conf})
+    >>> s.ttl.default_ttl, s.ttl.sweep_interval_minutes
+    (30.0, 2.0)
+    >>> ServerSettings.from_env({"LANGGRAPH_STORE": '{"ttl": {"default_ttl": 5}}'}).store_ttl
+    {'default_ttl': 5}
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_TTL_MINUTES": "soon"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_TTL_MINUTES='soon' is not a number of minutes
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "s3://agents/prod?endpoint_url=http://127.0.0.1:7480"}).url
     's3://agents/prod?endpoint_url=http://127.0.0.1:7480'
 
@@ -121,6 +167,12 @@ class ServerSettings:
 
     url: str
     encryption: str
+    #: thread TTL (None: threads never expire)
+    ttl: TTLSettings | None = None
+    #: long-term memory TTL (LangGraph's TTLConfig; None: memories never expire)
+    store_ttl: dict[str, Any] | None = None
+    #: LANGGRAPH_HANDOFF_SWEEP_INTERVAL_MINUTES, for both sweepers
+    sweep_interval: float | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -142,7 +194,14 @@ class ServerSettings:
             raise InvalidConfigError(f"{ENV_ENCRYPTION}={env[ENV_ENCRYPTION]!r} is not one of {_ENCRYPTIONS}")
         if encryption == "aes":
             _aes_key(env)  # refuse a missing or malformed key now, not at the first put
-        return cls(url=url, encryption=encryption)
+        interval = _env_minutes(env, ENV_SWEEP_INTERVAL)
+        return cls(
+            url=url,
+            encryption=encryption,
+            ttl=_thread_ttl(env),
+            store_ttl=_store_ttl(env),
+            sweep_interval=interval,
+        )
 
     def serde(self, environ: Mapping[str, str] | None = None) -> SerializerProtocol | None:
         """The saver's serializer: None (the saver's default) or LangGraph's AES one.
@@ -166,6 +225,64 @@ class ServerSettings:
             return store_from_url(self.url)
         except InvalidConfigError as exc:
             raise InvalidConfigError(f"{ENV_URL}: {exc}") from None
+
+
+def _env_minutes(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = -1.0
+    if not 0 < minutes < float("inf"):
+        raise InvalidConfigError(f"{name}={raw!r} is not a number of minutes")
+    return minutes
+
+
+def _server_json(env: Mapping[str, str], name: str) -> dict[str, Any]:
+    """The JSON config the Agent Server passes its process (``LANGGRAPH_CHECKPOINTER``,
+    ``LANGGRAPH_STORE``: the ``langgraph.json`` sections), or {}."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidConfigError(f"{name} is not JSON ({exc})") from None
+    return value if isinstance(value, dict) else {}
+
+
+def _thread_ttl(env: Mapping[str, str]) -> TTLSettings | None:
+    """Our variables first, else the server's own thread TTL (``LANGGRAPH_THREAD_TTL``, a number
+    of minutes or a JSON object, else ``checkpointer.ttl``)."""
+    raw = env.get(ENV_SERVER_THREAD_TTL, "").strip()
+    if raw.startswith("{"):
+        base = _server_json(env, ENV_SERVER_THREAD_TTL)
+    elif raw:
+        base = {"default_ttl": raw}
+    else:
+        base = dict(_server_json(env, ENV_SERVER_CHECKPOINTER).get("ttl") or {})
+    minutes = _env_minutes(env, ENV_TTL_MINUTES)
+    if minutes is not None:
+        base["default_ttl"] = minutes
+    refresh = env.get(ENV_TTL_REFRESH, "").strip().lower()
+    if refresh:
+        if refresh not in ("1", "true", "yes", "0", "false", "no"):
+            raise InvalidConfigError(f"{ENV_TTL_REFRESH}={refresh!r}: use true or false")
+        base["refresh_on_read"] = refresh in ("1", "true", "yes")
+    try:
+        return TTLSettings.parse(base) if base else None
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(f"thread TTL: {exc}") from None
+
+
+def _store_ttl(env: Mapping[str, str]) -> dict[str, Any] | None:
+    base = dict(_server_json(env, ENV_SERVER_STORE).get("ttl") or {})
+    minutes = _env_minutes(env, ENV_STORE_TTL_MINUTES)
+    if minutes is not None:
+        base["default_ttl"] = minutes
+    return base or None
 
 
 def _aes_key(env: Mapping[str, str]) -> bytes:
@@ -200,10 +317,15 @@ async def checkpointer(environ: Mapping[str, str] | None = None) -> AsyncIterato
     True
     """
     settings = ServerSettings.from_env(environ)
-    saver = ObjectStoreSaver(settings.object_store(), serde=settings.serde(environ))
+    saver = ObjectStoreSaver(settings.object_store(), serde=settings.serde(environ), ttl=settings.ttl)
     async with saver:
         await saver.asetup()
-        yield saver
+        if settings.ttl is not None:
+            await saver.astart_ttl_sweeper(settings.sweep_interval)
+        try:
+            yield saver
+        finally:
+            await saver.astop_ttl_sweeper()
 
 
 @contextlib.asynccontextmanager
@@ -224,7 +346,11 @@ async def store(environ: Mapping[str, str] | None = None) -> AsyncIterator[Objec
     """
     settings = ServerSettings.from_env(environ)
     objects = settings.object_store()
+    memory = ObjectStoreMemory(objects, ttl=settings.store_ttl)  # type: ignore[arg-type]
     try:
-        yield ObjectStoreMemory(objects)
+        if settings.store_ttl and settings.store_ttl.get("default_ttl") is not None:
+            await memory.astart_ttl_sweeper(settings.sweep_interval)
+        yield memory
     finally:
+        await memory.astop_ttl_sweeper()
         await objects.aclose()

@@ -386,7 +386,8 @@ class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
         with ``default_ttl`` minutes (default: this saver's ``ttl`` default; without either
         they never expire). ``strategy`` is ``"delete"`` (default) or ``"keep_latest"``
         (default: this saver's ``ttl`` strategy). ``dry_run`` decides and reports, writing
-        nothing; ``limit`` stops after that many threads deleted (the next sweep goes on).
+        nothing; ``limit`` stops after that many threads deleted (the next sweep goes on;
+        default: the ``ttl`` setting's ``sweep_limit``).
         ``on_start`` gets the number of threads, ``on_thread`` each thread's outcome (progress).
 
         The decision sticks by a compare-and-swap on the head version it was taken on, so a
@@ -441,6 +442,8 @@ class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
         on_thread: Callable[[ThreadSweep], None] | None,
     ) -> driver.Plan[SweepResult]:
         default, chosen = sweep_arguments(self.ttl, default_ttl, strategy, limit)
+        if limit is None and self.ttl is not None:
+            limit = self.ttl.sweep_limit  # the Agent Server's sweep_limit
         started = time.monotonic()
         result = yield from self._plan_sweep(
             dry_run=dry_run,

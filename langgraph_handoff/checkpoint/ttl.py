@@ -383,6 +383,13 @@ class BackgroundSweeper:
         self._future: Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._astop: asyncio.Event | None = None
+        #: sweeps finished (ok or failed) since construction, and an event set after each one
+        self.rounds = 0
+        self.round_done = threading.Event()
+
+    def _finished(self) -> None:
+        self.rounds += 1
+        self.round_done.set()
 
     @property
     def running(self) -> bool:
@@ -403,6 +410,7 @@ class BackgroundSweeper:
                     self._sweep()
                 except Exception:
                     log.exception("%s TTL sweep failed; retrying in %.0f s", self.name, interval)
+                self._finished()
                 self._stop.wait(interval)
             future.set_result(None)
 
@@ -434,6 +442,7 @@ class BackgroundSweeper:
                     await self._asweep()
                 except Exception:
                     log.exception("%s TTL sweep failed; retrying in %.0f s", self.name, interval)
+                self._finished()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=interval)
 
