@@ -138,10 +138,18 @@ class GCSStore(StoreBase):
         throttle_timeout: seconds a conditional write answered 429 is retried with back-off
             before :class:`StoreUnavailableError` (a 429 means it was not applied).
 
-    Example (needs a reachable server; here fake-gcs-server on loopback)::
+    Building a store sends no request (the bucket is first touched by the first operation):
+
+    >>> store = GCSStore("agents", "prod/support", endpoint_url="http://127.0.0.1:4443")
+    >>> store
+    GCSStore(bucket='agents', prefix='prod/support/', endpoint='http://127.0.0.1:4443')
+    >>> store.close()
+
+    With a server (here fake-gcs-server on loopback; on GCS, leave ``endpoint_url`` out)::
 
         store = GCSStore("agents", prefix="prod", endpoint_url="http://127.0.0.1:4443", create_bucket=True)
         saver = ObjectStoreSaver(store)
+        saver.setup()  # probes the conditions once, then records the pass
     """
 
     def __init__(
