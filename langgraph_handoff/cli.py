@@ -12,6 +12,7 @@
     langgraph-handoff prune    URL (--thread THREAD ... | --all) (--keep-latest | --older-than DAYS) [--dry-run]
     langgraph-handoff copy     URL SOURCE TARGET
     langgraph-handoff delete   URL THREAD --yes
+    langgraph-handoff sweep    URL [--dry-run] [--limit N] [--ttl MINUTES] [--strategy delete|keep_latest]
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
     langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
     langgraph-handoff team status URL TEAM
@@ -25,7 +26,7 @@ rewrites old threads into that schema and the current storage format, while work
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
 ``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
 document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``doctor`` on a store
-that does not enforce conditional writes, ``verify``,
+that does not enforce conditional writes, ``verify``, a thread ``sweep`` could not read,
 ``sessions``, a failed ``migrate``, ``team status`` with a stalled or failed member, ``team dead``
 with dead letters), 2 bad input or a store error.
 
@@ -57,6 +58,7 @@ from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import records
 from langgraph_handoff.checkpoint.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.checkpoint.ttl import ThreadSweep
 from langgraph_handoff.errors import InvalidConfigError, LangGraphHandoffError
 from langgraph_handoff.migrations import SchemaMigrations
 
@@ -412,6 +414,68 @@ def delete(
     with _saver(url, migrations) as saver:
         saver.delete_thread(thread_id)
     _out(as_json, {"deleted": thread_id}, f"deleted {thread_id!r}")
+
+
+@app.command()
+def sweep(
+    url: Url,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="decide and report, delete nothing")] = False,
+    limit: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--limit", min=1, metavar="N", help="stop after N threads deleted (the next sweep goes on)"),
+    ] = None,
+    ttl: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option("--ttl", metavar="MINUTES", help="TTL for threads written without one (default: never expire)"),
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="delete expired threads, or keep_latest (prune them to their latest)")
+    ] = "delete",
+    as_json: Json = False,
+    migrations: Migrations = None,
+) -> None:
+    """Delete threads idle longer than their TTL (the one their writer stamped, or --ttl).
+
+    Safe while workers run: each deletion is a compare-and-swap on the head version the decision
+    was taken on, so a thread revived meanwhile is skipped. Exits 1 if a thread could not be read.
+    """
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with (
+        _saver(url, migrations) as saver,
+        Progress(*columns, console=Console(stderr=True), disable=as_json) as progress,
+    ):
+        bar = progress.add_task("checking" if dry_run else "sweeping", total=None)
+
+        def reported(outcome: ThreadSweep) -> None:
+            progress.advance(bar)
+            if as_json:
+                print(json.dumps(outcome.as_dict()), flush=True)
+            elif outcome.status == "failed":
+                progress.console.print(f"[red]failed[/red] {escape(outcome.thread_id)}: {escape(outcome.error or '')}")
+
+        result = saver.sweep(
+            dry_run=dry_run,
+            limit=limit,
+            default_ttl=ttl,
+            strategy=strategy,
+            on_start=lambda n: progress.update(bar, total=n),
+            on_thread=reported,
+        )
+    summary = result.as_dict()
+    if as_json:
+        print(json.dumps({"summary": summary}))
+    else:
+        title = ("dry run: nothing deleted" if dry_run else "sweep") + f" ({summary['seconds']} s)"
+        table = Table(title=title + (", stopped at --limit" if result.limited else ""))
+        names = ("examined", "would delete" if dry_run else "deleted", "skipped (revived)", "kept", "empty",
+                 "failed", "objects deleted")  # fmt: skip
+        for name in names:
+            table.add_column(name, justify="right")
+        fields = ("examined", "deleted", "skipped", "kept", "empty", "failed", "objects_deleted")
+        table.add_row(*(str(summary[k]) for k in fields))
+        Console(width=120).print(table)
+    if result.failed:
+        raise typer.Exit(1)
 
 
 @app.command()
