@@ -28,7 +28,9 @@ landed comes back as 412 and would turn our own win into a lost race. So:
   refused before the write is applied, so its outcome *is* known: the store backs off and sends
   the same conditional write again, up to ``throttle_timeout`` seconds, then raises
   :class:`~langgraph_handoff.errors.StoreUnavailableError` (nothing was written). It is never a
-  lost race;
+  lost race: even a 412 that answers such a repeat is reported as
+  :class:`~langgraph_handoff.errors.UnknownOutcomeError`, so the caller re-reads rather than
+  trust that the throttled try applied nothing;
 * reads, listings, deletes and unconditional writes keep the SDK's retries (429, 5xx, connection
   errors; back-off from 50 ms), then raise :class:`~langgraph_handoff.errors.StoreUnavailableError`.
 
@@ -323,9 +325,14 @@ class GCSStore(StoreBase):
 
     def _conditional_upload(self, key: str, blob: Any, body: bytes, generation: int) -> None:
         """One conditional upload, never retried by the SDK; a 429 (refused, so not applied) is
-        sent again after a back-off until ``throttle_timeout``."""
+        sent again after a back-off until ``throttle_timeout``.
+
+        A 412 or 409 that answers such a repeat is reported as an unknown outcome, not a lost race:
+        it is one only if the 429 really applied nothing, and the caller's re-read costs one GET,
+        while a false "lost" would hide our own write."""
         deadline = time.monotonic() + self._throttle_timeout
         delay = 0.5
+        throttled = 0
         while True:
             try:
                 blob.upload_from_string(
@@ -346,7 +353,10 @@ class GCSStore(StoreBase):
                     ) from None
                 time.sleep(wait)
                 delay = min(delay * 2, 8.0)
+                throttled += 1
             except (self._api.PreconditionFailed, self._api.Conflict) as exc:
+                if throttled:
+                    raise UnknownOutcomeError(key, f"HTTP {exc.code} after {throttled} throttled tries (429)") from None
                 raise PreconditionFailedError(key, f"HTTP {exc.code}") from None
             except self._api.NotFound:  # a missing object gives 412, so 404 is the bucket
                 raise self._no_bucket() from None
