@@ -174,3 +174,19 @@ def test_plot_draws_the_sweep_or_says_matplotlib_is_missing(tmp_path) -> None:  
     else:
         report.plot(str(tmp_path / "sweep.png"))
         assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_without_measurable_noise_the_threshold_is_a_fraction_of_the_paraphrase_level() -> None:
+    from langgraph_handoff.routing import semantic
+
+    r = SemanticRouter(
+        [
+            Route("orders", examples=["where is my order", "change my delivery address", "我的订单到哪了"]),
+            Route("tech", examples=["the app crashes", "wifi will not connect", "蓝牙连不上"]),
+        ],
+        fallback="human",
+    )
+    cal = r.calibration["orders"]
+    assert cal.noise is None and cal.paraphrase is not None
+    assert r.thresholds["orders"] == pytest.approx(semantic.NO_NOISE_FACTOR * cal.paraphrase, abs=1e-6)
+    assert r.route("tell me a poem about cats").target == "human"

@@ -41,6 +41,9 @@ AUTO_THRESHOLD_FACTOR = 0.35
 # fit warns when a route has fewer labelled messages than this, or the set fewer off-topic ones
 FIT_MIN_PER_ROUTE = 10
 FIT_MIN_OFF_TOPIC = 10
+# without any noise to measure (no other route's example scores above 0 on a route, as happens with
+# a few char n-gram examples), the threshold is this fraction of the paraphrase level instead
+NO_NOISE_FACTOR = 0.8
 # the automatic top-1/top-2 margin, as a fraction of the router's spread (median paraphrase - noise)
 AUTO_MARGIN_FACTOR = 0.0
 # a decision is *uncertain* when its best route is within this fraction of the spread of its
@@ -231,7 +234,8 @@ class SemanticRouter:
           siblings, leaving each one out (zeros ignored: an example with no related sibling, such
           as the only one in its language, says nothing);
         - the threshold sits :data:`AUTO_THRESHOLD_FACTOR` of the way from noise to paraphrase
-          (at the noise level when the paraphrases score no higher).
+          (at the noise level when the paraphrases score no higher; :data:`NO_NOISE_FACTOR` ×
+          paraphrase when no other route's example scores on it at all).
 
         Relative to the noise level, the same factor fits the char n-grams (scores 0.05-0.4) and
         e5 (0.75-0.95), and their mixes. The measurements are kept in :attr:`calibration`.
@@ -254,8 +258,8 @@ class SemanticRouter:
             cal[route.name] = (noise, paraphrase)
             if paraphrase is not None and noise is not None:
                 out[route.name] = noise + AUTO_THRESHOLD_FACTOR * max(0.0, paraphrase - noise)
-            elif paraphrase is not None:
-                out[route.name] = AUTO_THRESHOLD_FACTOR * paraphrase
+            elif paraphrase is not None:  # nothing else scores on it at all (tiny sparse index): no noise scale
+                out[route.name] = NO_NOISE_FACTOR * paraphrase
             elif noise is not None:
                 out[route.name] = noise
         # a route with nothing to measure borrows the typical bar of the others
