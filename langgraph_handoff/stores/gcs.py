@@ -78,6 +78,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import ListResult, ObjectInfo, StoreBase, StoredObject, validate_key, validate_prefix
+from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = ["GCSStore", "import_gcs"]
 
@@ -202,7 +203,7 @@ class GCSStore(StoreBase):
         self.client = client
         self._bucket = client.bucket(bucket)
         self._errors = _transport_errors()
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gcsstore")
+        self._pool = IoThreads(max_workers=max_workers, thread_name_prefix="gcsstore")
         self._executor = self._pool  # the async API runs the sync calls here
         self._fanout: ThreadPoolExecutor | None = None  # delete_many's own threads, made on first use
         self._fanout_lock = threading.Lock()
