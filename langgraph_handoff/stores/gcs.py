@@ -64,6 +64,7 @@ import random
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -104,7 +105,11 @@ def import_gcs() -> Any:
     """The ``google.cloud.storage`` module, or :class:`~langgraph_handoff.errors.MissingExtraError`
     saying how to install it."""
     try:
-        from google.cloud import storage
+        with warnings.catch_warnings():
+            # google-auth and google-api-core warn at import about the installed grpcio (a gRPC
+            # transport this store never uses); every gs:// command would print it otherwise
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+            from google.cloud import storage
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingExtraError("gcs", "google-cloud-storage", "GCSStore (gs:// URLs)") from exc
     return storage
