@@ -96,9 +96,7 @@ class IoThreads(Executor):
                 raise RuntimeError("cannot schedule new calls after the store was closed")
             self._queue.put(item)
             if not self._idle.acquire(blocking=False) and len(self._threads) < self._max_workers:
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
-                )
+                thread = threading.Thread(target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
 
