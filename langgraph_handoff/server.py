@@ -17,8 +17,8 @@ graphs) is not found. ``examples/agent_server/README.md`` lists the forms that w
 
 ``LANGGRAPH_HANDOFF_URL``
     the store both factories use: ``s3://bucket/prefix?endpoint_url=...``,
-    ``az://container/prefix``, ``file:///abs/dir`` or ``memory://NAME``. Default :data:`DEFAULT_URL`, a directory under the server's working
-    directory. Checkpoints and long-term memories share it (their keys do not overlap).
+    ``az://container/prefix``, ``gs://bucket/prefix``, ``file:///abs/dir`` or ``memory://NAME``.
+    Default :data:`DEFAULT_URL`, a directory under the server's working directory. Checkpoints and long-term memories share it (their keys do not overlap).
 ``LANGGRAPH_HANDOFF_ENCRYPTION``
     ``none`` (the default) or ``aes``: checkpoints, metadata and pending writes go through
     LangGraph's ``EncryptedSerializer.from_pycryptodome_aes``, keyed by ``LANGGRAPH_AES_KEY``
@@ -30,7 +30,8 @@ graphs) is not found. ``examples/agent_server/README.md`` lists the forms that w
 comment: connection pools are scoped to one loop), so one process may hold several savers.
 Each entry of ``memory://`` would make a new, empty store, and a run could miss the state another
 loop wrote. ``memory://NAME`` is one store per process, shared by name, so it is accepted (for
-tests; it still dies with the process). ``s3://`` and ``file://`` are shared by construction.
+tests; it still dies with the process). ``s3://``, ``az://``, ``gs://`` and ``file://`` are shared by
+construction.
 
 **TTL.** Threads expire when a TTL is configured, either in ``langgraph.json`` as the server
 documents it (``"checkpointer": {"path": ..., "ttl": {"strategy": "delete", "default_ttl": 60,
@@ -154,7 +155,7 @@ class ServerSettings:
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "postgres://db"})
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL='postgres://db' is not a store URL: use s3://bucket/prefix?endpoint_url=..., file:///abs/dir or memory://NAME
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL='postgres://db' is not a store URL: use s3://bucket/prefix?endpoint_url=..., az://container/prefix, gs://bucket/prefix, file:///abs/dir or memory://NAME
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_ENCRYPTION": "rot13"})
     Traceback (most recent call last):
     ...
@@ -182,7 +183,7 @@ class ServerSettings:
         if parsed.scheme.lower() not in SCHEMES:
             raise InvalidConfigError(
                 f"{ENV_URL}={url!r} is not a store URL: use s3://bucket/prefix?endpoint_url=..., "
-                "file:///abs/dir or memory://NAME"
+                "az://container/prefix, gs://bucket/prefix, file:///abs/dir or memory://NAME"
             )
         if parsed.scheme.lower() == "memory" and not (parsed.netloc + parsed.path).strip("/"):
             raise InvalidConfigError(
