@@ -3,12 +3,15 @@ scenario, durability mode and API (sync invoke, async ainvoke), on the memory an
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff import MemoryStore, ObjectStoreSaver
 from langgraph_handoff.stores import StoreBase
 from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.saver_helpers import put
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)
@@ -39,3 +42,25 @@ def test_runs_match_with_history_sealed_into_segments(durability: str, store: St
     for name, run in SYNC_SCENARIOS.items():
         expected = run(InMemorySaver(), durability, f"t-{name}")
         assert run(ObjectStoreSaver(store, layout=layout), durability, f"t-{name}") == expected, name
+
+
+def test_upsert_keeps_values_children_inherit() -> None:
+    """Re-putting a checkpoint id (first with a channel rewritten under its version, then with no
+    channels at all) dropped payloads its children still pointed at; InMemorySaver keeps them.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+
+    def scenario(saver: Any) -> list[Any]:
+        p = put(saver, "t", None, 0, values={"x": "parent-x"}, versions={"x": 1}, source="input")
+        c = put(saver, "t", p, 1, values={"x": "parent-x", "y": "child-y"}, versions={"x": 1, "y": 2},
+                new_versions={"y": 2})  # fmt: skip
+        seen = []
+        # the parent again: first with x rewritten under its version, then with no channels at all
+        for values, new in (({"x": "REWRITTEN"}, {"x": 1}), ({}, {})):
+            put(saver, "t", None, 0, cid=p, values=values, versions=new, new_versions=new, source="update")
+            seen.append(
+                saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": c}}).checkpoint["channel_values"]
+            )
+        return seen
+
+    assert scenario(ObjectStoreSaver(MemoryStore())) == scenario(InMemorySaver())

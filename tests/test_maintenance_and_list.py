@@ -3,36 +3,25 @@ copy_thread on threads with subgraph namespaces, sealed segments and blob values
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff.errors import ThreadExistsError
-from langgraph_handoff.stores import StoreBase
+from langgraph_handoff.stores import Get, StoreBase
 from tests.graph_scenarios import scenario_update_and_time_travel
+from tests.saver_helpers import latest_id, put
 
 SEALING = Layout(head_max_records=3, head_keep=1, blob_threshold=64)
 
 
 def _put(saver: ObjectStoreSaver, thread: str, ns: str, parent: str | None, step: int, **md: Any) -> str:
-    cid = str(uuid6(clock_seq=step))
-    cfg: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
-    if parent:
-        cfg["configurable"]["checkpoint_id"] = parent
-    cp = {
-        "v": 4,
-        "id": cid,
-        "ts": "",
-        "channel_values": {"x": "v" * 100, "step": step},
-        "channel_versions": {"x": 1, "step": step + 1},
-        "versions_seen": {},
-        "updated_channels": None,
-    }
-    saver.put(cfg, cp, {"source": "loop", "step": step, "parents": {}, **md}, {"x": 1, "step": step + 1})
-    return cid
+    state = {"x": "v" * 100, "step": step}
+    return put(saver, thread, parent, step, ns=ns, values=state, versions={"x": 1, "step": step + 1}, **md)
 
 
 def _ids(tuples: Any) -> list[str]:
@@ -103,6 +92,20 @@ def test_copy_thread_is_complete_and_refuses_to_merge(store: StoreBase, layout: 
     assert len(list(saver.list({"configurable": {"thread_id": "src"}}))) == len(src)
 
 
+def test_copy_thread_onto_an_emptied_thread() -> None:
+    """copy_thread onto a thread emptied by delete_for_runs failed after writing objects.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+    saver = ObjectStoreSaver(MemoryStore())
+    put(saver, "dst", None, 0, run_id="gone")
+    saver.delete_for_runs(["gone"])
+    parent = None
+    for i in range(3):
+        parent = put(saver, "src", parent, i)
+    saver.copy_thread("src", "dst")
+    assert len(list(saver.list({"configurable": {"thread_id": "dst"}}))) == 3
+
+
 @pytest.mark.parametrize("layout", [Layout(), SEALING], ids=["wide", "sealed"])
 def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: StoreBase, layout: Layout) -> None:
     saver = ObjectStoreSaver(store, layout=layout)
@@ -164,6 +167,30 @@ def test_delete_for_runs_matches_inmemory_semantics(store: StoreBase) -> None:
     _put(saver, "t", "", ids[4], 20)
 
 
+@pytest.mark.parametrize(
+    "layout, size",
+    [(Layout(head_max_records=8, head_keep=4), 10), (Layout(), 150_000)],
+    ids=["sealed-by-count", "sealed-by-size"],
+)
+def test_delete_for_runs_keeps_sealed_survivors_visible(layout: Layout, size: int) -> None:
+    """delete_for_runs that dropped every checkpoint left in the head hid the sealed survivors:
+    run A's checkpoints, sealed into segments, must stay listed, and its last one the latest.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+    saver = ObjectStoreSaver(MemoryStore(), layout=layout)
+    a = None
+    for step in range(5):
+        a = put(saver, "t", a, step, values={"x": os.urandom(size)}, run_id="run-A")
+    b = a
+    for step in range(5, 10):
+        b = put(saver, "t", b, step, values={"x": os.urandom(size)}, run_id="run-B")
+    saver.delete_for_runs(["run-B"])
+    fresh = ObjectStoreSaver(saver.store, layout=layout)
+    assert latest_id(fresh, "t") == a
+    assert len(list(fresh.list({"configurable": {"thread_id": "t"}}))) == 5
+    put(fresh, "t", a, 20, run_id="run-C")  # run A's lineage continues from its last checkpoint
+
+
 def test_emptied_namespace_reads_as_empty_and_accepts_a_new_lineage(store: StoreBase) -> None:
     saver = ObjectStoreSaver(store)
     first = _put(saver, "t", "", None, 0, run_id="gone")
@@ -204,3 +231,87 @@ def test_administrative_operations_report_progress(store: StoreBase, caplog: pyt
     messages = [r.getMessage() for r in caplog.records]
     assert "delete_for_runs: done; 3 namespaces scanned, 1 checkpoints removed" in messages
     assert "copy_thread: 't0' -> 'copy', 1 namespaces" in messages
+
+
+# -- maintenance racing readers and copies ------------------------------------------------------------
+
+
+class HookStore(MemoryStore):
+    """Runs ``hook`` once, right before the first GET of a blob: a maintenance job in another
+    process striking between a reader's head read and its value fetch."""
+
+    hook: Callable[[], None] | None = None
+
+    def _maybe(self, ops: Any) -> None:
+        if self.hook and any(isinstance(o, Get) and "/b/" in o.key for o in ops):
+            hook, self.hook = self.hook, None
+            hook()
+
+    def run_many(self, ops: Any, *, return_exceptions: bool = False) -> list[Any]:
+        self._maybe(ops)
+        return super().run_many(ops, return_exceptions=return_exceptions)
+
+    def run(self, op: Any) -> Any:
+        self._maybe([op])
+        return super().run(op)
+
+
+BLOBS = Layout(blob_threshold=1024)
+
+
+def _blob_thread(store: StoreBase) -> list[str]:
+    saver = ObjectStoreSaver(store, layout=BLOBS)
+    ids, parent = [], None
+    for i in range(3):
+        parent = put(saver, "t", parent, i, values={"big": os.urandom(4000)}, versions={"big": i + 1}, run_id=f"r{i}")
+        ids.append(parent)
+    return ids
+
+
+@pytest.mark.parametrize("operation", ["prune", "delete_for_runs", "delete_thread"])
+def test_readers_racing_maintenance_see_the_new_state_not_corruption(operation: str) -> None:
+    """A reader racing prune, delete_for_runs or delete_thread (another process, between the
+    reader's head read and its value fetch) reported a garbage-collected blob as corruption
+    instead of reading the new state.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+    for reading in ("get_tuple-oldest", "get_tuple-latest", "list"):
+        store = HookStore()
+        ids = _blob_thread(store)
+        admin = ObjectStoreSaver(store, layout=BLOBS)
+        store.hook = {
+            "prune": lambda admin=admin: admin.prune(["t"]),
+            "delete_for_runs": lambda admin=admin: admin.delete_for_runs(["r2"]),
+            "delete_thread": lambda admin=admin: admin.delete_thread("t"),
+        }[operation]
+        reader = ObjectStoreSaver(store, layout=BLOBS)
+        expected_latest = {"prune": ids[2], "delete_for_runs": ids[1], "delete_thread": None}[operation]
+        if reading == "get_tuple-oldest":
+            got = reader.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": ids[0]}})
+            assert (
+                got is None if operation != "delete_for_runs" else got.config["configurable"]["checkpoint_id"] == ids[0]
+            )
+        elif reading == "get_tuple-latest":
+            assert latest_id(reader, "t") == expected_latest
+        else:
+            listed = [
+                t.config["configurable"]["checkpoint_id"] for t in reader.list({"configurable": {"thread_id": "t"}})
+            ]
+            survivors = {"prune": ids[2:], "delete_for_runs": ids[:2], "delete_thread": []}[operation]
+            assert set(listed) <= set(ids) and set(survivors) <= set(listed) | set(ids[:2])
+
+
+def test_copy_thread_racing_a_prune_of_its_source_copies_a_consistent_snapshot() -> None:
+    """copy_thread racing a prune of its source wrote a copy that referenced blobs it never
+    copied.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+    store = HookStore()
+    _blob_thread(store)  # thread "t"
+    store.hook = lambda: ObjectStoreSaver(store, layout=BLOBS).prune(["t"])
+    saver = ObjectStoreSaver(store, layout=BLOBS)
+    saver.copy_thread("t", "copy")
+    fresh = ObjectStoreSaver(store, layout=BLOBS)
+    copied = list(fresh.list({"configurable": {"thread_id": "copy"}}))
+    source = list(fresh.list({"configurable": {"thread_id": "t"}}))
+    assert [t.checkpoint for t in copied] == [t.checkpoint for t in source] and len(copied) == 1

@@ -109,6 +109,33 @@ def test_local_store_delete_prunes_empty_directories(tmp_path: Path) -> None:
     assert (tmp_path / ".locks").exists()
 
 
+def test_local_store_put_survives_concurrent_directory_pruning(tmp_path: Path) -> None:
+    """Four threads each put then delete keys under shared parents: every delete prunes the
+    now-empty parents that another thread may be creating right then. LocalStore.put raised a raw
+    FileNotFoundError when a concurrent delete pruned its directory.
+
+    Found by an adversarial review of the saver; fails before commit ea58b81."""
+    store = LocalStore(tmp_path, fsync=False)
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            for i in range(500):
+                key = f"data/t/n/w/{name}{i % 7}/deep/k"
+                store.put(key, b"x")
+                store.delete(key)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in "abcd"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert list(store.list("")) == []
+
+
 def test_local_store_survives_another_process_reading_its_files(tmp_path: Path) -> None:
     """Data written by one LocalStore instance is visible to a fresh instance (a new process)."""
     LocalStore(tmp_path).put("k", b"persisted")
