@@ -102,6 +102,15 @@ def _fresh(expires: float, minutes: float, now: float) -> bool:
     return expires - now > (1 - REFRESH_AFTER) * minutes * 60
 
 
+#: how many live items a sweeper remembers between sweeps (about 150 bytes each)
+_SEEN_MAX = 100_000
+
+
+def _still_live(seen: tuple[str, float | None] | None, etag: str, now: float) -> bool:
+    """Whether an item a previous sweep read, unchanged since (same ETag), is still not due."""
+    return seen is not None and seen[0] == etag and (seen[1] is None or now < seen[1])
+
+
 def _marker(data: dict[str, Any], now: float) -> bytes:
     """What a swept item becomes: its address and when it was swept; read as absent."""
     body = {"namespace": data.get("namespace"), "key": data.get("key"), "expired": round(float(now), 3)}
@@ -193,6 +202,9 @@ class ObjectStoreMemory(BaseStore):
         self.ttl_config = _check_ttl(ttl)
         self._clock = clock or time.time
         self._sweeper = BackgroundSweeper("memory", self.sweep_ttl, self.asweep_ttl)
+        #: what sweeps read: key -> (ETag, expires_at) of live items, so that the next sweep reads
+        #: only items written since or due by now (an ETag changes with every write of an item)
+        self._seen_expiry: dict[str, tuple[str, float | None]] = {}
 
     @classmethod
     def from_url(
@@ -288,12 +300,20 @@ class ObjectStoreMemory(BaseStore):
         then deleted the same way; elsewhere (S3, whose servers ignore or lack it) it stays,
         because an unconditional DELETE could remove an item put a moment after the sweep, and the
         next ``put`` of that key overwrites it. Requests: 1 LIST per 1000 items, 1 GET per live
-        item, 1 PUT (plus 1 DELETE on local stores) per expired item.
+        item the first time (later sweeps by the same object read only items written since, or
+        due by then), 1 PUT (plus 1 DELETE on local stores) per expired item.
         """
         now = self._clock()
         conditional_delete = isinstance(self.store, (MemoryStore, LocalStore))
         removed = 0
-        infos = [i for i in self.store.list(_ROOT) if f"/{_KEY_MARK}/" in i.key and not self._swept_size(i)]
+        seen = self._seen_expiry
+        infos = [
+            i
+            for i in self.store.list(_ROOT)
+            if f"/{_KEY_MARK}/" in i.key and not self._swept_size(i) and not _still_live(seen.get(i.key), i.etag, now)
+        ]
+        if len(seen) > _SEEN_MAX:
+            seen.clear()
         for chunk in [infos[i : i + 64] for i in range(0, len(infos), 64)]:
             objs = self.store.run_many([Get(i.key) for i in chunk])
             for obj in objs:
@@ -301,8 +321,11 @@ class ObjectStoreMemory(BaseStore):
                     continue
                 item, data = self._decode(obj)
                 expires = data.get("expires_at")
+                if item is not None:
+                    seen[obj.key] = (obj.etag, None if expires is None else float(expires))
                 if item is None or expires is None or now < float(expires):
                     continue
+                seen.pop(obj.key, None)
                 marker = _marker(data, now)
                 try:
                     etag = self.store.put(obj.key, marker, if_match=obj.etag)

@@ -127,3 +127,23 @@ def test_background_sweeper_thread_and_task() -> None:
 
     asyncio.run(main())
     assert memory.search(NS) == []
+
+
+def test_a_repeat_sweep_reads_only_items_written_since_or_due() -> None:
+    store = CountingStore(MemoryStore())
+    memory, clock = make({"default_ttl": 10, "refresh_on_read": False}, store=store)
+    for key in ("a", "b", "c"):
+        memory.put(NS, key, {"n": key})
+    assert memory.sweep_ttl() == 0
+    store.reset()
+    assert memory.sweep_ttl() == 0
+    assert store.snapshot() == {"LIST": 1, "requests": 1, "round_trips": 1}  # known ETags, not due
+    memory.put(NS, "b", {"n": "b2"}, ttl=1)  # a new version: its ETag differs
+    store.reset()
+    assert memory.sweep_ttl() == 0
+    assert store.snapshot()["GET"] == 1
+    clock.advance(2)  # "b" is due: read again and swept; "a" and "c" are not read
+    store.reset()
+    assert memory.sweep_ttl() == 1
+    assert store.snapshot()["GET"] == 1
+    assert sorted(i.key for i in memory.search(NS)) == ["a", "c"]
