@@ -6,13 +6,11 @@ answer to a conditional PUT (against a canned endpoint)."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import need_azurite
 from langgraph_handoff import ObjectStoreSaver
@@ -27,8 +25,8 @@ from langgraph_handoff.stores import AzureBlobStore, Put, StoreBase, store_from_
 from langgraph_handoff.stores.obstore_azure import AZURITE_ACCOUNT, AZURITE_KEY
 from tests.canned_s3 import canned_s3
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.graph_scenarios import ASYNC_SCENARIOS, SYNC_SCENARIOS
-from tests.race_helpers import BarrierSaver, check_linear_history, race_cas, race_once, race_threads, winner_messages
+from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
+from tests.race_helpers import check_thread_race, race_cas, race_create_only
 from tests.store_contract import StoreContract
 
 CONTAINER = "lgh-tests"
@@ -78,31 +76,16 @@ async def test_conformance_on_azurite(api: str) -> None:
 
 
 def test_graph_runs_match_inmemory(azure_store: AzureBlobStore) -> None:
-    saver = ObjectStoreSaver(azure_store)
-    for name, run in SYNC_SCENARIOS.items():
-        assert run(saver, "sync", f"g-{name}") == run(InMemorySaver(), "sync", f"g-{name}"), name
+    check_runs_match_inmemory(ObjectStoreSaver(azure_store))
 
 
 async def test_async_graph_runs_match_inmemory(azure_store: AzureBlobStore) -> None:
-    saver = ObjectStoreSaver(azure_store)
-    for name, run in ASYNC_SCENARIOS.items():
-        assert await run(saver, "async", f"a-{name}") == await run(InMemorySaver(), "async", f"a-{name}"), name
+    await acheck_runs_match_inmemory(ObjectStoreSaver(azure_store))
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_threads_racing(fresh: bool, azure_store: AzureBlobStore) -> None:
-    racers = 4
-    for rnd in range(3):
-        thread_id = f"race-{rnd}"
-        saver = BarrierSaver(azure_store, threading.Barrier(racers))
-        prefix: list[str] = []
-        if not fresh:
-            race_once(ObjectStoreSaver(azure_store), thread_id, "seed", "sync")
-            prefix = check_linear_history(ObjectStoreSaver(azure_store), thread_id)
-        outcomes = race_threads(saver, thread_id, racers, "sync")
-        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-        winner = winner_messages(check_linear_history(ObjectStoreSaver(azure_store), thread_id), prefix)
-        assert outcomes[winner] == "won"
+    check_thread_race(azure_store, fresh=fresh)
 
 
 def test_compare_and_swap_is_atomic_under_racing_threads() -> None:
@@ -118,26 +101,7 @@ def test_compare_and_swap_is_atomic_under_racing_threads() -> None:
 
 def test_create_only_race_has_one_winner(azure_store: AzureBlobStore) -> None:
     """The create-only loser's answer on Azure is 409 BlobAlreadyExists, not 412: still a lost race."""
-    for rnd in range(10):
-        barrier = threading.Barrier(16)
-        outcomes: list[str] = []
-
-        def racer(
-            i: int, key: str = f"create/{rnd}", barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes
-        ) -> None:
-            barrier.wait()
-            try:
-                azure_store.put(key, f"{i}".encode(), if_none_match=True)
-                outcomes.append("won")
-            except PreconditionFailedError:
-                outcomes.append("lost")
-
-        threads = [threading.Thread(target=racer, args=(i,)) for i in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert sorted(outcomes) == ["lost"] * 15 + ["won"], outcomes
+    race_create_only(azure_store, rounds=10, racers=16)
 
 
 async def test_delete_many_deletes_every_key_even_with_missing_ones(azure_store: AzureBlobStore) -> None:

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import need_gcs_emulator
 from langgraph_handoff import ObjectStoreSaver, envelope, keys
@@ -23,8 +21,8 @@ from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError
 from langgraph_handoff.stores import GCSStore, Put, StoreBase, store_from_url
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer
-from tests.graph_scenarios import ASYNC_SCENARIOS, SYNC_SCENARIOS
-from tests.race_helpers import BarrierSaver, check_linear_history, race_cas, race_once, race_threads, winner_messages
+from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
+from tests.race_helpers import check_thread_race, race_cas, race_create_only
 from tests.store_contract import StoreContract
 
 
@@ -50,31 +48,16 @@ async def test_conformance_on_fake_gcs(api: str) -> None:
 
 
 def test_graph_runs_match_inmemory(gcs_store: GCSStore) -> None:
-    saver = ObjectStoreSaver(gcs_store)
-    for name, run in SYNC_SCENARIOS.items():
-        assert run(saver, "sync", f"g-{name}") == run(InMemorySaver(), "sync", f"g-{name}"), name
+    check_runs_match_inmemory(ObjectStoreSaver(gcs_store))
 
 
 async def test_async_graph_runs_match_inmemory(gcs_store: GCSStore) -> None:
-    saver = ObjectStoreSaver(gcs_store)
-    for name, run in ASYNC_SCENARIOS.items():
-        assert await run(saver, "async", f"a-{name}") == await run(InMemorySaver(), "async", f"a-{name}"), name
+    await acheck_runs_match_inmemory(ObjectStoreSaver(gcs_store))
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_threads_racing(fresh: bool, gcs_store: GCSStore) -> None:
-    racers = 4
-    for rnd in range(3):
-        thread_id = f"race-{rnd}"
-        saver = BarrierSaver(gcs_store, threading.Barrier(racers))
-        prefix: list[str] = []
-        if not fresh:
-            race_once(ObjectStoreSaver(gcs_store), thread_id, "seed", "sync")
-            prefix = check_linear_history(ObjectStoreSaver(gcs_store), thread_id)
-        outcomes = race_threads(saver, thread_id, racers, "sync")
-        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-        winner = winner_messages(check_linear_history(ObjectStoreSaver(gcs_store), thread_id), prefix)
-        assert outcomes[winner] == "won"
+    check_thread_race(gcs_store, fresh=fresh)
 
 
 def test_compare_and_swap_is_atomic_under_racing_threads() -> None:
@@ -89,28 +72,7 @@ def test_compare_and_swap_is_atomic_under_racing_threads() -> None:
 
 
 def test_create_only_race_has_one_winner(gcs_store: GCSStore) -> None:
-    for rnd in range(20):
-        barrier = threading.Barrier(16)
-        outcomes: list[str] = []
-
-        def racer(
-            i: int, key: str = f"create/{rnd}", barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes
-        ) -> None:
-            barrier.wait()
-            try:
-                gcs_store.put(key, f"racer-{i}".encode(), if_none_match=True)
-                outcomes.append(f"won:{i}")
-            except PreconditionFailedError:
-                outcomes.append("lost")
-
-        threads = [threading.Thread(target=racer, args=(i,)) for i in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        winners = [o for o in outcomes if o.startswith("won")]
-        assert len(winners) == 1 and outcomes.count("lost") == 15, outcomes
-        assert gcs_store.get(f"create/{rnd}").body == f"racer-{winners[0][4:]}".encode()  # type: ignore[union-attr]
+    race_create_only(gcs_store, rounds=20, racers=16)
 
 
 @pytest.mark.parametrize("mode", ["cas", "create-only"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import threading
 import uuid
 from collections import Counter
 from typing import Any
@@ -21,11 +20,10 @@ from langgraph_handoff import ObjectStoreSaver
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
 from tests.race_helpers import (
-    BarrierSaver,
     check_linear_history,
+    check_thread_race,
     process_racer,
     race_once,
-    race_threads,
     winner_messages,
 )
 from tests.test_request_counts import five_nodes
@@ -83,18 +81,7 @@ async def test_many_concurrent_async_runs_share_one_boto3_client(s3_store: Any) 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_threads_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -> None:
-    racers = 4
-    for rnd in range(3):
-        thread_id = f"race-{rnd}"
-        saver = BarrierSaver(any_s3_store, threading.Barrier(racers))
-        prefix: list[str] = []
-        if not fresh:
-            race_once(ObjectStoreSaver(any_s3_store), thread_id, "seed", "sync")
-            prefix = check_linear_history(ObjectStoreSaver(any_s3_store), thread_id)
-        outcomes = race_threads(saver, thread_id, racers, durability)
-        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
-        winner = winner_messages(check_linear_history(ObjectStoreSaver(any_s3_store), thread_id), prefix)
-        assert outcomes[winner] == "won"
+    check_thread_race(any_s3_store, fresh=fresh, durability=durability)
 
 
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])

@@ -336,6 +336,22 @@ ASYNC_SCENARIOS = {
 }
 
 
+def check_runs_match_inmemory(saver: BaseCheckpointSaver) -> None:
+    """Every sync scenario gives the same states and history on ``saver`` as on InMemorySaver."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    for name, run in SYNC_SCENARIOS.items():
+        assert run(saver, "sync", f"g-{name}") == run(InMemorySaver(), "sync", f"g-{name}"), name
+
+
+async def acheck_runs_match_inmemory(saver: BaseCheckpointSaver) -> None:
+    """The async scenarios, likewise."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    for name, run in ASYNC_SCENARIOS.items():
+        assert await run(saver, "async", f"a-{name}") == await run(InMemorySaver(), "async", f"a-{name}"), name
+
+
 def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
 

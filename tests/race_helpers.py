@@ -162,3 +162,49 @@ def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
         assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
         assert store.get(key).body == f"racer-{winners[0]}".encode()
     return tally
+
+
+def check_thread_race(store: StoreBase, *, fresh: bool, durability: str = "sync", rounds: int = 3) -> None:
+    """4 racers run one thread at once behind a barrier, ``rounds`` times: one wins, the others
+    are refused as stale, and the stored history is the winner's, linear. With ``fresh=False``
+    the thread has a seeded checkpoint first, so the race is on a compare-and-swap of its head;
+    with ``fresh=True`` it is on the create-only first write."""
+    racers = 4
+    for rnd in range(rounds):
+        thread_id = f"race-{rnd}"
+        saver = BarrierSaver(store, threading.Barrier(racers))
+        prefix: list[str] = []
+        if not fresh:
+            race_once(ObjectStoreSaver(store), thread_id, "seed", "sync")
+            prefix = check_linear_history(ObjectStoreSaver(store), thread_id)
+        outcomes = race_threads(saver, thread_id, racers, durability)
+        assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
+        winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), prefix)
+        assert outcomes[winner] == "won"
+
+
+def race_create_only(store: StoreBase, rounds: int, racers: int) -> None:
+    """``racers`` threads create one key behind a barrier, ``rounds`` times: exactly one wins,
+    the others lose with ``PreconditionFailedError`` (whatever status the server used: 412, or
+    Azure's 409 BlobAlreadyExists), and the winner's body is stored."""
+    for rnd in range(rounds):
+        key = f"create/{rnd}"
+        barrier = threading.Barrier(racers)
+        outcomes: list[str] = []
+
+        def racer(i: int, key: str = key, barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes) -> None:
+            barrier.wait()
+            try:
+                store.put(key, f"racer-{i}".encode(), if_none_match=True)
+                outcomes.append(f"won:{i}")
+            except PreconditionFailedError:
+                outcomes.append("lost")
+
+        threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [o for o in outcomes if o.startswith("won")]
+        assert len(winners) == 1 and outcomes.count("lost") == racers - 1, outcomes
+        assert store.get(key).body == f"racer-{winners[0][4:]}".encode()  # type: ignore[union-attr]
