@@ -10,6 +10,7 @@ from langgraph.store.base import BaseStore
 
 from langgraph_handoff.errors import InvalidInputError
 from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.stores import MemoryStore
 
 
 @pytest.fixture
@@ -41,6 +42,20 @@ def test_search_by_prefix_and_filter(memory: ObjectStoreMemory) -> None:
     assert len(memory.search((), offset=2)) == 1
     with pytest.raises(InvalidInputError, match="no semantic index"):
         memory.search(("users",), query="who likes email")
+
+
+def test_memory_filter_operators() -> None:
+    """Memory search understands comparison operators instead of matching them literally.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    memory = ObjectStoreMemory(MemoryStore())
+    memory.put(("users", "u1"), "p", {"a": 1})
+    memory.put(("users", "u2"), "p", {"a": 2})
+    assert [i.namespace for i in memory.search(("users",), filter={"a": {"$gt": 1}})] == [("users", "u2")]
+    assert [i.namespace for i in memory.search(("users",), filter={"a": {"$ne": 1}})] == [("users", "u2")]
+    assert len(memory.search(("users",), filter={"a": {"$gte": 1, "$lte": 2}})) == 2
+    with pytest.raises(InvalidInputError, match="unsupported filter operators"):
+        memory.search(("users",), filter={"a": {"$regex": "x"}})
 
 
 def test_list_namespaces(memory: ObjectStoreMemory) -> None:

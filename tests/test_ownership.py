@@ -3,26 +3,32 @@ monitoring, on the offline stores. Races use real threads and OS processes."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import operator
 import threading
 from typing import Annotated, Any
 
 import pytest
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.checkpoint.fencing import write_refusal
 from langgraph_handoff.errors import (
+    ConflictError,
     InvalidConfigError,
     InvalidInputError,
     LeaseHeldError,
     OwnershipLostError,
     TransferError,
+    UnknownOutcomeError,
 )
 from langgraph_handoff.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
+from langgraph_handoff.stores import MemoryStore
+from tests import graph_scenarios as scenarios
 from tests.race_helpers import check_linear_history, make_store
 
 
@@ -48,8 +54,16 @@ def graph(saver: ObjectStoreSaver, who: str) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def cfg(thread: str = "chat") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
+def cfg(thread: str = "chat", ns: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread}
+    if ns is not None:
+        c["checkpoint_ns"] = ns
+    return {"configurable": c}
+
+
+def with_subgraph(saver: Any) -> Any:
+    """A graph whose node runs a subgraph (``tests.graph_scenarios.with_subgraph``) over ``S``."""
+    return scenarios.with_subgraph(saver, S, "steps")
 
 
 @pytest.fixture
@@ -113,6 +127,19 @@ def test_bad_lease_input_is_a_typed_error(setup, bad) -> None:  # type: ignore[n
         sessions.acquire("chat", bad["owner"], bad["ttl"])
 
 
+@pytest.mark.parametrize("value", [math.inf, math.nan])
+def test_infinite_ttls_are_refused(value: float) -> None:
+    """An infinite ttl or timeout would make a session unreclaimable.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    sessions = SessionManager(ObjectStoreSaver(MemoryStore()))
+    with pytest.raises(InvalidInputError):
+        sessions.acquire("chat", "a", ttl=value)
+    lease = sessions.acquire("chat", "a", ttl=10)
+    with pytest.raises(InvalidInputError):
+        sessions.begin_transfer(lease, timeout=value)
+
+
 # -- fencing -----------------------------------------------------------------------------------------------
 
 
@@ -146,13 +173,9 @@ def test_zombie_with_a_warm_cache_is_refused_atomically(setup) -> None:  # type:
 
 
 def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-untyped-def]
-    from langgraph.checkpoint.base.id import uuid6
-
-    from tests.graph_scenarios import with_subgraph
-
     saver, sessions, clock = setup
     a = sessions.acquire("chat", "a", ttl=10)
-    with_subgraph(saver.with_lease(a), S, "steps").invoke({"steps": []}, cfg())
+    with_subgraph(saver.with_lease(a)).invoke({"steps": []}, cfg())
     sub_ns = [ns for ns in driver_namespaces(saver, "chat") if ns]
     assert sub_ns
     clock.t += 11
@@ -194,6 +217,241 @@ def test_a_lease_only_head_is_an_empty_thread(setup) -> None:  # type: ignore[no
     out = graph(saver.with_lease(a), "A").invoke({"steps": []}, cfg("new-chat"))
     assert out["steps"] == ["A:a", "A:b"]
     assert sessions.get("new-chat").owner == "a"  # the puts kept the lease
+
+
+# -- fencing subgraph namespaces through takeovers, locks and releases -----------------------------------
+
+
+def sub_namespace(saver: ObjectStoreSaver, thread: str = "chat") -> str:
+    return next(ns for ns in driver_namespaces(saver, thread) if ns)
+
+
+def step_in(saver: ObjectStoreSaver, thread: str, ns: str) -> None:
+    """One more 'loop' checkpoint in a namespace, written from a cold cache."""
+    latest = saver.get_tuple(cfg(thread, ns))
+    assert latest is not None
+    saver.put(latest.config, {**latest.checkpoint, "id": str(uuid6())}, {"source": "loop", "step": 99}, {})
+
+
+class Hooked(MemoryStore):
+    """Another client of the same MemoryStore, with hooks after get and put."""
+
+    def __init__(self, base: MemoryStore, after_get: Any = None, after_put: Any = None, fail_root_cas: bool = False):
+        self._lock, self._objects, self._keys = base._lock, base._objects, base._keys  # type: ignore[attr-defined]
+        self.after_get, self.after_put, self.fail_root_cas = after_get, after_put, fail_root_cas
+
+    def get(self, key: str) -> Any:
+        obj = super().get(key)
+        if self.after_get:
+            self.after_get(key)
+        return obj
+
+    def put(self, key: str, body: bytes, **kw: Any) -> Any:
+        etag = super().put(key, body, **kw)
+        if self.after_put:
+            self.after_put(key)
+        if self.fail_root_cas and key == head_key("chat", "") and kw.get("if_match"):
+            raise UnknownOutcomeError(key, "HTTP 500 (landed)")
+        return etag
+
+
+@pytest.fixture
+def leased() -> tuple[MemoryStore, ObjectStoreSaver, SessionManager, Clock, Any]:
+    base, clock = MemoryStore(), Clock()
+    saver = ObjectStoreSaver(base)
+    sessions = SessionManager(saver, clock=clock)
+    a = sessions.acquire("chat", "a", ttl=10)
+    with_subgraph(saver.with_lease(a)).invoke({"steps": []}, cfg())
+    return base, saver, sessions, clock, a
+
+
+@pytest.mark.parametrize("how", ["lock", "release"])
+def test_lock_and_release_fence_subgraph_namespaces(leased, how: str) -> None:  # type: ignore[no-untyped-def]
+    """A lock or a release stops the old owner's subgraph writes too.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    base, saver, sessions, _, a = leased
+    ns = sub_namespace(saver)
+    sessions.begin_transfer(a, timeout=30) if how == "lock" else sessions.release(a)
+    with pytest.raises(OwnershipLostError):
+        step_in(ObjectStoreSaver(base).with_lease(a), "chat", ns)
+
+
+def test_subgraph_write_during_a_takeover_is_undone(leased) -> None:  # type: ignore[no-untyped-def]
+    """A subgraph write landing between the takeover's root CAS and its fence pass is undone.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    base, saver, _, clock, a = leased
+    ns = sub_namespace(saver)
+    before = len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    outcome: list[str] = []
+
+    def after_put(key: str) -> None:
+        if key == head_key("chat", "") and not outcome:
+            try:  # the takeover's lease CAS just landed; the zombie's subgraph step arrives now
+                step_in(ObjectStoreSaver(base).with_lease(a), "chat", ns)
+                outcome.append("accepted")
+            except OwnershipLostError:
+                outcome.append("refused")
+
+    clock.t += 11
+    SessionManager(ObjectStoreSaver(Hooked(base, after_put=after_put)), clock=clock).acquire("chat", "b", ttl=10)
+    assert outcome == ["refused"]
+    assert len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records) == before
+
+
+def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # type: ignore[no-untyped-def]
+    """A brand-new namespace created while a takeover happens does not stay writable.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    base, saver, sessions, clock, a = leased
+    latest = saver.get_tuple(cfg())
+    fired: list[int] = []
+
+    def after_get(key: str) -> None:
+        if key == head_key("chat", "") and not fired:
+            fired.append(1)
+            clock.t += 11
+            sessions.acquire("chat", "b", ttl=10)
+
+    zombie = ObjectStoreSaver(Hooked(base, after_get=after_get)).with_lease(a)
+    with pytest.raises(OwnershipLostError):
+        zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
+    undone, _ = saver._head_from(base.get(head_key("chat", "new:1")), "chat", "new:1")
+    assert undone is not None and not undone.records  # an emptied head: the namespace reads as empty
+    assert saver.get_tuple(cfg("chat", "new:1")) is None
+
+
+def test_takeover_with_unknown_outcome_still_fences_namespaces(leased) -> None:  # type: ignore[no-untyped-def]
+    """A takeover whose lease write "failed" but landed still fences the subgraph heads.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    base, saver, _, clock, _a = leased
+    ns = sub_namespace(saver)
+    clock.t += 11
+    b = SessionManager(ObjectStoreSaver(Hooked(base, fail_root_cas=True)), clock=clock).acquire("chat", "b", ttl=10)
+    assert b.epoch == 2
+    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+
+
+def test_undo_never_destroys_a_new_owners_namespace(leased) -> None:  # type: ignore[no-untyped-def]
+    """Undoing a namespace the zombie created never destroys the new owner's checkpoints there.
+
+    Found by the fourth review round; fails before commit 495eae2."""
+    base, saver, _, clock, a = leased
+    latest = saver.get_tuple(cfg())
+    written: dict[str, str] = {}
+
+    def after_put(key: str) -> None:
+        if key == head_key("chat", "new:1") and not written:
+            clock.t += 11
+            b = SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+            owner = ObjectStoreSaver(base).with_lease(b)
+            t = owner.get_tuple(cfg("chat", "new:1"))
+            written["cid"] = str(uuid6())
+            owner.put(t.config, {**t.checkpoint, "id": written["cid"]}, {"source": "loop", "step": 100}, {})
+
+    zombie = ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a)
+    with pytest.raises(OwnershipLostError):
+        zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
+    kept = ObjectStoreSaver(base).get_tuple(cfg("chat", "new:1"))
+    assert kept is not None and kept.config["configurable"]["checkpoint_id"] == written["cid"]
+
+
+def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-untyped-def]
+    """A takeover's epoch stamp on the zombie's head does not stop the undo.
+
+    Found by the fourth review round; fails before commit 495eae2."""
+    base, saver, _, clock, a = leased
+    ns = sub_namespace(saver)
+    before = sorted(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    fired: list[int] = []
+
+    def after_put(key: str) -> None:
+        if key == head_key("chat", ns) and not fired:
+            fired.append(1)
+            clock.t += 11
+            SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+
+    with pytest.raises(OwnershipLostError):
+        step_in(ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a), "chat", ns)
+    head = saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0]
+    assert sorted(head.records) == before and head.extra["fence"] == 2
+
+
+def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # type: ignore[no-untyped-def]
+    """Acquiring again finishes a fence pass that gave up.
+
+    Found by the fourth review round; fails before commit 495eae2."""
+    base, saver, _, clock, _a = leased
+    ns = sub_namespace(saver)
+
+    class RefuseSubHeads(Hooked):
+        def put(self, key: str, body: bytes, **kw: Any) -> Any:
+            if key == head_key("chat", ns):
+                from langgraph_handoff.errors import PreconditionFailedError
+
+                raise PreconditionFailedError(key, "test: refuse the fence pass")
+            return super().put(key, body, **kw)
+
+    clock.t += 11
+    with pytest.raises(ConflictError, match="call acquire again"):
+        SessionManager(ObjectStoreSaver(RefuseSubHeads(base)), clock=clock).acquire("chat", "b", ttl=10)
+    SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+
+
+# -- ownership across copy_thread and delete_thread -------------------------------------------------------
+
+
+def test_copy_thread_leaves_ownership_alone(leased) -> None:  # type: ignore[no-untyped-def]
+    """copy_thread copies neither the lease nor the fence, and keeps the target's own.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    _, saver, sessions, _, _ = leased
+    saver.copy_thread("chat", "copy")
+    assert sessions.get("copy") is None
+    assert sessions.acquire("copy", "b", ttl=10).epoch == 1
+    c = sessions.acquire("held", "c", ttl=10)
+    saver.copy_thread("chat", "held")
+    held = sessions.get("held")
+    assert (held.owner, held.epoch) == ("c", c.epoch)
+
+
+def test_epochs_survive_delete_thread(leased) -> None:  # type: ignore[no-untyped-def]
+    """Epochs only grow: delete_thread keeps a released lease and its fence.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    _, saver, sessions, _, a = leased
+    saver.delete_thread("chat")
+    assert saver.get_tuple(cfg()) is None and list(saver.list(cfg())) == []
+    c = sessions.acquire("chat", "c", ttl=10)
+    assert c.epoch == 2
+    with pytest.raises(OwnershipLostError):
+        with_subgraph(saver.with_lease(a)).invoke({"steps": []}, cfg())
+    with_subgraph(saver.with_lease(c)).invoke({"steps": []}, cfg())
+
+
+def test_delete_thread_does_not_overwrite_a_recreated_thread(leased) -> None:  # type: ignore[no-untyped-def]
+    """delete_thread does not overwrite a conversation re-created while it deletes.
+
+    Found by the fourth review round; fails before commit 495eae2."""
+    base, _saver, sessions, clock, _a = leased
+    fired: list[int] = []
+
+    class RecreateDuringDelete(Hooked):
+        def delete_many(self, keys: Any) -> Any:
+            out = super().delete_many(keys)
+            if not fired:
+                fired.append(1)
+                clock.t += 1
+                c = sessions.acquire("chat", "c", ttl=10)
+                with_subgraph(ObjectStoreSaver(base).with_lease(c)).invoke({"steps": ["NEW"]}, cfg())
+            return out
+
+    ObjectStoreSaver(RecreateDuringDelete(base)).delete_thread("chat")
+    lease = sessions.get("chat")
+    assert lease is not None and lease.epoch >= 2
 
 
 # -- the three-phase transfer ---------------------------------------------------------------------------

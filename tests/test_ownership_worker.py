@@ -18,8 +18,9 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.errors import LeaseHeldError, OwnershipLostError
+from langgraph_handoff.errors import ConflictError, LeaseHeldError, OwnershipLostError
 from langgraph_handoff.ownership import SessionManager, SessionWorker, WorkerStoppingError
+from langgraph_handoff.stores import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,6 +70,29 @@ def test_heartbeat_keeps_the_session_and_notices_a_loss(fleet) -> None:  # type:
     a.beat()
     assert "chat" in a.lost and "chat" not in a.leases
     a.stop()
+
+
+def test_heartbeat_survives_unexpected_renew_errors() -> None:
+    """A renew failure of any kind never kills the heartbeat.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    sessions = SessionManager(ObjectStoreSaver(MemoryStore()))
+    worker = SessionWorker(sessions, "w", lambda cp: None, ttl=30)
+    worker._hold(sessions.acquire("chat", "w", ttl=30))
+    real = sessions.renew
+    calls: list[int] = []
+
+    def flaky(lease: Any, ttl: Any = None) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConflictError("the lease kept changing under us")
+        return real(lease, ttl)
+
+    sessions.renew = flaky  # type: ignore[method-assign]
+    worker.beat()  # must not raise
+    worker.beat()
+    assert len(calls) == 2 and "chat" in worker.leases
+    worker.stop()
 
 
 def test_stop_hands_sessions_over_and_another_worker_continues(fleet) -> None:  # type: ignore[no-untyped-def]
@@ -220,19 +244,26 @@ class _DiesBeforeCheckpoint(ObjectStoreSaver):
         return super().put(config, checkpoint, metadata, new_versions)
 
 
-@pytest.mark.parametrize("settle", [True, False])
-def test_new_input_after_a_takeover_does_not_lose_the_previous_answer(store, settle: bool) -> None:  # type: ignore[no-untyped-def]
+def _dies_answering_q2(store: Any) -> SessionWorker:
+    """Worker a answers q1, then dies between q2's answer (its writes stored) and q2's checkpoint;
+    its lease expires. Returns worker b, there to reclaim the session."""
     from langchain_core.messages import HumanMessage
 
     clock = Clock()
-    sessions_a = SessionManager(_DiesBeforeCheckpoint(store), clock=clock)
-    a = SessionWorker(sessions_a, "a", _chat, ttl=30)
+    a = SessionWorker(SessionManager(_DiesBeforeCheckpoint(store), clock=clock), "a", _chat, ttl=30)
     a.invoke("chat", {"messages": [HumanMessage("q1", id="q1")]})
     with pytest.raises(SystemExit):
         a.invoke("chat", {"messages": [HumanMessage("q2", id="q2")]})
     a._stopping.set()
     clock.t += 31
-    b = SessionWorker(SessionManager(ObjectStoreSaver(store), clock=clock), "b", _chat, ttl=30)
+    return SessionWorker(SessionManager(ObjectStoreSaver(store), clock=clock), "b", _chat, ttl=30)
+
+
+@pytest.mark.parametrize("settle", [True, False])
+def test_new_input_after_a_takeover_does_not_lose_the_previous_answer(store, settle: bool) -> None:  # type: ignore[no-untyped-def]
+    from langchain_core.messages import HumanMessage
+
+    b = _dies_answering_q2(store)
     (lease,) = b.reclaim()
     msg = {"messages": [HumanMessage("q3", id="q3")]}
     if settle:
@@ -244,4 +275,42 @@ def test_new_input_after_a_takeover_does_not_lose_the_previous_answer(store, set
         assert texts == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3"]
     else:
         assert "answer to q2" not in texts  # LangGraph dropped the completed task's writes
+    b.stop()
+
+
+async def test_ainvoke_settles_first(store) -> None:  # type: ignore[no-untyped-def]
+    """The async path finishes a dead worker's step too.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    from langchain_core.messages import HumanMessage
+
+    b = _dies_answering_q2(store)
+    b.reclaim()
+    out = await b.ainvoke("chat", {"messages": [HumanMessage("q3", id="q3")]})
+    assert [m.content for m in out["messages"]] == ["q1", "answer to q1", "q2", "answer to q2", "q3", "answer to q3"]
+    b.stop()
+
+
+def test_settle_leaves_breakpoints_alone() -> None:
+    """A thread paused at a static breakpoint is not pushed past it by the new owner.
+
+    Found by an adversarial review of session ownership; fails before commit 596ef7d."""
+    store, effects = MemoryStore(), []
+
+    def build(cp: Any) -> Any:
+        g = StateGraph(S)
+        g.add_node("draft", lambda s: {"log": ["drafted"]})
+        g.add_node("send", lambda s: (effects.append("sent"), {"log": ["sent"]})[1])
+        g.add_edge(START, "draft")
+        g.add_edge("draft", "send")
+        g.add_edge("send", END)
+        return g.compile(checkpointer=cp, interrupt_before=["send"])
+
+    a = SessionWorker(SessionManager(ObjectStoreSaver(store)), "a", build, ttl=30)
+    a.invoke("chat", {"log": ["refund?"]})
+    a.stop()
+    b = SessionWorker(SessionManager(ObjectStoreSaver(store)), "b", build, ttl=30)
+    b.accept_transfers()
+    b.invoke("chat", {"log": ["wait, do not refund"]})
+    assert effects == []
     b.stop()
