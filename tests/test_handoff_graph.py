@@ -4,6 +4,7 @@ breakers, sticky turns, context policies, observability and persistence."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from typing import Any
 
@@ -12,20 +13,25 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import BaseModel
+from langgraph.graph import MessagesState
+from pydantic import BaseModel, ConfigDict, Field
 
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff import (
     EVENT,
     HandoffAgent,
+    HandoffState,
     assert_valid_history,
+    build_handoff_graph,
     create_handoff_graph,
     handoff_log,
+    handoff_middleware,
     handoff_to,
     is_handoff_message,
     routing_log,
     validate_history,
 )
+from langgraph_handoff.handoff.tools import tool_name_for
 from langgraph_handoff.routing import Route, Rule, RuleRouter, SemanticRouter
 from langgraph_handoff.testing import ScriptedChatModel, reply, tool_call
 
@@ -33,6 +39,10 @@ from langgraph_handoff.testing import ScriptedChatModel, reply, tool_call
 class OrderRef(BaseModel):
     order_id: str
     status: str
+
+
+class OrderId(BaseModel):
+    order_id: str
 
 
 @tool
@@ -46,7 +56,7 @@ def cfg(thread: str = "t") -> dict[str, Any]:
 
 
 def transfer(target: str, briefing: str = "please take over", **args: Any) -> AIMessage:
-    return tool_call(f"transfer_to_{target}", {"briefing": briefing, **args})
+    return tool_call(tool_name_for(target), {"briefing": briefing, **args})
 
 
 def desk(after_sales: list, orders: list | None = None, tech: list | None = None, **options: Any):
@@ -143,6 +153,71 @@ def test_missing_briefing_and_disabled_target_are_tool_errors_not_crashes() -> N
     assert "needs a 'briefing'" in errors[0] and "not available right now" in errors[1]
     assert result["active_agent"] == "a" and result["messages"][-1].content == "I'll help you myself."
     assert not models["tech"].calls
+
+
+def test_refused_tool_handoff_goes_back_to_the_model() -> None:
+    """A create_agent agent whose middleware tool lacks the target's payload schema: the router's
+    refusal goes back to the model, which corrects itself.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    from langchain.agents import create_agent
+
+    model = ScriptedChatModel([transfer("orders", payload={}), transfer("orders", payload={"order_id": "A"})])
+    support = create_agent(model, tools=[], middleware=[handoff_middleware(["orders"])])  # no schema known here
+    orders = ScriptedChatModel(["orders here"])
+    graph = create_handoff_graph(
+        [HandoffAgent("support", support), HandoffAgent("orders", orders, payload_schema=OrderId)]
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["active_agent"] == "orders" and len(model.calls) == 2
+    assert any("order_id: Field required" in str(m.content) for m in model.calls[1])
+    assert_valid_history(result["messages"])
+
+
+def test_payload_schema_with_aliases() -> None:
+    """Payload schemas with aliases: the model's alias is accepted and recorded.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+
+    class Aliased(BaseModel):
+        model_config = ConfigDict(populate_by_name=True)
+        order_id: str = Field(alias="orderId")
+
+    a = ScriptedChatModel([transfer("orders", payload={"orderId": "A-1"})])
+    graph = create_handoff_graph(
+        [HandoffAgent("a", a), HandoffAgent("orders", ScriptedChatModel(["ok"]), payload_schema=Aliased)]
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["active_agent"] == "orders" and handoff_log(result)[-1].payload == {"orderId": "A-1"}
+
+
+def test_nested_payload_schema_converts_for_providers() -> None:
+    """Nested payload schemas (an enum in a model in the payload) survive a provider's tool conversion.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+
+    class Kind(enum.Enum):
+        HOME = "home"
+        WORK = "work"
+
+    class Address(BaseModel):
+        street: str
+        kind: Kind
+
+    class Change(BaseModel):
+        order_id: str
+        new_address: Address
+
+    a = ScriptedChatModel(
+        [transfer("orders", payload={"order_id": "A", "new_address": {"street": "s", "kind": "home"}})]
+    )
+    graph = create_handoff_graph(
+        [HandoffAgent("a", a), HandoffAgent("orders", ScriptedChatModel(["ok"]), payload_schema=Change)]
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["active_agent"] == "orders"
+    payload = a.bound_tool_schemas[0]["function"]["parameters"]["properties"]["payload"]
+    assert payload["properties"]["new_address"]["properties"]["kind"]["enum"] == ["home", "work"]
 
 
 # -- several handoffs in one message ---------------------------------------------------------------
@@ -283,6 +358,157 @@ def test_breaker_counts_reset_each_user_turn() -> None:
     assert second["turn_chain"] == ["tech", "after_sales"] and handoff_log(second)[-1].trigger == "tool"
 
 
+def refusing_support_desk(model: ScriptedChatModel, **options: Any) -> Any:
+    """A ``create_agent`` support agent on ``model`` whose handoff middleware does not know the
+    orders desk's payload schema (so the router refuses its handoffs), the orders desk, and a
+    human fallback."""
+    from langchain.agents import create_agent
+
+    support = create_agent(model, tools=[], middleware=[handoff_middleware(["orders"])])
+    return create_handoff_graph(
+        [
+            HandoffAgent("support", support),
+            HandoffAgent("orders", ScriptedChatModel(["o"]), payload_schema=OrderId),
+            HandoffAgent("human", lambda s: {"messages": [AIMessage("human")]}),
+        ],
+        fallback="human",
+        **options,
+    )
+
+
+def test_an_agent_that_keeps_asking_for_a_refused_handoff_reaches_the_fallback() -> None:
+    """An agent that keeps asking for a handoff the router refuses reaches the fallback after the first
+    try and two retries.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    model = ScriptedChatModel([transfer("orders", payload={})], cycle=True)
+    graph = refusing_support_desk(model)
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert len(model.calls) == 3  # the first try and two more
+    assert result["active_agent"] == "human" and handoff_log(result)[-1].trigger == "breaker"
+    assert_valid_history(result["messages"])
+
+
+def test_disabled_fallback_ends_the_turn_and_the_breach_is_recorded() -> None:
+    """A disabled fallback is not used, and a refused handoff is recorded in ``breakers`` even when
+    the turn ends.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    human = ScriptedChatModel(["human"])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("a", ScriptedChatModel([transfer("b")])),
+            HandoffAgent("b", ScriptedChatModel([transfer("a")])),
+            HandoffAgent("human", human, enabled=False),
+        ],
+        fallback="human",
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert not human.calls and result["messages"][-1].name == "handoff_router"
+    (trip,) = result["breakers"]
+    assert trip["source"] == "b" and trip["wanted"] == "a" and trip["target"] is None and "ping-pong" in trip["reason"]
+
+
+def test_fallback_message_with_braces_never_raises() -> None:
+    """A custom fallback message with braces never raises.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    graph = create_handoff_graph(
+        [HandoffAgent("a", ScriptedChatModel([transfer("b")])), HandoffAgent("b", ScriptedChatModel([transfer("a")]))],
+        fallback_message="Sorry {name} :-} ({reason})",
+    )
+    last = graph.invoke({"messages": [("user", "x")]})["messages"][-1]
+    assert last.content.startswith("Sorry {name} :-} (ping-pong")
+
+
+def test_time_waiting_at_an_interrupt_is_not_agent_time() -> None:
+    """Waiting for a human at an interrupt does not count against the time budget.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    from langgraph.types import Command, interrupt
+
+    now = [0.0]
+
+    @tool
+    def approve(amount: int) -> str:
+        """Ask a human."""
+        return f"human said {interrupt({'approve': amount})}"
+
+    triage = ScriptedChatModel([tool_call("approve", {"amount": 20}), transfer("billing", "refund approved")])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("triage", triage, tools=[approve]),
+            HandoffAgent("billing", ScriptedChatModel(["billing"])),
+            HandoffAgent("human", ScriptedChatModel(["human"])),
+        ],
+        fallback="human",
+        time_budget=60,
+        clock=lambda: now[0],
+        checkpointer=InMemorySaver(),
+    )
+    graph.invoke({"messages": [("user", "refund")]}, cfg())
+    now[0] = 300.0  # the human answered five minutes later
+    result = graph.invoke(Command(resume="yes"), cfg())
+    assert result["active_agent"] == "billing" and result["turn_elapsed"] < 60
+
+
+def test_runaway_agent_reaches_the_fallback() -> None:
+    """An agent looping inside itself is cut to the fallback, not raised at the user.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+
+    @tool
+    def poll() -> str:
+        """Poll forever."""
+        return "not yet"
+
+    looping = ScriptedChatModel([tool_call("poll")], cycle=True)
+    graph = create_handoff_graph(
+        [HandoffAgent("a", looping, tools=[poll]), HandoffAgent("human", lambda s: {"messages": [AIMessage("human")]})],
+        fallback="human",
+        recursion_limit=20,
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert (
+        result["active_agent"] == "human"
+        and "did not finish within the recursion limit" in result["breakers"][0]["reason"]
+    )
+    assert_valid_history(result["messages"])
+
+
+def test_long_handoff_chains_hit_a_breaker_not_the_recursion_limit() -> None:
+    """A long handoff chain with a high ``max_handoffs_per_turn`` hit the recursion limit before its
+    breaker; the limit now covers every allowed visit.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    names = ["a", "b", "c"]
+    agents = [
+        HandoffAgent(n, ScriptedChatModel([transfer(names[(i + 1) % 3])], cycle=True)) for i, n in enumerate(names)
+    ]
+    agents.append(HandoffAgent("human", lambda s: {"messages": [AIMessage("human")]}))
+    graph = create_handoff_graph(agents, fallback="human", max_handoffs_per_turn=60, ping_pong=False)
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["active_agent"] == "human" and "60 handoffs" in result["breakers"][0]["reason"]
+
+
+def test_a_retry_respects_the_time_budget() -> None:
+    """A retry after a refused handoff ignored a spent time budget.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    now = [0.0]
+
+    def slow(messages: list) -> AIMessage:
+        now[0] += 30.0
+        return transfer("orders", payload={})
+
+    model = ScriptedChatModel([slow], cycle=True)
+    graph = refusing_support_desk(model, time_budget=25, clock=lambda: now[0])
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert len(model.calls) == 1 and "time budget of 25s" in result["breakers"][0]["reason"]
+
+
 # -- routing at the entry, sticky turns --------------------------------------------------------------
 
 
@@ -332,6 +558,31 @@ def test_reroute_always_routes_every_turn() -> None:
     assert graph.invoke({"messages": [("user", "the app crashes")]}, cfg())["active_agent"] == "tech"
 
 
+def test_entry_substitutes_a_disabled_agent() -> None:
+    """The entry router never starts a turn at a disabled agent.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    human = ScriptedChatModel(["human"])
+    graph = create_handoff_graph(
+        [HandoffAgent("triage", ScriptedChatModel(["triage here"])), HandoffAgent("human", human, enabled=False)],
+        router=RuleRouter([Rule("human", keywords=["human"])]),
+    )
+    result = graph.invoke({"messages": [("user", "a human please")]})
+    assert result["active_agent"] == "triage" and not human.calls
+    assert "'human' is disabled" in result["routing"][-1]["reason"]
+
+
+def test_every_agent_disabled_ends_the_turn_politely() -> None:
+    """A graph whose every agent is disabled still started turns at one.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    a = ScriptedChatModel(["a"])
+    graph = create_handoff_graph([HandoffAgent("a", a, enabled=False)])
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert not a.calls and result["messages"][-1].name == "handoff_router" and result["breakers"]
+
+
 # -- context policies ------------------------------------------------------------------------------------
 
 
@@ -355,6 +606,25 @@ def test_context_policy_shapes_what_the_receiver_sees(policy: Any, expect: list[
     assert validate_history(seen) == []
     assert "the briefing" in seen[-1].content
     assert len(result["messages"]) == 7  # the shared transcript keeps everything
+
+
+def test_retry_feedback_reaches_an_agent_with_a_no_tools_view() -> None:
+    """An agent with a ``"no_tools"`` view never saw the error its retry was about.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    from langchain.agents import create_agent
+
+    model = ScriptedChatModel([transfer("orders", payload={}), transfer("orders", payload={"order_id": "A"})])
+    support = create_agent(model, tools=[], middleware=[handoff_middleware(["orders"])])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("support", support, context="no_tools"),
+            HandoffAgent("orders", ScriptedChatModel(["o"]), payload_schema=OrderId),
+        ]
+    )
+    assert graph.invoke({"messages": [("user", "x")]})["active_agent"] == "orders"
+    assert any("Field required" in str(m.content) for m in model.calls[1])
 
 
 # -- plain function agents --------------------------------------------------------------------------------
@@ -419,6 +689,34 @@ def test_orphaned_calls_from_a_custom_agent_are_answered() -> None:
     assert result["messages"][-1].tool_call_id == "c9" and "Not executed" in result["messages"][-1].content
 
 
+def test_messages_a_graph_agent_makes_for_itself_stay_out_of_the_transcript() -> None:
+    """A graph agent's own messages (a summarisation middleware's summary, a system message) leaked
+    into the shared transcript.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langgraph.graph import END as G_END
+    from langgraph.graph import START as G_START
+    from langgraph.graph import MessagesState, StateGraph
+
+    def summarising_agent(state: MessagesState) -> dict:
+        return {
+            "messages": [
+                HumanMessage("Here is a summary of the conversation to date: ..."),
+                SystemMessage("internal"),
+                AIMessage("the reply"),
+            ]
+        }
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", summarising_agent)
+    g.add_edge(G_START, "agent")
+    g.add_edge("agent", G_END)
+    result = create_handoff_graph([HandoffAgent("a", g.compile())]).invoke({"messages": [("user", "x")]})
+    assert [m.content for m in result["messages"]] == ["x", "the reply"]
+
+
 def test_allowed_handoffs_limit_the_tools_an_agent_gets() -> None:
     a = ScriptedChatModel(["hi"])
     graph = create_handoff_graph(
@@ -464,6 +762,23 @@ def test_decisions_and_handoffs_are_streamed_logged_and_tagged(caplog: pytest.Lo
     assert any(md.get("handoff_agent") == "tech" for md in spy.chat_metadata)
     text = caplog.text
     assert "route -> tech via semantic" in text and "handoff tech -> after_sales" in text
+
+
+def test_function_agents_carry_handoff_metadata() -> None:
+    """Function agents' runs lacked the handoff metadata.
+
+    Found by the second review round of the handoff and routing code; fails before commit
+    c4af24a."""
+    seen: list[dict] = []
+
+    class Spy(BaseCallbackHandler):
+        def on_chain_start(self, serialized, inputs, *, metadata=None, **kw):  # type: ignore[no-untyped-def]
+            if (metadata or {}).get("handoff_agent"):
+                seen.append(metadata)
+
+    graph = create_handoff_graph([HandoffAgent("desk", lambda s: {"messages": [AIMessage("hi")]})])
+    graph.invoke({"messages": [("user", "x")]}, {"callbacks": [Spy()]})
+    assert any(m["handoff_agent"] == "desk" and m["handoff_chain"] == ["desk"] for m in seen)
 
 
 # -- persistence ---------------------------------------------------------------------------------------------
@@ -538,6 +853,80 @@ def test_the_user_message_is_never_lost() -> None:
     result = graph.invoke({"messages": [HumanMessage("my exact words")]}, cfg())
     assert result["messages"][0].content == "my exact words"
     assert sum(1 for x in result["messages"] if isinstance(x, HumanMessage) and not is_handoff_message(x)) == 1
+
+
+def test_agent_names_that_sanitise_alike_get_distinct_tools() -> None:
+    """Agent names that sanitise to the same tool name get distinct tools of at most 64 characters.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    a = ScriptedChatModel([transfer("退货")])
+    graph = create_handoff_graph(
+        [
+            HandoffAgent("a", a),
+            HandoffAgent("退货", ScriptedChatModel(["returns desk"])),
+            HandoffAgent("换货", ScriptedChatModel(["exchange desk"])),
+        ]
+    )
+    result = graph.invoke({"messages": [("user", "x")]})
+    assert result["messages"][-1].content == "returns desk"
+    assert len(set(a.bound_tools)) == 2 and all(len(n) <= 64 for n in a.bound_tools)
+    assert tool_name_for("after sales") != tool_name_for("after.sales")
+    assert tool_name_for("x" * 100) != tool_name_for("x" * 101)
+
+
+def test_configured_chat_model_is_a_model_agent() -> None:
+    """Chat models configured with ``.bind()``/``.with_config()`` are model agents; other wrappers
+    are refused.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    base = ScriptedChatModel([transfer("b")])
+    graph = create_handoff_graph(
+        [HandoffAgent("a", base.bind(temperature=0)), HandoffAgent("b", ScriptedChatModel(["b"]))]
+    )
+    assert graph.invoke({"messages": [("user", "x")]})["active_agent"] == "b"
+    assert base.bound_tools == ["transfer_to_b"]
+    with pytest.raises(InvalidHandoffError, match="RunnableRetry"):
+        create_handoff_graph([HandoffAgent("a", ScriptedChatModel(["x"]).with_retry())])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"time_budget": "30"},
+        {"time_budget": -1},
+        {"max_handoffs_per_turn": "3"},
+        {"max_handoffs_per_turn": None},
+        {"recursion_limit": "x"},
+        {"fallback_message": 3},
+        {"clock": 5},
+    ],
+)
+def test_bad_breaker_settings_are_refused_at_build(options: dict) -> None:
+    """Breaker settings are checked when the graph is built.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    with pytest.raises(InvalidHandoffError):
+        create_handoff_graph([HandoffAgent("a", lambda s: {})], **options)
+
+
+def test_state_schema_must_extend_handoff_state() -> None:
+    """A state schema without the handoff keys is refused; a subclass of HandoffState works.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    with pytest.raises(InvalidHandoffError, match="subclass HandoffState"):
+        build_handoff_graph([HandoffAgent("a", lambda s: {})], state_schema=MessagesState)
+
+    class Mine(HandoffState, total=False):
+        customer_tier: str
+
+    def a(state: dict) -> dict:
+        return handoff_to("b", briefing="x", customer_tier="gold")
+
+    graph = build_handoff_graph(
+        [HandoffAgent("a", a), HandoffAgent("b", lambda s: {"messages": [AIMessage(s["customer_tier"])]})],
+        state_schema=Mine,
+    ).compile()
+    assert graph.invoke({"messages": [("user", "x")]})["messages"][-1].content == "gold"
 
 
 # -- property campaign: random mixes of tool calls in one message --------------------------------------------

@@ -153,6 +153,15 @@ def test_handoff_model_refuses_empty_target_and_renders() -> None:
     assert msg.content.startswith("[Handoff from the user to b]") and msg.name == "handoff"
 
 
+def test_handoff_tool_ignores_unexpected_argument_keys() -> None:
+    """Stray argument keys from a model (``self``, anything) do not break the handoff tool.
+
+    Found by an adversarial review of the handoff and routing code; fails before commit 0ffac10."""
+    t = create_handoff_tool("orders")
+    msg = t.invoke({"type": "tool_call", "id": "1", "name": t.name, "args": {"briefing": "b", "self": 1, "x": 2}})
+    assert isinstance(msg, ToolMessage) and msg.status == "success"
+
+
 # -- langchain.agents.create_agent ------------------------------------------------------------------------
 
 
