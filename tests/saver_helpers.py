@@ -1,11 +1,22 @@
 """Small pieces shared by the saver's tests: a checkpoint written straight through ``put`` (no
-graph), and the id of a thread's latest checkpoint."""
+graph), the id of a thread's latest checkpoint, tiny graphs over a large value, a store that
+loses the answer to a head swap, and a whole-store read check."""
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any
 
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import UnknownOutcomeError
+from langgraph_handoff.inspect import verify_store
+from langgraph_handoff.stores import StoreBase
+from langgraph_handoff.stores.base import Op, Put
+from langgraph_handoff.stores.counting import CountingStore
 
 
 def put(saver: Any, thread: str, parent: str | None, step: int, *, ns: str = "", values: dict | None = None,
@@ -29,3 +40,61 @@ def put(saver: Any, thread: str, parent: str | None, step: int, *, ns: str = "",
 def latest_id(saver: Any, thread: str) -> str | None:
     tup = saver.get_tuple({"configurable": {"thread_id": thread}})
     return tup and tup.config["configurable"]["checkpoint_id"]
+
+
+class Big(TypedDict, total=False):
+    """A large value and a turn counter."""
+
+    big: str
+    n: int
+
+
+class Body(TypedDict, total=False):
+    """``Big`` once a migration renamed ``big`` to ``body``."""
+
+    body: str
+    n: int
+
+
+class Doc(TypedDict, total=False):
+    """A log every turn appends to, and a document most turns leave alone."""
+
+    log: Annotated[list[str], operator.add]
+    doc: str
+
+
+def one_node_graph(schema: Any, saver: ObjectStoreSaver, node: Any) -> Any:
+    """START -> ``node`` -> END over ``schema``, checkpointed by ``saver``."""
+    g = StateGraph(schema)
+    g.add_node("a", node)
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    return g.compile(checkpointer=saver)
+
+
+def counting_graph(schema: Any, saver: ObjectStoreSaver) -> Any:
+    """A one-node graph that only counts turns (``n``): the other channels are whatever the input
+    sets."""
+    return one_node_graph(schema, saver, lambda s: {"n": s.get("n", 0) + 1})
+
+
+class LostSwapAnswer(CountingStore):
+    """The head swap lands, a worker writes on top, and the answer to the swap is lost."""
+
+    def __init__(self, inner: StoreBase, on_top: Any) -> None:
+        super().__init__(inner)
+        self.on_top, self.armed = on_top, True
+
+    def run(self, op: Op) -> Any:
+        if self.armed and isinstance(op, Put) and op.key == "heads/t/=" and op.if_match:
+            self.armed = False
+            super().run(op)
+            self.on_top()
+            raise UnknownOutcomeError(op.key, "HTTP 500")
+        return super().run(op)
+
+
+def reads_whole(store: StoreBase, saver: ObjectStoreSaver) -> None:
+    """Every checkpoint and value of thread ``t`` reads, and verify finds no problem."""
+    list(saver.list({"configurable": {"thread_id": "t"}}))
+    assert verify_store(saver).problems == []

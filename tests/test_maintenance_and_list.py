@@ -1,5 +1,6 @@
 """list() semantics the conformance suite does not check, and prune / delete_for_runs /
-copy_thread on threads with subgraph namespaces, sealed segments and blob values."""
+copy_thread on threads with subgraph namespaces, sealed segments and blob values, also while
+readers, copies and writers race them and when the answer to a head swap is lost."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff.errors import ThreadExistsError
+from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.stores import Get, StoreBase
+from langgraph_handoff.stores.base import Op
 from tests.graph_scenarios import scenario_update_and_time_travel
-from tests.saver_helpers import latest_id, put
+from tests.migrate_helpers import cfg
+from tests.saver_helpers import Big, Doc, LostSwapAnswer, counting_graph, latest_id, one_node_graph, put, reads_whole
 
 SEALING = Layout(head_max_records=3, head_keep=1, blob_threshold=64)
 
@@ -142,6 +147,28 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
 
     graph = subgraph_with_interrupt().compile(checkpointer=ObjectStoreSaver(store, layout=layout))
     graph.invoke({"trail": ["more"]}, {"configurable": {"thread_id": "t"}})
+
+
+def test_prune_collects_a_dropped_checkpoints_blobs_by_key() -> None:
+    """prune kept every blob of a dropped checkpoint as soon as one of them was still used.
+
+    Found by the eighth review round; fails before commit c5296ee."""
+    from langgraph.graph import END, START, StateGraph
+
+    store = MemoryStore()
+    small = Layout(blob_threshold=256, spill_threshold=200, head_max_records=6, head_keep=2)
+    g = StateGraph(Doc)
+    g.add_node("a", lambda s: {"log": ["a"]})  # never touches doc
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    graph = g.compile(checkpointer=ObjectStoreSaver(store, layout=small))
+    graph.invoke({"log": ["hi " + "x" * 300], "doc": "T" * 1000}, cfg("t"))  # two blobs, one owner
+    for i in range(3):
+        graph.invoke({"log": [f"turn {i}"]}, cfg("t"))  # the log changes, the doc is shared
+    saver = ObjectStoreSaver(store, layout=small)
+    saver.prune(["t"])
+    report = verify_store(saver)
+    assert report.problems == [] and report.unreferenced == []
 
 
 def test_prune_validates_arguments(store: StoreBase) -> None:
@@ -315,3 +342,91 @@ def test_copy_thread_racing_a_prune_of_its_source_copies_a_consistent_snapshot()
     copied = list(fresh.list({"configurable": {"thread_id": "copy"}}))
     source = list(fresh.list({"configurable": {"thread_id": "t"}}))
     assert [t.checkpoint for t in copied] == [t.checkpoint for t in source] and len(copied) == 1
+
+
+# -- rewrites whose answer is lost while a worker writes on top -------------------------------------------
+
+
+def _delete_run_r1_with_a_lost_answer() -> tuple[StoreBase, Layout]:
+    """Six runs on one thread (segments mixing runs), then delete_for_runs(["r1"]) whose head
+    swap lands while a worker takes a turn on top, and whose answer is lost."""
+    tiny = Layout(head_max_records=5, head_keep=1)
+    store = MemoryStore()
+    worker = counting_graph(Big, ObjectStoreSaver(store, layout=tiny))
+    for i in range(6):
+        worker.invoke({"n": 0} if i == 0 else {}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": f"r{i}"}})
+    ObjectStoreSaver(LostSwapAnswer(store, lambda: worker.invoke({}, cfg("t"))), layout=tiny).delete_for_runs(["r1"])
+    return store, tiny
+
+
+def test_a_lost_answer_to_a_rewrite_does_not_delete_the_segments_it_stored() -> None:
+    """prune / delete_for_runs deleted segments the stored head lists when the answer to a landed swap
+    was lost and a worker wrote on top.
+
+    Found by the tenth review round; fails before commit 8d3d56f."""
+    store, tiny = _delete_run_r1_with_a_lost_answer()
+    reads_whole(store, ObjectStoreSaver(store, layout=tiny))
+
+
+def test_a_deleted_runs_checkpoints_do_not_linger_after_a_lost_answer() -> None:
+    """delete_for_runs whose head swap landed unseen under a worker's turn found nothing left to
+    drop on its next attempt and never collected the replaced segments (holding the deleted
+    run's checkpoints) or its writes.
+
+    Found by the eleventh review round; fails before commit da15759."""
+    store, tiny = _delete_run_r1_with_a_lost_answer()
+    fresh = ObjectStoreSaver(store, layout=tiny)
+    reads_whole(store, fresh)
+    assert verify_store(fresh).unreferenced == []
+    assert all(t.metadata.get("run_id") != "r1" for t in fresh.list(cfg("t")))
+
+
+class _Two(TypedDict, total=False):
+    doc: str
+    other: str
+    n: int
+
+
+def _alternating(saver: ObjectStoreSaver) -> Any:
+    def a(state: dict[str, Any]) -> dict[str, Any]:
+        n = state.get("n", 0) + 1
+        return {"n": n, **({"other": chr(65 + n % 26) * 600} if n % 3 == 0 else {})}
+
+    return one_node_graph(_Two, saver, a)
+
+
+def test_a_segment_sealed_on_top_and_replaced_before_it_is_read_stops_the_collection() -> None:
+    """prune's swap landed unseen, a worker's turn on top sealed a segment, and another admin job
+    replaced that segment right after prune's re-read: prune skipped the missing segment and
+    collected a blob the replacement still references.
+
+    Found by the twelfth review round; fails before commit ccfafb3."""
+    from langgraph_handoff.stores.base import Get
+
+    layout = Layout(blob_threshold=100_000, spill_threshold=200, head_max_records=3, head_keep=1)
+    store = MemoryStore()
+    graph = _alternating(ObjectStoreSaver(store, layout=layout))
+
+    def run(g: Any, rid: str, inp: dict[str, Any]) -> None:
+        g.invoke(inp, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": rid}})
+
+    run(graph, "r0", {"doc": "B" * 1000})
+    for i in range(5):
+        run(graph, f"r{i + 1}", {"doc": f"X{i}" * 300} if i == 1 else {})
+    worker = _alternating(ObjectStoreSaver(store, layout=layout))
+    state = {"late": False}
+
+    class Racing(LostSwapAnswer):
+        def run(self, op: Op) -> Any:
+            out = super().run(op)
+            if state["late"] and isinstance(op, Get) and op.key == "heads/t/=":
+                state["late"] = False  # just after prune's re-read: another admin job
+                ObjectStoreSaver(store, layout=layout).delete_for_runs(["r5"])
+            return out
+
+    def on_top() -> None:
+        run(worker, "w", {"doc": "W" * 800})  # seals a segment
+        state["late"] = True
+
+    ObjectStoreSaver(Racing(store, on_top), layout=layout).prune(["t"])
+    reads_whole(store, ObjectStoreSaver(store, layout=layout))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 from typing import Annotated, Any
@@ -15,6 +16,8 @@ from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import InvalidConfigError, MigrationError, SchemaVersionError
 from langgraph_handoff.keys import head_key
 from langgraph_handoff.migrations import SchemaMigrations, rename_channel
+from langgraph_handoff.stores import MemoryStore
+from tests.migrate_helpers import cfg
 
 CFG = {"configurable": {"thread_id": "chat"}}
 
@@ -229,3 +232,99 @@ def test_list_filter_sees_migrated_metadata(store) -> None:  # type: ignore[no-u
 
     saver = ObjectStoreSaver(store, migrations=m)
     assert len(list(saver.list(CFG, filter={"migrated": True}))) == len(list(saver.list(CFG))) > 0
+
+
+def test_int_channel_versions_stay_ints() -> None:
+    """Int channel versions stay ints through a lazy read, migrate and a later schema step.
+
+    Found by the seventh review round; fails before commit b02d53b."""
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = {"v": 1, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"topic": "refund"}, "channel_versions": {"topic": 1}, "versions_seen": {}}  # fmt: skip
+    store = MemoryStore()
+    ObjectStoreSaver(store).put(config, cp, {}, {"topic": 1})
+    one = ObjectStoreSaver(store, migrations=migrations(1))
+    assert one.get_tuple(config).checkpoint["channel_versions"] == {"topic": 1, "language": 2}
+    one.migrate_thread("t")
+    two = migrations(1)
+
+    @two.register(2, "add region")
+    def region(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.setdefault("region", "eu")
+
+    read = ObjectStoreSaver(store, migrations=two).get_tuple(config).checkpoint
+    assert read["channel_values"]["region"] == "eu" and read["channel_versions"]["region"] == 3
+
+
+class _Old(TypedDict, total=False):
+    summary: str
+    summary_v2: dict[str, str]
+    n: int
+
+
+class _New(TypedDict, total=False):
+    summary: dict[str, str]
+    n: int
+
+
+def _count(state: dict[str, Any]) -> dict[str, int]:
+    return {"n": state.get("n", 0) + 1}
+
+
+def test_a_rename_onto_a_name_the_old_schema_used_is_not_unchanged() -> None:
+    """Drop ``summary``, rename ``summary_v2`` onto it: both old channels had one version (one
+    step wrote them), so the new channel passed for the old one and kept its stored value.
+
+    Found by the eighth review round; fails before commit c5296ee."""
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_handoff.migrations import rename_channel
+
+    m = SchemaMigrations()
+
+    @m.register(1, "drop the old summary")
+    def drop(values: dict[str, Any], metadata: dict[str, Any]) -> None:
+        values.pop("summary", None)
+
+    m.register(2)(rename_channel("summary_v2", "summary"))
+
+    def graph(schema: Any, saver: ObjectStoreSaver) -> Any:
+        g = StateGraph(schema)
+        g.add_node("step", _count)
+        g.add_edge(START, "step")
+        g.add_edge("step", END)
+        return g.compile(checkpointer=saver)
+
+    for mode in ("a turn after a lazy read", "migrate"):
+        store = MemoryStore()
+        graph(_Old, ObjectStoreSaver(store)).invoke({"summary": "OLD", "summary_v2": {"text": "NEW"}}, cfg("t"))
+        saver = ObjectStoreSaver(store, migrations=m)
+        assert graph(_New, saver).get_state(cfg("t")).values["summary"] == {"text": "NEW"}
+        if mode == "migrate":
+            saver.migrate_thread("t")
+        else:
+            graph(_New, saver).invoke({"n": 10}, cfg("t"))
+        fresh = graph(_New, ObjectStoreSaver(store, migrations=m))
+        assert fresh.get_state(cfg("t")).values["summary"] == {"text": "NEW"}, mode
+
+
+@dataclasses.dataclass
+class _Profile:
+    name: str
+    seen: set[int] = dataclasses.field(default_factory=set)
+
+
+def test_sets_inside_dataclasses_do_not_make_a_channel_changed() -> None:
+    """Sets inside dataclasses compare in order: a copy's other set order made the channel
+    'changed' on a lazy read.
+
+    Found by the eighth review round; fails before commit c5296ee."""
+    items = [34, 145, 195, 16, 65, 30, 126, 194, 115, 120, 166, 97]  # orders differ after a copy
+    store = MemoryStore()
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"profile": _Profile("ann", set(items))}, "channel_versions": {"profile": "1.0"},
+          "versions_seen": {}}  # fmt: skip
+    ObjectStoreSaver(store).put(config, cp, {}, {"profile": "1.0"})
+    lazy = ObjectStoreSaver(store, migrations=migrations(1))
+    assert lazy.get_tuple(config).checkpoint["channel_versions"]["profile"] == "1.0"

@@ -11,7 +11,11 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver, keys
 from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import CountingStore, Put, StoreBase
+from langgraph_handoff.stores.base import Op
+from tests.migrate_helpers import Tripwire, cfg
+from tests.saver_helpers import Big, Body, counting_graph, reads_whole
 
 VALUE = 64 * 1024  # above the 32 KiB spill threshold, below the 1 MiB blob threshold
 
@@ -134,3 +138,94 @@ def test_large_state_graph_matches_inmemory(api: str, store: StoreBase) -> None:
         assert run(ObjectStoreSaver(store, layout=layout), "sync", f"s-{name}") == run(
             InMemorySaver(), "sync", f"s-{name}"
         )
+
+
+# -- blob collection and spill memory against running writers ----------------------------------------
+
+
+_SPILLY = Layout(blob_threshold=100_000, spill_threshold=200)
+
+
+def test_prune_keeps_a_blob_a_writer_spills_meanwhile() -> None:
+    """prune dropped the value's owner but kept the value inline; a writer's turn between prune's
+    head swap and its blob collection spilled it to the owner's key, prune deleted that key, and
+    the writer's next put referenced it.
+
+    Found by the ninth review round; fails before commit a0ca2ab."""
+    store = MemoryStore()
+    graph = counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY))
+    graph.invoke({"big": "B" * 1000}, cfg("t"))
+    for _ in range(3):
+        graph.invoke({}, cfg("t"))
+    worker = counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY))
+    fired: list[int] = []
+
+    def turn_before_collection(op: Op, when: str) -> None:
+        if when == "before" and not fired and getattr(op, "prefix", "").endswith("/b/"):
+            fired.append(1)
+            worker.invoke({"big": "C" * 1000}, cfg("t"))  # B is no longer the latest's: spilled
+
+    ObjectStoreSaver(Tripwire(store, turn_before_collection), layout=_SPILLY).prune(["t"])
+    worker.invoke({}, cfg("t"))  # the confirmed spill becomes a blob reference
+    assert fired
+    reads_whole(store, ObjectStoreSaver(store, layout=_SPILLY))
+
+
+def test_migrate_keeps_a_blob_a_running_worker_remembers_written() -> None:
+    """A new-code worker spilled an old checkpoint's value and remembers the blob written;
+    migrate renamed the channel, held the same bytes inline under the same owner and deleted the
+    blob; the worker's next turn referenced it.
+
+    Found by the ninth review round; fails before commit a0ca2ab."""
+    from langgraph_handoff.migrations import rename_channel
+
+    m = SchemaMigrations()
+    m.register(1)(rename_channel("big", "body"))
+    store = MemoryStore()
+    counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY)).invoke({"big": "X" * 1000}, cfg("t"))
+    worker = counting_graph(Body, ObjectStoreSaver(store, migrations=m, layout=_SPILLY))
+    worker.invoke({"body": "Y" * 1000}, cfg("t"))  # X is no longer the latest's: spilled
+    worker.invoke({}, cfg("t"))  # ... and confirmed
+    ObjectStoreSaver(store, migrations=m, layout=_SPILLY).migrate_thread("t")
+    worker.invoke({}, cfg("t"))
+    reads_whole(store, ObjectStoreSaver(store, migrations=m, layout=_SPILLY))
+
+
+def test_a_thread_deleted_and_copied_back_under_a_running_worker() -> None:
+    """The worker remembered a blob written; the copy brought back the same checkpoint ids (the
+    same blob keys) with the value inline, and the worker's next put referenced the deleted blob.
+
+    Found by the tenth review round; fails before commit 8d3d56f."""
+    store = MemoryStore()
+    counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY)).invoke({"big": "B" * 1000}, cfg("src"))
+    counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY)).update_state(cfg("src"), {"big": "C" * 1000})
+    admin = ObjectStoreSaver(store, layout=_SPILLY)
+    admin.copy_thread("src", "t")
+    worker = counting_graph(Big, ObjectStoreSaver(store, layout=_SPILLY))
+    worker.invoke({}, cfg("t"))  # writes B's spill under t and remembers it
+    worker.invoke({}, cfg("t"))  # B becomes a reference to that blob
+    admin.delete_thread("t")
+    admin.copy_thread("src", "t")  # back to the copy: B inline again, the blob gone
+    worker.invoke({}, cfg("t"))
+    reads_whole(store, ObjectStoreSaver(store, layout=_SPILLY))
+
+
+def test_a_restore_that_recreates_the_same_head_bytes_is_not_mistaken_for_it() -> None:
+    """Content-hash ETags: a delete and a copy back recreated the worker's last head byte for
+    byte, so its next compare-and-swap succeeded without a re-read and it trusted blobs it
+    remembered writing, which the delete had removed (ABA).
+
+    Found by the eleventh review round; fails before commit da15759."""
+    store = MemoryStore()
+    worker_saver = ObjectStoreSaver(store)
+    worker = counting_graph(Big, worker_saver)
+    admin = ObjectStoreSaver(store)
+    worker.invoke({"big": "B" * 40000}, cfg("t"))
+    worker.update_state(cfg("t"), {"big": "C" * 40000})  # B superseded: its blob written, remembered
+    etag = store.get("heads/t/=").etag  # type: ignore[union-attr]
+    admin.copy_thread("t", "bak")
+    admin.delete_thread("t")
+    admin.copy_thread("bak", "t")
+    assert store.get("heads/t/=").etag != etag  # type: ignore[union-attr]
+    worker.invoke({}, cfg("t"))
+    reads_whole(store, ObjectStoreSaver(store))
