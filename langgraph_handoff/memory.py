@@ -111,6 +111,17 @@ def _still_live(seen: tuple[str, float | None] | None, etag: str, now: float) ->
     return seen is not None and seen[0] == etag and (seen[1] is None or now < seen[1])
 
 
+def _item_bytes(body: dict[str, Any]) -> bytes:
+    """A live item's stored bytes, never the size of its key's swept marker: sweeps and
+    ``search`` skip objects of exactly that size without reading them, and a compressed item
+    could otherwise shrink to it and vanish from ``search``. Uncompressed, an item is always
+    larger than its marker (it holds the same address plus its value and times)."""
+    data = envelope.encode_msgpack(Kind.MEMORY, body)
+    if len(data) == len(_marker(body, 0.0)):
+        data = envelope.encode(Kind.MEMORY, envelope.packb(body), compress=False)
+    return data
+
+
 def _marker(data: dict[str, Any], now: float) -> bytes:
     """What a swept item becomes: its address and when it was swept; read as absent."""
     body = {"namespace": data.get("namespace"), "key": data.get("key"), "expired": round(float(now), 3)}
@@ -252,7 +263,7 @@ class ObjectStoreMemory(BaseStore):
         if expires is not None and now >= expires:
             return None
         if refresh and expires is not None and minutes is not None and not _fresh(expires, minutes, now):
-            body = envelope.encode_msgpack(Kind.MEMORY, {**data, "expires_at": now + minutes * 60})
+            body = _item_bytes({**data, "expires_at": now + minutes * 60})
             # written meanwhile? That write set its own expiry
             with contextlib.suppress(PreconditionFailedError, UnknownOutcomeError):
                 self.store.put(obj.key, body, if_match=obj.etag)
@@ -282,7 +293,7 @@ class ObjectStoreMemory(BaseStore):
             "expires_at": None if minutes is None else clock + minutes * 60,
         }
         try:
-            data = envelope.encode_msgpack(Kind.MEMORY, body)
+            data = _item_bytes(body)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"memory value for {op.key!r} is not JSON-like data: {exc}") from None
         self.store.put(okey, data)

@@ -147,3 +147,30 @@ def test_a_repeat_sweep_reads_only_items_written_since_or_due() -> None:
     assert memory.sweep_ttl() == 1
     assert store.snapshot()["GET"] == 1
     assert sorted(i.key for i in memory.search(NS)) == ["a", "c"]
+
+
+def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> None:
+    """Found by review (memory_size_collision.py): sweeps and ``search`` skip objects exactly the
+    size of a swept marker without reading them, and a compressible item could be stored at that
+    size: ``get`` found it, ``search`` omitted it, and the sweep never expired it."""
+    from langgraph_handoff import envelope
+    from langgraph_handoff.envelope import Kind
+    from langgraph_handoff.memory import _item_key, _marker
+
+    memory, clock = make({"default_ttl": 10, "refresh_on_read": False})
+    value = {"text": "a" * 1200}
+    colliding = None
+    for klen in range(1, 200):  # a key whose item, compressed as usual, is its marker's size
+        key = "k" * klen
+        memory.put(("n",), key, value)
+        stored = memory.store.get(_item_key(("n",), key))
+        body, _ = envelope.decode_msgpack(stored.body, key=key, expect=Kind.MEMORY)  # type: ignore[union-attr]
+        if len(envelope.encode_msgpack(Kind.MEMORY, body)) == len(_marker(body, 0.0)):
+            colliding = key
+            assert len(stored.body) != len(_marker(body, 0.0))  # type: ignore[union-attr]
+            break
+        memory.put(("n",), key, None)
+    assert colliding is not None  # the premise: such an item exists
+    assert [i.key for i in memory.search(("n",))] == [colliding]
+    clock.advance(11)
+    assert memory.sweep_ttl() == 1
