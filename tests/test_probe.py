@@ -3,6 +3,7 @@ conditional writes is refused before anything is written; a store that does is p
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.cli import main
-from langgraph_handoff.errors import UnknownOutcomeError, UnsafeStoreError
+from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError, UnsafeStoreError
 from langgraph_handoff.probe import PROBE_PREFIX, plan_report
 from langgraph_handoff.stores import CountingStore, MemoryStore
 
@@ -56,6 +57,36 @@ def test_setup_refuses_a_store_that_does_not_enforce_conditions(store: MemorySto
         saver.setup()
     assert "Known offenders" in str(err.value) and "doctor" in str(err.value)
     assert [o.key for o in store.list("")] == []  # no marker, and the scratch key is gone
+
+
+class UnsettledAnswers(MemoryStore):
+    """GCS behind its one-write-per-second limit: a quick second write to a name is throttled,
+    and the store reports the 412 (or success) after its retry as an unknown outcome. Whether
+    the write was applied follows the real conditions, or none with ``ignore=True``."""
+
+    def __init__(self, *, ignore: bool = False) -> None:
+        super().__init__()
+        self.ignore = ignore
+
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        if self.get(key) is None:  # the first write to the name goes through
+            return super().put(key, body, if_match=if_match, if_none_match=if_none_match)
+        with contextlib.suppress(PreconditionFailedError):
+            if self.ignore:
+                super().put(key, body)
+            else:
+                super().put(key, body, if_match=if_match, if_none_match=if_none_match)
+        raise UnknownOutcomeError(key, "HTTP 412 after 2 throttled tries")
+
+
+def test_unknown_outcomes_are_settled_by_reading_back() -> None:
+    """Found by review (gcs_setup_throttled.py): on a throttled GCS name the probe's second
+    create-only PUT came back as an unknown outcome, and setup() failed with it."""
+    report = driver.run(UnsettledAnswers(), plan_report("gcs-like", rounds=1))
+    assert (report.create_only, report.compare_and_swap, report.problems) == ("enforced", "enforced", [])
+    ObjectStoreSaver(UnsettledAnswers()).setup()
+    with pytest.raises(UnsafeStoreError, match="second create-only PUT"):
+        ObjectStoreSaver(UnsettledAnswers(ignore=True)).setup()
 
 
 async def test_async_setup_refuses_too() -> None:
