@@ -56,7 +56,7 @@ from rich.table import Table
 from langgraph_handoff import envelope, keys
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import records
-from langgraph_handoff.checkpoint.migrate import ThreadMigration
+from langgraph_handoff.checkpoint.plans.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import ThreadSweep
 from langgraph_handoff.errors import InvalidConfigError, LangGraphHandoffError

@@ -12,7 +12,7 @@
 * **Unfolded writes**: writes documents this process wrote or read whose content is not yet
   copied into the head.
 * **Confirmed spills**: blobs this process saw written successfully. Only such a blob may replace
-  the inline copy of a value in a head (see ``plans._spill``). The next ``put`` folds them into their checkpoint's record, so history
+  the inline copy of a value in a head (see ``plans.writing._spill``). The next ``put`` folds them into their checkpoint's record, so history
   reads find them in the head instead of paying one GET per task.
 
 Bounded (LRU over namespaces, by count and by the approximate bytes of the heads held) and shared

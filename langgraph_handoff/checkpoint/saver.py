@@ -26,9 +26,8 @@ from langgraph_handoff import envelope, keys, probe
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
-from langgraph_handoff.checkpoint.migrate import MigratePlans, MigrationSummary, ThreadMigration
-from langgraph_handoff.checkpoint.plans import Layout
-from langgraph_handoff.checkpoint.sweep import SweepPlans
+from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
+from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.ttl import (
     DEFAULT_SWEEP_INTERVAL_MINUTES,
     BackgroundSweeper,
@@ -45,7 +44,7 @@ from langgraph_handoff.stores.urls import store_from_url
 __all__ = ["ObjectStoreSaver"]
 
 
-class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
+class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     """Checkpoints on an object store, with ETag optimistic concurrency.
 
     Every operation exists in a sync and an async form on the same instance (``invoke`` uses the
@@ -66,7 +65,7 @@ class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
             ``S3Store``).
         serde: the serializer (default ``JsonPlusSerializer``). Checkpoints, metadata, channel
             values and writes all go through it, so an ``EncryptedSerializer`` covers them all.
-        layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.Layout`).
+        layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.state.Layout`).
         cache_size: namespaces whose head is remembered between calls ...
         cache_bytes: ... and the approximate memory those heads may use.
         ttl: checkpoint TTL, ``{"default_ttl": minutes, "refresh_on_read": bool}`` (the shape
@@ -393,7 +392,7 @@ class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
         The decision sticks by a compare-and-swap on the head version it was taken on, so a
         writer that revives the thread first makes the sweep skip it, and a run that continues it
         afterwards gets :class:`~langgraph_handoff.errors.ThreadExpiredError`
-        (:mod:`langgraph_handoff.checkpoint.sweep` has the argument).
+        (:mod:`langgraph_handoff.checkpoint.plans.sweep` has the argument).
 
         Requests: 1 LIST per 1000 heads, plus one round trip of GETs per 64 threads for the heads
         this saver has not read under their current ETag in an earlier sweep (empty heads left by
@@ -500,7 +499,7 @@ class ObjectStoreSaver(SweepPlans, MigratePlans, BaseCheckpointSaver[str]):
         it was; a checkpoint from newer code arriving mid-way stops it after the writes documents
         may have been rewritten, which every reader at this version or newer reads the same).
         ``langgraph-handoff migrate`` runs this over many threads at once. See
-        :mod:`langgraph_handoff.checkpoint.migrate`.
+        :mod:`langgraph_handoff.checkpoint.plans.migrate`.
 
         >>> from langgraph_handoff.migrations import SchemaMigrations
         >>> v1 = ObjectStoreSaver.from_url("memory://")

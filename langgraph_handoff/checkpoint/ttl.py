@@ -15,7 +15,7 @@ does ``get_state``) by a compare-and-swap of the head, but only when the stamp i
 a read never extends a thread's life by less than 90 % of its TTL. A refresh that loses its
 compare-and-swap is dropped: whoever moved the head wrote it, which is activity.
 
-The sweep itself lives in :mod:`langgraph_handoff.checkpoint.sweep`.
+The sweep itself lives in :mod:`langgraph_handoff.checkpoint.plans.sweep`.
 
 >>> settings = TTLSettings.parse({"default_ttl": 60, "refresh_on_read": True})
 >>> settings.default_ttl, settings.refresh_on_read, settings.strategy

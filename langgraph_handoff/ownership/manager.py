@@ -18,7 +18,7 @@ from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import _backoff
+from langgraph_handoff.checkpoint.plans.state import backoff
 from langgraph_handoff.checkpoint.records import Head
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -122,7 +122,7 @@ class SessionManager:
                     if fence_all or current is None or new.epoch != current.epoch:
                         yield from self._plan_fence_namespaces(thread_id, new.epoch)
                     return new
-                yield Sleep(_backoff(saver.layout, attempt))
+                yield Sleep(backoff(saver.layout, attempt))
                 continue
             saver._cache.observe(thread_id, "", written, new_etag)
             if fence_all or current is None or new.epoch != current.epoch:
@@ -149,7 +149,7 @@ class SessionManager:
                 try:
                     new_etag = yield Put(hkey, body, if_match=etag)
                 except (PreconditionFailedError, UnknownOutcomeError):
-                    yield Sleep(_backoff(saver.layout, attempt))
+                    yield Sleep(backoff(saver.layout, attempt))
                     continue
                 saver._cache.observe(thread_id, ns, written, new_etag)
                 break

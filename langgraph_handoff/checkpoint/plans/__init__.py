@@ -1,0 +1,78 @@
+"""Every saver operation, written once as a sans-I/O plan; :class:`SaverPlans` is what a saver is made of.
+
+Each ``plan_*`` function is a generator: it yields store operations (see
+:mod:`~langgraph_handoff.checkpoint.driver`) and gets their results back, so the very same logic
+serves ``get_tuple`` and ``aget_tuple``, ``put`` and ``aput``, and so on. Nothing here blocks or
+awaits. The plans are plain functions of the saver's state (:class:`~.state.SaverState`), one
+module per concern, and call each other directly, never back through the saver:
+
+===================  ==========================================================================
+:mod:`.reading`      ``get_tuple``: the head, a record in it or in a sealed segment, its values
+                     and pending writes
+:mod:`.upgrading`    checkpoints of an older state schema, upgraded in memory as they are read
+:mod:`.writing`      ``put``, ``put_writes``: the record, the next head (spills, sealing), the
+                     head's compare-and-swap and its retries, fencing
+:mod:`.listing`      ``list``, the DeltaChannel ancestor walk, the heads under a prefix
+:mod:`.rewriting`    dropping checkpoints from a namespace's history, crash-safely
+:mod:`.blobs`        large values: their names, and which ones a namespace still references
+:mod:`.maintenance`  ``delete_thread``, ``delete_for_runs``, ``prune``, ``copy_thread``
+:mod:`.migrate`      ``migrate_thread``: stored threads rewritten into the current schema
+:mod:`.sweep`        the TTL sweep
+:mod:`.state`        :class:`Layout`, the saver state every plan reads, shared helpers
+===================  ==========================================================================
+
+Request budget per operation (S3 requests; counted by the tests):
+
+==============================  ====================================================
+``put``                         1 conditional PUT of the head. Plus, only when needed:
+                                1 PUT per new value >= ``blob_threshold`` (in parallel,
+                                before the head) and 1 PUT of a sealed segment every
+                                ``head_max_records`` checkpoints. A cold cache adds 1 GET.
+``put_writes``                  1 create-only PUT (a retried task: GET + CAS)
+``get_tuple`` (latest)          GET head + LIST writes, in one round trip; + 1 GET per
+                                pending-writes document and per blob value
+``list`` / history of k         GET head + LIST writes (one round trip), + GETs only for
+                                writes documents not folded into the head and for sealed
+                                segments reached
+``delete_thread``               2 LISTs + 1 DeleteObjects per 1000 objects
+==============================  ====================================================
+"""
+
+from __future__ import annotations
+
+from langgraph_handoff.checkpoint.plans import blobs, listing, maintenance, migrate, reading, rewriting, sweep, writing
+from langgraph_handoff.checkpoint.plans.state import Layout, SaverState
+
+__all__ = ["Layout", "SaverPlans"]
+
+
+class SaverPlans(SaverState):
+    """What a saver is made of: every plan ``ObjectStoreSaver`` runs, named after the module that
+    holds it. The saver drives these (``driver.run`` or ``driver.arun``); inside, a plan calls the
+    others as plain functions, never back through the saver, so this table is the whole
+    composition."""
+
+    # reading
+    _plan_get_tuple = reading.plan_get_tuple
+    # writing
+    _plan_put = writing.plan_put
+    _plan_put_writes = writing.plan_put_writes
+    # listing
+    _plan_list = listing.plan_list
+    _plan_delta_history = listing.plan_delta_history
+    _plan_heads_ids = listing.plan_heads_ids
+    _plan_namespaces = listing.plan_namespaces
+    # maintenance (prune and delete_for_runs rewrite history through .rewriting)
+    _plan_delete_thread = maintenance.plan_delete_thread
+    _plan_delete_for_runs = maintenance.plan_delete_for_runs
+    _plan_prune = maintenance.plan_prune
+    _plan_copy_thread = maintenance.plan_copy_thread
+    # migration and the TTL sweep
+    _plan_migration_targets = migrate.plan_migration_targets
+    _plan_migrate_thread = migrate.plan_migrate_thread
+    _plan_sweep = sweep.plan_sweep
+    # what the command line, session ownership and teams (and tests) call on a saver directly
+    _head_from = reading.head_from
+    _plan_load_namespace = rewriting.plan_load_namespace
+    _keep_latest_drop = rewriting.keep_latest_drop
+    _blob_keys = staticmethod(blobs.blob_keys)

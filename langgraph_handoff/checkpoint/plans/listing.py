@@ -1,0 +1,322 @@
+"""Listing: ``list``, the DeltaChannel ancestor walk, and the heads under a prefix.
+
+``list`` streams checkpoints newest first: per thread, one round trip reads every namespace head
+and the first page of its writes, then a k-way merge walks the heads and their sealed segments.
+Results stream without listing the whole store: head keys arrive grouped by thread, and each
+thread is listed as soon as its last namespace is seen.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
+from langgraph_handoff.checkpoint.plans import reading
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, target_of
+from langgraph_handoff.checkpoint.records import Head, PayloadTable, Record, Segment, SegmentRef
+from langgraph_handoff.checkpoint.writes import sorted_pending
+from langgraph_handoff.errors import CorruptObjectError, MigrationError
+from langgraph_handoff.stores.base import Get, ListPage, ObjectInfo
+
+
+@dataclass
+class _ListQuery:
+    only_id: str | None
+    filter: dict[str, Any] | None
+    before_id: str | None
+    limit: int | None
+    emitted: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.limit is not None and self.emitted >= self.limit
+
+    def wants(self, rec: Record) -> bool:
+        """The config's checkpoint id, if it names one."""
+        return self.only_id is None or rec.id == self.only_id
+
+    def accepts(self, metadata: Mapping[str, Any]) -> bool:
+        """Top-level metadata equality (missing == None), as InMemorySaver filters."""
+        return not self.filter or all(metadata.get(k) == v for k, v in self.filter.items())
+
+
+class _RecordStream:
+    """One namespace's records, newest first: the head's, then each sealed segment's."""
+
+    def __init__(self, thread_id: str, ns: str, head: Head, below: str | None) -> None:
+        self.thread_id, self.ns, self.below = thread_id, ns, below
+        self.head = head
+        self.items: deque[tuple[Record, PayloadTable]] = deque(
+            (r, head.payloads) for _, r in sorted(head.records.items(), reverse=True) if self._wanted(r.id)
+        )
+        self.seen = set(head.records)
+        self.segments: deque[SegmentRef] = deque(s for s in head.segments if below is None or s.first_id < below)
+
+    def _wanted(self, checkpoint_id: str) -> bool:
+        return self.below is None or checkpoint_id < self.below
+
+    def add_segment(self, seg: Segment) -> None:
+        fresh = [r for r in seg.records.values() if r.id not in self.seen and self._wanted(r.id)]
+        self.seen.update(seg.records)
+        merged = sorted([*self.items, *((r, seg.payloads) for r in fresh)], key=lambda x: x[0].id, reverse=True)
+        self.items = deque(merged)
+
+
+def list_all(saver: SaverState, prefix: str) -> Plan[list[ObjectInfo]]:
+    out: list[ObjectInfo] = []
+    after = None
+    while True:
+        page = yield ListPage(prefix, start_after=after, max_keys=1000)
+        out.extend(page.items)
+        if not page.truncated or not page.items:
+            return out
+        after = page.items[-1].key
+
+
+def plan_list(
+    saver: SaverState,
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+) -> Plan[None]:
+    only_id = ns = None
+    if config is not None:
+        thread_id, ns, only_id = target_of(config, "list")
+    before_id = None
+    if before is not None:
+        before_id = ((before.get("configurable") or {}).get("checkpoint_id")) or None
+    if limit is not None and limit <= 0:
+        return None
+    query = _ListQuery(only_id, filter, before_id, limit)
+    if config is not None and ns is not None:
+        yield from _list_thread(saver, [keys.head_key(thread_id, ns)], query)
+        return None
+    # Head keys arrive thread by thread (keys are grouped by thread); each thread is listed as
+    # soon as its last namespace is seen, so results stream without listing the whole store.
+    prefix = keys.heads_prefix(thread_id if config is not None else None)
+    group: list[str] = []
+    after = None
+    while True:
+        page = yield ListPage(prefix, start_after=after, max_keys=1000)
+        for info in page.items:
+            if group and info.key.split("/")[1] != group[-1].split("/")[1]:
+                yield from _list_thread(saver, group, query)
+                if query.done:
+                    return None
+                group = []
+            group.append(info.key)
+        if not page.truncated or not page.items:
+            break
+        after = page.items[-1].key
+    if group:
+        yield from _list_thread(saver, group, query)
+    return None
+
+
+def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan[None]:
+    """Emit one thread's matching checkpoints (heads ``group``), newest first across its
+    namespaces. One round trip reads every head plus the first page of its writes."""
+    ops: list[Any] = []
+    for hk in group:
+        ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
+    results = list((yield Batch(tuple(ops))))
+    streams: list[tuple[_RecordStream, reading.WritesCursor]] = []
+    for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
+        if obj is None:
+            continue
+        ids = ids_of_head_key(hk)
+        head = (saver._cache.head_with_etag(*ids, obj.etag) if ids else None) or rec_io.decode_head(
+            obj.body, key=obj.key
+        )
+        if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
+            raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
+        saver._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
+        if head.records:
+            stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, query.before_id)
+            streams.append((stream, reading.WritesCursor(_writes_prefix_of_head(hk), page=page)))
+    # k-way merge by checkpoint id, newest first, across the thread's namespaces
+    heap: list[tuple[str, int]] = []
+    for i, (stream, _c) in enumerate(streams):
+        yield from _fill(saver, stream)
+        if stream.items:
+            heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+    while heap:
+        _, i = heapq.heappop(heap)
+        stream, cursor = streams[i]
+        rec, table = stream.items.popleft()
+        yield from _fill(saver, stream)
+        if stream.items:
+            heapq.heappush(heap, (_neg(stream.items[0][0].id), i))
+        if not query.wants(rec):
+            continue
+        # A filter is checked on the metadata readers get: a current record's as stored
+        # (decoded before anything is fetched), an older one's after the same upgrade as its
+        # values, since a step may derive metadata from them.
+        current = rec.schema == saver._schema
+        if current and not query.accepts(saver.serde.loads_typed(rec.metadata)):
+            continue
+        infos = yield from reading.writes_for(saver, cursor, rec.id)
+        try:
+            tup = yield from reading.assemble(saver, stream.thread_id, stream.ns, rec, table, infos)
+        except Vanished as gone:
+            # Pruned while we listed? Then it is simply no longer part of the history.
+            hkey = keys.head_key(stream.thread_id, stream.ns)
+            fresh, _ = reading.head_from(saver, (yield Get(hkey)), stream.thread_id, stream.ns)
+            found = (
+                None
+                if fresh is None
+                else (yield from reading.find_record(saver, stream.thread_id, stream.ns, fresh, rec.id))
+            )
+            if found is None:
+                continue
+            try:
+                tup = yield from reading.assemble(saver, stream.thread_id, stream.ns, found[0], found[1], infos)
+            except Vanished:
+                raise gone.corrupt() from None
+        if not current and not query.accepts(tup.metadata):
+            continue
+        yield Emit(tup)
+        query.emitted += 1
+        if query.done:
+            return None
+    return None
+
+
+def _fill(saver: SaverState, stream: _RecordStream) -> Plan[None]:
+    """Make sure ``stream.items`` is non-empty unless the namespace is exhausted."""
+    while not stream.items and stream.segments:
+        ref = stream.segments.popleft()
+        seg = yield from reading.load_segment(saver, stream.thread_id, stream.ns, ref)
+        if seg is None:
+            fresh, _ = reading.head_from(
+                saver, (yield Get(keys.head_key(stream.thread_id, stream.ns))), stream.thread_id, stream.ns
+            )
+            if fresh is not None and ref in fresh.segments:
+                raise reading.missing_segment(saver, stream.thread_id, stream.ns, ref)
+            # pruned meanwhile: continue below what we already passed, from the new manifest
+            floor = ref.first_id
+            stream.segments = deque(
+                s for s in (fresh.segments if fresh else ()) if s.first_id < floor and s not in stream.segments
+            )
+            continue
+        stream.add_segment(seg)
+    return None
+
+
+def plan_heads_ids(saver: SaverState, prefix: str) -> Plan[list[tuple[str, str]]]:
+    """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from
+    the keys; only a hashed (over-long) segment costs a GET of the head that stores the id."""
+    infos = yield from list_all(saver, prefix)
+    decoded = [ids_of_head_key(i.key) for i in infos]
+    hashed = [i.key for i, ids in zip(infos, decoded, strict=True) if ids is None]
+    found: dict[str, tuple[str, str]] = {}
+    if hashed:
+        for obj in (yield Batch(tuple(Get(k) for k in hashed))):
+            if obj is not None:
+                head = rec_io.decode_head(obj.body, key=obj.key)
+                found[obj.key] = (head.thread_id, head.checkpoint_ns)
+    return [ids or found[i.key] for i, ids in zip(infos, decoded, strict=True) if ids or i.key in found]
+
+
+def plan_namespaces(saver: SaverState, thread_id: str) -> Plan[list[str]]:
+    """Every namespace of a thread."""
+    return [ns for _t, ns in (yield from plan_heads_ids(saver, keys.heads_prefix(thread_id)))]
+
+
+def _delta_refusal(saver: SaverState, thread_id: str, rec: Record) -> MigrationError:
+    return MigrationError(
+        f"checkpoint {rec.id} of thread {thread_id!r} is in state schema {rec.schema} and is part of a "
+        f"DeltaChannel history, which lazy reads do not migrate (code is at schema {saver._schema}). "
+        "Nothing was loaded; rewrite the thread with `langgraph-handoff migrate` (or "
+        "ObjectStoreSaver.migrate_thread) and it reads normally."
+    )
+
+
+def plan_delta_history(
+    saver: SaverState, config: RunnableConfig, channels: Sequence[str]
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    for _ in range(3):
+        try:
+            return (yield from _delta_history_once(saver, config, channels))
+        except Vanished as gone:
+            vanished = gone
+    raise vanished.corrupt()
+
+
+def _delta_history_once(
+    saver: SaverState, config: RunnableConfig, channels: Sequence[str]
+) -> Plan[dict[str, DeltaChannelHistory]]:
+    if not channels:
+        return {}
+    thread_id, ns_or_none, cid = target_of(config, "get_delta_channel_history")
+    ns = ns_or_none or ""
+    result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+    hkey = keys.head_key(thread_id, ns)
+    head, _ = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+    if head is None or not head.records:
+        return result
+    target_id = cid if cid is not None else head.latest_id
+    if target_id is None or not keys.is_checkpoint_id(target_id):
+        return result
+    found = yield from reading.find_record(saver, thread_id, ns, head, target_id)
+    if found is None:
+        return result
+    target, _, head = found
+    if target.schema != saver._schema:
+        raise _delta_refusal(saver, thread_id, target)
+    # Ancestors have smaller ids: list writes strictly below the target's own.
+    wprefix = keys.writes_prefix(thread_id, ns)
+    cursor = reading.WritesCursor(wprefix, start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~")
+    remaining = set(channels)
+    collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
+    cur = target.parent
+    while cur is not None and remaining and keys.is_checkpoint_id(cur):
+        found = yield from reading.find_record(saver, thread_id, ns, head, cur)
+        if found is None:
+            break
+        rec, table, head = found
+        if rec.schema != saver._schema:
+            # its stored value would seed the history unmigrated (a thread read lazily, then
+            # written once by new code): refuse rather than undo the steps silently
+            raise _delta_refusal(saver, thread_id, rec)
+        infos = yield from reading.writes_for(saver, cursor, rec.id)
+        seeds = [ch for ch in remaining if ch in rec.values]
+        tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds)
+        pending = sorted_pending(tasks, saver.serde.loads_typed)
+        for write in reversed(pending):
+            if write[1] in remaining:
+                collected[write[1]].append(write)
+        for ch in seeds:
+            result[ch]["seed"] = seed_values[ch]
+            remaining.discard(ch)
+        cur = rec.parent
+    for ch in channels:
+        result[ch]["writes"] = list(reversed(collected[ch]))
+    return result
+
+
+def ids_of_head_key(head_key: str) -> tuple[str, str] | None:
+    """``heads/{T}/{N}`` -> (thread id, namespace), or None if a segment is hashed."""
+    _, t, n = head_key.split("/")
+    thread_id, ns = keys.decode_segment(t), keys.decode_segment(n)
+    return None if thread_id is None or ns is None else (thread_id, ns)
+
+
+def _writes_prefix_of_head(head_key: str) -> str:
+    """``heads/{T}/{N}`` -> ``data/{T}/{N}/w/`` (no decoding needed, so it can be batched)."""
+    return "data/" + head_key[len("heads/") :] + "/w/"
+
+
+def _neg(checkpoint_id: str) -> str:
+    """A key that sorts checkpoint ids descending in a min-heap."""
+    return checkpoint_id.translate(str.maketrans("0123456789abcdef", "fedcba9876543210"))

@@ -1,0 +1,228 @@
+"""Maintenance: ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread``.
+
+Administrative operations over whole threads (``delete_for_runs`` and ``prune`` report progress
+at INFO). Each orders its writes so that a thread reads whole or empty at whatever moment it is
+stopped: ``delete_thread`` deletes the heads before the data, ``copy_thread`` writes them after
+it, and ``prune`` and ``delete_for_runs`` go through :mod:`.rewriting`. A leased session keeps
+its lease and fencing epoch through all of them, so a superseded owner's late write stays refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
+from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
+from langgraph_handoff.checkpoint.records import BlobRef, Head, Record, payloads_for
+from langgraph_handoff.checkpoint.ttl import restamp
+from langgraph_handoff.errors import (
+    ConflictError,
+    InvalidConfigError,
+    PreconditionFailedError,
+    ThreadExistsError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.stores.base import DeleteMany, Get, Put
+
+#: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.
+log = logging.getLogger("langgraph_handoff")
+_PROGRESS_EVERY = 100
+#: head fields that belong to a session's ownership (see langgraph_handoff.ownership)
+_OWNERSHIP_KEYS = (LEASE_KEY, FENCE_KEY)
+
+
+def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
+    tid = keys.validate_thread_id(thread_id)
+    root_key = keys.head_key(tid, "")
+    for attempt in range(saver.layout.max_attempts):
+        heads = yield from listing.list_all(saver, keys.heads_prefix(tid))
+        data = yield from listing.list_all(saver, keys.thread_data_prefix(tid))
+        root, etag = (None, None)
+        if any(i.key == root_key for i in heads):
+            root, etag = reading.head_from(saver, (yield Get(root_key)), tid, "")
+        ownership = {k: v for k, v in (root.extra if root else {}).items() if k in _OWNERSHIP_KEYS}
+        if ownership:
+            # A leased session keeps its lease (released) and fencing epoch, so the next owner
+            # gets a higher epoch and the old one's late writes stay refused. The tombstone
+            # replaces the root head by compare-and-swap *first*: if anyone moved it meanwhile
+            # (a write, an acquire), we start again instead of overwriting them.
+            lease = dict(ownership.get(LEASE_KEY) or {})
+            if lease:
+                lease.update(state="released", transfer=None)
+                ownership[LEASE_KEY] = lease
+            tomb = rec_io.encode_head(Head(tid, "", {}, {}, (), ownership), schema_version=saver.layout.schema_version)
+            try:
+                yield Put(root_key, tomb, if_match=etag)
+            except (PreconditionFailedError, UnknownOutcomeError):
+                fresh, _ = reading.head_from(saver, (yield Get(root_key)), tid, "")
+                if (
+                    fresh is None
+                    or fresh.records
+                    or fresh.segments
+                    or fresh.extra != Head(tid, "", {}, {}, (), ownership).extra
+                ):
+                    yield Sleep(backoff(saver.layout, attempt))
+                    continue
+            heads = [i for i in heads if i.key != root_key]
+        # Heads first: once they are gone the thread reads as empty even if we crash midway.
+        if heads:
+            yield DeleteMany(tuple(i.key for i in heads))
+        if data:
+            yield DeleteMany(tuple(i.key for i in data))
+        saver._cache.forget_thread(tid)
+        return None
+    raise ConflictError(
+        f"thread {tid!r} kept changing while it was deleted ({saver.layout.max_attempts} attempts); "
+        "retry when it is idle"
+    )
+
+
+def plan_delete_for_runs(saver: SaverState, run_ids: Sequence[str]) -> Plan[None]:
+    wanted = {str(r) for r in run_ids}
+    if not wanted:
+        return None
+
+    def choose(records: dict[str, Record]) -> set[str]:
+        return {i for i, r in records.items() if saver.serde.loads_typed(r.metadata).get("run_id") in wanted}
+
+    scanned = removed = 0
+    for thread_id, ns in (yield from listing.plan_heads_ids(saver, keys.heads_prefix())):
+        removed += yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose)
+        scanned += 1
+        if scanned % _PROGRESS_EVERY == 0:
+            log.info("delete_for_runs: %d namespaces scanned, %d checkpoints removed so far", scanned, removed)
+    log.info("delete_for_runs: done; %d namespaces scanned, %d checkpoints removed", scanned, removed)
+    return None
+
+
+def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+    if isinstance(thread_ids, str):
+        raise TypeError("prune takes a sequence of thread ids, not a single string; wrap it in a list")
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+    for done, raw in enumerate(thread_ids, 1):
+        tid = keys.validate_thread_id(raw)
+        if strategy == "delete":
+            yield from plan_delete_thread(saver, tid)
+        else:
+            removed = 0
+            for ns in (yield from listing.plan_namespaces(saver, tid)):
+                removed += yield from rewriting.plan_rewrite_namespace(
+                    saver, tid, ns, partial(rewriting.keep_latest_drop, saver)
+                )
+            log.debug("prune: thread %r: %d checkpoints removed", tid, removed)
+        if done % _PROGRESS_EVERY == 0:
+            log.info("prune(%s): %d of %d threads done", strategy, done, len(thread_ids))
+    return None
+
+
+def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id: Any) -> Plan[None]:
+    """Copy every namespace of ``src`` to ``dst``:
+
+    1. check ``dst`` holds no checkpoints (an emptied head counts as empty);
+    2. per namespace, read a consistent snapshot of ``src`` (head, segments, writes documents
+       and the blobs the records reference) and write it under ``dst``; if anything it
+       references vanishes meanwhile (a concurrent prune), start that namespace again;
+    3. write the heads last, create-only (or over an emptied head by compare-and-swap), so a
+       namespace of the copy is visible whole or not at all.
+    """
+    src = keys.validate_thread_id(source_thread_id)
+    dst = keys.validate_thread_id(target_thread_id)
+    if src == dst:
+        raise InvalidConfigError("copy_thread needs two different thread ids")
+    emptied: dict[str, str] = {}  # dst namespace -> ETag of its emptied head
+    owned: dict[str, dict[str, Any]] = {}  # dst namespace -> its own lease and fence (kept)
+    for info in (yield from listing.list_all(saver, keys.heads_prefix(dst))):
+        obj = yield Get(info.key)
+        if obj is None:
+            continue
+        head = rec_io.decode_head(obj.body, key=obj.key)
+        if head.records or head.segments:
+            raise ThreadExistsError(dst)
+        emptied[head.checkpoint_ns] = obj.etag
+        owned[head.checkpoint_ns] = {k: v for k, v in head.extra.items() if k in _OWNERSHIP_KEYS}
+    heads: list[tuple[str, bytes]] = []
+    for ns in (yield from listing.plan_namespaces(saver, src)):
+        for attempt in range(saver.layout.max_attempts):
+            try:
+                body = yield from _copy_namespace(saver, src, dst, ns, owned.get(ns, {}))
+                break
+            except Vanished:
+                yield Sleep(backoff(saver.layout, attempt))
+        else:
+            raise ConflictError(
+                f"thread {src!r} namespace {ns!r} kept changing while it was copied "
+                f"({saver.layout.max_attempts} attempts); retry when it is idle"
+            )
+        if body is not None:
+            heads.append((ns, body))
+    for ns, body in heads:
+        key = keys.head_key(dst, ns)
+        etag = emptied.get(ns)
+        try:
+            yield Put(key, body, if_match=etag) if etag else Put(key, body, if_none_match=True)
+        except (PreconditionFailedError, UnknownOutcomeError):
+            obj = yield Get(key)
+            if obj is None or obj.body != body:
+                raise ThreadExistsError(dst) from None  # someone wrote to the target meanwhile
+    saver._cache.forget_thread(dst)
+    log.info("copy_thread: %r -> %r, %d namespaces", src, dst, len(heads))
+    return None
+
+
+def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: dict[str, Any]) -> Plan[bytes | None]:
+    """Write one namespace's data objects under ``dst``; return its head, re-encoded for
+    ``dst`` (None if the namespace vanished). Raises Vanished if the source moved."""
+    head, _etag, segments = yield from rewriting.plan_load_namespace(saver, src, ns)
+    if head is None:
+        return None
+    schema = saver.layout.schema_version
+    puts: list[Put] = []
+    tables = [(head.records.values(), head.payloads)]
+    for ref in head.segments:
+        seg = segments[ref.key]
+        tables.append((seg.records.values(), seg.payloads))
+        puts.append(
+            Put(
+                keys.segment_key(dst, ns, ref.key),
+                rec_io.encode_segment(replace(seg, thread_id=dst), schema_version=schema),
+            )
+        )
+    blob_refs = {
+        (origin, payload.digest)
+        for recs, table in tables
+        for origin, chs in payloads_for(list(recs), table).items()
+        for payload in chs.values()
+        if isinstance(payload, BlobRef)
+    }
+    blob_keys = [(keys.blob_key(src, ns, o, d), keys.blob_key(dst, ns, o, d)) for o, d in sorted(blob_refs)]
+    for chunk in chunks(blob_keys, 64):
+        for (from_key, to_key), obj in zip(chunk, (yield Batch(tuple(Get(k) for k, _ in chunk))), strict=True):
+            if obj is None:
+                raise Vanished(from_key, "")
+            puts.append(Put(to_key, obj.body))
+    wdocs = [i.key for i in (yield from listing.list_all(saver, keys.writes_prefix(src, ns)))]
+    for chunk in chunks(wdocs, 64):
+        for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk))), strict=True):
+            if obj is None:
+                raise Vanished(key, "")
+            doc = rec_io.decode_writes(obj.body, key=obj.key)
+            to_key = keys.writes_key(dst, ns, doc.checkpoint_id, doc.task_id)
+            puts.append(Put(to_key, rec_io.encode_writes(replace(doc, thread_id=dst), schema_version=schema)))
+    for chunk in chunks(puts, 64):
+        yield Batch(tuple(chunk))
+    # Folded writes keep the source's ETags; the re-encoded documents have new ones, so readers
+    # of the copy simply fetch them once.
+    # a session's lease and fencing epoch belong to its thread: the copy gets none of the
+    # source's, and keeps the target's own if it had one
+    extra = restamp({k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS}, saver.ttl, saver._clock())
+    extra |= ownership
+    return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)

@@ -1,0 +1,307 @@
+"""Reading: ``get_tuple``, and the pieces every other reader builds on.
+
+The latest checkpoint costs one round trip: the head GET and the first page of its writes LIST go
+out together. A record is found in the head or in the sealed segment whose id range covers it;
+its values come from the head (inline) or from blobs, its pending writes from the copies folded
+into the record when the listing shows the same ETag, else from the writes documents themselves.
+A value that vanished under a concurrent prune sends the reader back to a fresh head
+(:class:`~.state.Vanished`); one still missing then is real damage.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan
+from langgraph_handoff.checkpoint.plans import upgrading
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, target_of, tuple_config
+from langgraph_handoff.checkpoint.records import (
+    BlobRef,
+    Folded,
+    Head,
+    Inline,
+    Payload,
+    PayloadTable,
+    Record,
+    Segment,
+    SegmentRef,
+    WriteItem,
+    WritesDoc,
+    fast_replace,
+)
+from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
+from langgraph_handoff.checkpoint.writes import sorted_pending
+from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
+
+
+def _in_run(config: RunnableConfig) -> bool:
+    """True for reads LangGraph's run loop makes (their config carries ``__pregel_*`` entries);
+    ``get_state`` and direct API calls carry none."""
+    return any(str(k).startswith("__pregel_") for k in (config.get("configurable") or {}))
+
+
+class WritesCursor:
+    """Walks a namespace's writes listing newest checkpoint first (keys hold inverted ids)."""
+
+    def __init__(self, prefix: str, start_after: str | None = None, page: ListResult | None = None):
+        self.prefix = prefix
+        self.after = start_after
+        self.buf: deque[tuple[str, ObjectInfo]] = deque()
+        self.done = False
+        if page is not None:
+            self.feed(page)
+
+    def feed(self, page: ListResult) -> None:
+        for info in page.items:
+            parsed = keys.parse_writes_key(info.key)
+            if parsed is not None:
+                self.buf.append((parsed[0], info))
+        if page.items:
+            self.after = page.items[-1].key
+        self.done = not page.truncated or not page.items
+
+    def need_more(self, checkpoint_id: str) -> bool:
+        return not self.done and (not self.buf or self.buf[-1][0] >= checkpoint_id)
+
+    def take(self, checkpoint_id: str) -> list[ObjectInfo]:
+        while self.buf and self.buf[0][0] > checkpoint_id:
+            self.buf.popleft()
+        out = []
+        while self.buf and self.buf[0][0] == checkpoint_id:
+            out.append(self.buf.popleft()[1])
+        return out
+
+
+def head_from(saver: SaverState, obj: StoredObject | None, thread_id: str, ns: str) -> tuple[Head | None, str | None]:
+    if obj is None:
+        return None, None
+    head = saver._cache.head_with_etag(thread_id, ns, obj.etag) or rec_io.decode_head(obj.body, key=obj.key)
+    if head.thread_id != thread_id or head.checkpoint_ns != ns:
+        raise CorruptObjectError(
+            obj.key,
+            f"head belongs to thread {head.thread_id!r} namespace {head.checkpoint_ns!r}, "
+            f"not {thread_id!r} {ns!r} (misplaced object)",
+        )
+    return head, obj.etag
+
+
+def load_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef) -> Plan[Segment | None]:
+    key = keys.segment_key(thread_id, ns, ref.key)
+    obj = yield Get(key)
+    if obj is None:
+        return None
+    return rec_io.decode_segment(obj.body, key=key)
+
+
+def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef) -> CorruptObjectError:
+    return CorruptObjectError(
+        keys.segment_key(thread_id, ns, ref.key),
+        "the head lists this history segment but it is missing",
+    )
+
+
+def find_record(
+    saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str
+) -> Plan[tuple[Record, PayloadTable, Head] | None]:
+    """Locate a checkpoint in the head or the segment whose id range covers it. A segment
+    deleted by a concurrent prune sends us back to a fresh head (at most a few times)."""
+    for _ in range(3):
+        if checkpoint_id in head.records:
+            return head.records[checkpoint_id], head.payloads, head
+        refs = [s for s in head.segments if s.covers(checkpoint_id)]
+        if not refs:
+            return None
+        missing = None
+        for ref in refs:
+            seg = yield from load_segment(saver, thread_id, ns, ref)
+            if seg is None:
+                missing = ref
+                continue
+            if checkpoint_id in seg.records:
+                return seg.records[checkpoint_id], seg.payloads, head
+        if missing is None:
+            return None
+        fresh, _etag = head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+        if fresh is None or missing not in fresh.segments:
+            if fresh is None:
+                return None
+            head = fresh
+            continue
+        raise missing_segment(saver, thread_id, ns, missing)
+    return None
+
+
+def writes_for(saver: SaverState, cursor: WritesCursor, checkpoint_id: str) -> Plan[list[ObjectInfo]]:
+    while cursor.need_more(checkpoint_id):
+        cursor.feed((yield ListPage(cursor.prefix, start_after=cursor.after, max_keys=1000)))
+    return cursor.take(checkpoint_id)
+
+
+def decode_writes_doc(saver: SaverState, obj: StoredObject, thread_id: str, ns: str, checkpoint_id: str) -> WritesDoc:
+    doc = rec_io.decode_writes(obj.body, key=obj.key)
+    if (doc.thread_id, doc.checkpoint_ns, doc.checkpoint_id) != (thread_id, ns, checkpoint_id):
+        raise CorruptObjectError(obj.key, "writes document belongs to another checkpoint (misplaced object)")
+    return doc
+
+
+def _value(saver: SaverState, payload: Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
+    if isinstance(payload, Inline):
+        return saver.serde.loads_typed((payload.type, payload.data))
+    return saver.serde.loads_typed((payload.type, blobs[blob_key]))
+
+
+def _blob_gets(
+    saver: SaverState, thread_id: str, ns: str, rec: Record, table: PayloadTable, channels: Iterable[str]
+) -> list[str]:
+    out = []
+    for ch in channels:
+        origin, _v = rec.values[ch]
+        payload = table.get(origin, {}).get(ch)
+        if isinstance(payload, BlobRef):
+            out.append(keys.blob_key(thread_id, ns, origin, payload.digest))
+    return out
+
+
+def fetch(
+    saver: SaverState,
+    thread_id: str,
+    ns: str,
+    rec: Record,
+    table: PayloadTable,
+    infos: Sequence[ObjectInfo],
+    channels: Iterable[str],
+) -> Plan[tuple[list[tuple[str, str, Iterable[WriteItem]]], dict[str, Any]]]:
+    """A record's writes documents (listed in ``infos``) and the values of ``channels``,
+    fetching in one round trip only what the head does not already hold.
+
+    Folded writes are used when the listing shows the same ETag; the listing is the truth
+    about which documents exist.
+    """
+    by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
+    tasks: list[tuple[str, str, Iterable[WriteItem]]] = []
+    want: list[str] = []
+    for info in infos:
+        hit = by_segment.get(info.key.rsplit("/", 1)[1])
+        if hit is not None and hit[1].etag == info.etag:
+            tasks.append((hit[0], hit[1].task_path, upgrading.current_items(saver, thread_id, ns, rec, hit[1].items)))
+        else:
+            want.append(info.key)
+    channels = list(channels)
+    blob_keys = _blob_gets(saver, thread_id, ns, rec, table, channels)
+    ops = tuple(Get(k) for k in [*want, *blob_keys])
+    results = list((yield Batch(ops))) if ops else []
+    for obj in results[: len(want)]:
+        if obj is None:
+            continue  # deleted between LIST and GET
+        doc = decode_writes_doc(saver, obj, thread_id, ns, rec.id)
+        tasks.append((doc.task_id, doc.task_path, upgrading.current_items(saver, thread_id, ns, rec, doc.items)))
+        saver._cache.remember_writes(thread_id, ns, rec.id, doc.task_id, Folded(obj.etag, doc.task_path, doc.items))
+    blobs: dict[str, bytes] = {}
+    for key, obj in zip(blob_keys, results[len(want) :], strict=True):
+        if obj is None:
+            raise Vanished(key, rec.id)
+        blobs[key] = rec_io.decode_blob(obj.body, key=key)
+    values = {}
+    for ch in channels:
+        origin, _v = rec.values[ch]
+        payload = table.get(origin, {}).get(ch)
+        if payload is None:
+            raise CorruptObjectError(
+                keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}"
+            )
+        bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, BlobRef) else ""
+        values[ch] = _value(saver, payload, blobs, bkey)
+    return tasks, values
+
+
+def assemble(
+    saver: SaverState, thread_id: str, ns: str, rec: Record, table: PayloadTable, infos: Sequence[ObjectInfo]
+) -> Plan[CheckpointTuple]:
+    tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
+    checkpoint = saver.serde.loads_typed(rec.checkpoint)
+    checkpoint["channel_values"] = values
+    metadata = saver.serde.loads_typed(rec.metadata)
+    pending = sorted_pending(tasks, saver.serde.loads_typed)
+    if rec.schema != saver._schema:
+        checkpoint, metadata = upgrading.upgrade_checkpoint(saver, thread_id, ns, rec, checkpoint, metadata)
+    return CheckpointTuple(
+        config=tuple_config(thread_id, ns, rec.id),
+        checkpoint=checkpoint,
+        metadata=metadata,
+        parent_config=tuple_config(thread_id, ns, rec.parent) if rec.parent else None,
+        pending_writes=pending,
+    )
+
+
+def plan_get_tuple(saver: SaverState, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    """Read once more from a fresh head if a referenced value vanished under a concurrent
+    prune; a value still missing then is real damage."""
+    for _ in range(3):
+        try:
+            return (yield from _get_tuple_once(saver, config))
+        except Vanished as gone:
+            vanished = gone
+    raise vanished.corrupt()
+
+
+def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    thread_id, ns_or_none, cid = target_of(config, "get_tuple")
+    ns = ns_or_none or ""
+    if cid is not None and not keys.is_checkpoint_id(cid):
+        return None  # no stored checkpoint can have this id
+    hkey = keys.head_key(thread_id, ns)
+    wprefix = keys.writes_prefix(thread_id, ns, cid)
+    page_size = saver.layout.writes_page if cid is None else 1000
+    head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
+    head, etag = head_from(saver, head_obj, thread_id, ns)
+    empty = head is None or not head.records
+    saver._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
+    if head is None or empty:
+        return None
+    if saver.ttl is not None and saver.ttl.refresh_on_read:
+        head, etag = yield from _plan_refresh(saver, thread_id, ns, head, etag)
+    if cid is None:
+        rec, table = head.latest, head.payloads  # type: ignore[assignment]
+        assert rec is not None
+    else:
+        found = yield from find_record(saver, thread_id, ns, head, cid)
+        if found is None:
+            return None
+        rec, table, _ = found
+        if cid != head.latest_id and _in_run(config):
+            # A LangGraph run addressed at a superseded checkpoint: time travel. Its first put
+            # may branch from here (fencing), unlike a run that lost a race for the latest.
+            saver._cache.note_branch_point(thread_id, ns, cid)
+    infos = yield from writes_for(saver, WritesCursor(wprefix, page=page), rec.id)
+    return (yield from assemble(saver, thread_id, ns, rec, table, infos))
+
+
+def _plan_refresh(
+    saver: SaverState, thread_id: str, ns: str, head: Head, etag: str | None
+) -> Plan[tuple[Head, str | None]]:
+    """``refresh_on_read``: re-stamp a head just read, by compare-and-swap, when its stamp is
+    older than ``ttl.REFRESH_AFTER`` of the TTL (so at most one PUT per namespace per tenth of
+    the TTL). A lost or unsettled swap is dropped: whoever moved the head was active too."""
+    assert saver.ttl is not None
+    now = saver._clock()
+    if etag is None or not wants_refresh(head.extra, saver.ttl, now):
+        return head, etag
+    fresh = fast_replace(head, extra=restamp(head.extra, saver.ttl, now))
+    try:
+        new_etag = yield Put(
+            keys.head_key(thread_id, ns),
+            rec_io.encode_head(fresh, schema_version=saver.layout.schema_version),
+            if_match=etag,
+        )
+    except (PreconditionFailedError, UnknownOutcomeError):
+        return head, etag
+    saver._cache.observe(thread_id, ns, fresh, new_etag)
+    return fresh, new_etag

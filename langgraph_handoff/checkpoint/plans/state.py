@@ -1,0 +1,146 @@
+"""What every plan shares: the storage :class:`Layout`, the saver state the plans read
+(:class:`SaverState`), and the small helpers of all of them (the target a config names, the
+back-off between compare-and-swap attempts, the signal that a referenced value vanished)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.ttl import TTLSettings
+from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
+from langgraph_handoff.migrations import SchemaMigrations
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Storage layout knobs. The defaults meet the request targets for states up to 256 KiB.
+
+    Attributes:
+        spill_threshold: a serialised value at least this large that the latest checkpoint no
+            longer uses is moved out of the head into its own object, written *behind* the head
+            (in parallel with a head write that still carries it, and dropped from the head only
+            by a later put): large states keep one round trip per put.
+        blob_threshold: a new value at least this large is written as its own object *before*
+            the head that references it (two round trips), instead of riding in the head.
+        head_max_records: seal older checkpoints into a segment when the head holds more.
+        head_max_bytes: ... or when the encoded head grows past this.
+        head_max_overhead: ... or when it is this many times bigger than the latest checkpoint
+            alone (and over ``head_overhead_floor`` bytes): big states then cost a reader about
+            one copy of the state, not one per checkpoint in the window.
+        head_overhead_floor: heads smaller than this are never sealed for overhead.
+        head_keep: how many newest checkpoints stay in the head after sealing by count (sealing
+            by size keeps only the latest).
+        fold_max_bytes: writes documents up to this size are folded into the head.
+        writes_page: LIST page size used next to the head GET when reading the latest checkpoint.
+        max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
+        backoff: base of the jittered exponential back-off between attempts, in seconds.
+        schema_version: the user state-schema version recorded in every object written.
+    """
+
+    spill_threshold: int = 32 * 1024
+    blob_threshold: int = 1024 * 1024
+    head_max_records: int = 64
+    head_max_bytes: int = 1024 * 1024
+    head_max_overhead: float = 2.0
+    head_overhead_floor: int = 256 * 1024
+    head_keep: int = 4
+    fold_max_bytes: int = 16 * 1024
+    writes_page: int = 100
+    max_attempts: int = 12
+    backoff: float = 0.01
+    schema_version: int = 0
+
+    def __post_init__(self) -> None:
+        if self.head_keep < 1:
+            raise ValueError("head_keep must be at least 1 (the latest checkpoint lives in the head)")
+        if self.head_max_records <= self.head_keep:
+            raise ValueError("head_max_records must be greater than head_keep")
+
+
+class SaverState:
+    """The saver's state, as every plan reads it.
+
+    The plans are functions of the saver itself (``ObjectStoreSaver`` is a :class:`SaverState`),
+    so a copy made by ``with_lease``, ``with_head_rider`` or ``with_allowlist`` runs every plan
+    with its own fence, rider and serde. ``serde`` is read on every call for that reason;
+    ``layout`` (:class:`Layout`) and ``_cache`` (:class:`~langgraph_handoff.checkpoint.cache.HeadCache`) are set by the
+    saver's constructor.
+    """
+
+    serde: Any
+    layout: Layout
+    _cache: HeadCache
+    #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
+    _fence: tuple[str, int] | None = None
+    #: ``(thread_id, rider)``: a function of the root head's extra fields applied inside every
+    #: root-head compare-and-swap of that thread (see ``ObjectStoreSaver.with_head_rider``)
+    _rider: tuple[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
+    #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
+    migrations: SchemaMigrations | None = None
+    #: checkpoint TTL (``None``: threads never expire; see :mod:`langgraph_handoff.checkpoint.ttl`)
+    ttl: TTLSettings | None = None
+    #: seconds since the epoch, for TTL stamps and sweeps (tests inject their own)
+    _clock: Callable[[], float] = staticmethod(time.time)  # type: ignore[assignment]
+
+    @property
+    def _schema(self) -> int:
+        return self.migrations.current if self.migrations is not None else 0
+
+
+def _configurable(config: RunnableConfig | None, what: str) -> Mapping[str, Any]:
+    conf = (config or {}).get("configurable")
+    if not isinstance(conf, Mapping):
+        raise InvalidConfigError(f"{what} needs config={{'configurable': {{'thread_id': ...}}}}; got {config!r}")
+    if conf.get("thread_id") is None:
+        raise InvalidConfigError(
+            f"{what} needs config['configurable']['thread_id'] (the conversation's id); got keys "
+            f"{sorted(k for k in conf if not str(k).startswith('__'))}"
+        )
+    return conf
+
+
+def target_of(config: RunnableConfig | None, what: str) -> tuple[str, str | None, str | None]:
+    """(thread_id, checkpoint_ns or None if absent, checkpoint_id or None)."""
+    conf = _configurable(config, what)
+    thread_id = keys.validate_thread_id(conf["thread_id"])
+    ns = conf.get("checkpoint_ns")
+    ns = None if ns is None else keys.validate_namespace(ns)
+    cid = conf.get("checkpoint_id") or None
+    return thread_id, ns, cid
+
+
+def tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def backoff(layout: Layout, attempt: int) -> float:
+    return min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5)
+
+
+class Vanished(Exception):
+    """A value a record references was missing. Usually a concurrent prune, delete_for_runs or
+    delete_thread removed the record a moment ago; readers re-read the head to tell that apart from
+    real damage (then it becomes CorruptObjectError)."""
+
+    def __init__(self, key: str, checkpoint_id: str) -> None:
+        super().__init__(key)
+        self.key = key
+        self.checkpoint_id = checkpoint_id
+
+    def corrupt(self) -> CorruptObjectError:
+        return CorruptObjectError(
+            self.key, f"checkpoint {self.checkpoint_id!r} references this value but it is missing"
+        )
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,348 @@
+"""The TTL sweep: delete threads idle longer than their TTL, safely against writers.
+
+What idle means and how it is stamped is in :mod:`langgraph_handoff.checkpoint.ttl`. A sweep:
+
+1. lists every head (1 LIST per 1000 heads) and GETs the heads of 64 threads per round trip.
+   Heads this saver already read in an earlier sweep under the same ETag are not read again
+   (an ETag names one object state), nor are the small empty heads earlier sweeps left (their
+   size in the listing gives them away): a periodic sweep reads only the heads that changed;
+2. decides, on the heads it read, whether the thread expired;
+3. for an expired thread: lists its data objects, then replaces the **root head** with an empty
+   head by a compare-and-swap on the version it decided on. That swap is the decision: if a writer
+   or a refreshing reader moved the root head since, it fails and the thread is left alone
+   (``"revived"``). Then each subgraph head, by compare-and-swap on its own decided version; one
+   that moved meanwhile (a run writing in a subgraph) is left whole (``revived_namespaces``);
+4. deletes, in the namespaces it emptied, the data objects it listed whose checkpoint id is at most
+   the newest one in the decided head (writes documents, sealed segments, blobs).
+
+Why this is safe, case by case:
+
+* **A writer that lands first** moves the head, so the sweep's compare-and-swap fails and nothing
+  is deleted.
+* **A writer that lands after the swap** finds an empty head. A run continuing the thread (its
+  parent is gone) is refused with :class:`~langgraph_handoff.errors.ThreadExpiredError` and stores
+  nothing; a run that reads first sees an empty thread and starts a clean new one. Nothing it
+  writes is deleted: every object of a new checkpoint is named by that checkpoint's id, which is
+  newer than anything the sweep decided on, and step 4 only deletes objects named by older ids
+  (this also covers a put that wrote a large value, lost its swap to the sweep, and retried on the
+  empty head). Such in-flight objects that nothing references stay as garbage, never as a
+  dangling reference.
+* **A half-deleted chain** cannot happen: a namespace's data is deleted only after its head was
+  emptied by a swap on the very version the objects were decided on, and heads are emptied before
+  anything is deleted. A sweep killed midway leaves empty heads and unreferenced objects; the
+  next sweep finishes the job for namespaces still expired.
+
+The empty heads stay. Deleting them would need a conditional DELETE, which Ceph RGW ignores and
+obstore does not offer, and an unconditional one could remove the first checkpoint of a new
+thread that landed on the empty head a moment before. An empty head is about 100 bytes; readers
+treat it as an empty thread, the next put reuses it, and sweeps skip it without a GET.
+
+With ``strategy="keep_latest"`` (the Agent Server's other TTL strategy) an expired thread keeps
+its latest checkpoint per namespace instead: each namespace is rewritten by the compare-and-swap
+rewrite ``prune`` uses, and only if its latest checkpoint is still the one the sweep decided on.
+
+Requests: see :meth:`~langgraph_handoff.ObjectStoreSaver.sweep`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
+from langgraph_handoff.checkpoint.plans import listing, rewriting
+from langgraph_handoff.checkpoint.plans.state import SaverState, chunks
+from langgraph_handoff.checkpoint.records import Head, Record
+from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, SweepResult, ThreadSweep, checkpoint_time, stamp_expiry
+from langgraph_handoff.errors import LangGraphHandoffError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
+
+__all__ = ["plan_sweep"]
+
+#: threads whose heads are read in one round trip
+_CHUNK = 64
+#: heads remembered between sweeps (by key and ETag); cleared when it grows past this
+_MEMO_MAX = 200_000
+#: listed heads at most this big may be empty heads (checked by their exact size)
+_SMALL_HEAD = 1024
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a sweep needs to know about one head, remembered under its ETag."""
+
+    etag: str
+    thread_id: str
+    ns: str
+    empty: bool
+    stamped: float | None  # the stamp's expiry
+    latest_time: float | None  # the time inside the latest checkpoint id
+
+    def expiry(self, default_minutes: float | None) -> float:
+        if self.stamped is not None:
+            return self.stamped
+        if self.latest_time is None or default_minutes is None:
+            return math.inf
+        return self.latest_time + default_minutes * 60
+
+
+def _seen(head: Head, etag: str) -> _Seen:
+    empty = not head.records and not head.segments
+    return _Seen(
+        etag, head.thread_id, head.checkpoint_ns, empty, stamp_expiry(head.extra), checkpoint_time(head.latest_id)
+    )
+
+
+def _newest_id(head: Head) -> str | None:
+    ids = [*head.records, *(s.last_id for s in head.segments)]
+    return max(ids) if ids else None
+
+
+def _owner_id(key: str, data_prefix: str) -> str | None:
+    """The checkpoint id a data object is named by: a writes document's checkpoint, a segment's
+    first checkpoint, a blob's owner. None for anything else."""
+    kind, _, name = key[len(data_prefix) :].partition("/")
+    if kind == "w":
+        cid = keys.checkpoint_id_from_inverted(name.split("/", 1)[0])
+    elif kind in ("s", "b"):
+        cid = keys.checkpoint_id_from_inverted(name[:36])
+    else:
+        return None
+    return cid if keys.is_checkpoint_id(cid) else None
+
+
+def _sweep_memo(saver: SaverState) -> dict[str, _Seen]:
+    memo = saver.__dict__.get("_ttl_memo")
+    if memo is None:
+        memo = saver.__dict__["_ttl_memo"] = {}
+    return memo  # type: ignore[no-any-return]
+
+
+def _empty_head_size(saver: SaverState, thread_id: str, ns: str, swept: bool) -> int:
+    extra: dict[str, Any] = {SWEPT_KEY: 0.0} if swept else {}
+    head = Head(thread_id, ns, {}, {}, (), extra)
+    return len(rec_io.encode_head(head, schema_version=saver.layout.schema_version))
+
+
+def _looks_empty(saver: SaverState, info: ObjectInfo) -> _Seen | None:
+    """An empty head (a sweep's or a delete's) told apart by its exact size, without a GET:
+    any record, segment or lease makes a head bigger."""
+    if info.size > _SMALL_HEAD:
+        return None
+    ids = listing.ids_of_head_key(info.key)
+    if ids is None:
+        return None
+    if info.size in (_empty_head_size(saver, *ids, swept=True), _empty_head_size(saver, *ids, swept=False)):
+        return _Seen(info.etag, ids[0], ids[1], True, None, None)
+    return None
+
+
+def plan_sweep(
+    saver: SaverState,
+    *,
+    dry_run: bool,
+    limit: int | None,
+    default_ttl: float | None,
+    strategy: str,
+    on_start: Callable[[int], None] | None,
+    on_thread: Callable[[ThreadSweep], None] | None,
+) -> Plan[SweepResult]:
+    now = saver._clock()
+    result = SweepResult(dry_run=dry_run, strategy=strategy, now=now)
+    groups: dict[str, list[ObjectInfo]] = {}
+    for info in (yield from listing.list_all(saver, keys.heads_prefix())):
+        groups.setdefault(info.key.split("/")[1], []).append(info)
+    if on_start is not None:
+        on_start(len(groups))
+    memo = _sweep_memo(saver)
+    if len(memo) > _MEMO_MAX:
+        memo.clear()
+    acted = 0
+    pending = list(groups.values())
+    for chunk in chunks(pending, _CHUNK):
+        seen: dict[str, _Seen] = {}
+        failed: dict[str, str] = {}
+        want = []
+        for group in chunk:
+            for info in group:
+                known = memo.get(info.key)
+                if known is not None and known.etag == info.etag:
+                    seen[info.key] = known
+                elif (empty := _looks_empty(saver, info)) is not None:
+                    seen[info.key] = empty
+                else:
+                    want.append(info.key)
+        if want:
+            objs = yield Batch(tuple(Get(k) for k in want), outcomes=True)
+            for key, obj in zip(want, objs, strict=True):
+                if obj is None:
+                    continue  # deleted since the listing
+                try:
+                    if isinstance(obj, BaseException):
+                        raise obj
+                    head = rec_io.decode_head(obj.body, key=key)
+                    if keys.head_key(head.thread_id, head.checkpoint_ns) != key:
+                        raise LangGraphHandoffError(f"head at {key!r} belongs elsewhere (misplaced object)")
+                except LangGraphHandoffError as exc:
+                    failed[key] = f"{type(exc).__name__}: {exc}"
+                    continue
+                seen[key] = memo[key] = _seen(head, obj.etag)
+        for group in chunk:
+            if limit is not None and acted >= limit:
+                result.limited = True
+                return result
+            try:
+                outcome = yield from _sweep_group(saver, group, seen, failed, result, default_ttl, strategy)
+            except LangGraphHandoffError as exc:  # reported; the other threads are still swept
+                ids = listing.ids_of_head_key(group[0].key)
+                tid = ids[0] if ids else group[0].key.split("/")[1]
+                outcome = ThreadSweep(tid, "failed", error=f"{type(exc).__name__}: {exc}")
+            if outcome is None:
+                continue
+            if outcome.status in ("deleted", "would delete", "pruned", "would prune"):
+                acted += 1
+            result.add(outcome)
+            if on_thread is not None:
+                on_thread(outcome)
+    return result
+
+
+def _sweep_group(
+    saver: SaverState,
+    group: list[ObjectInfo],
+    seen: dict[str, _Seen],
+    failed: dict[str, str],
+    result: SweepResult,
+    default_ttl: float | None,
+    strategy: str,
+) -> Plan[ThreadSweep | None]:
+    known = [seen[i.key] for i in group if i.key in seen]
+    errors = [f"{k}: {failed[k]}" for k in (i.key for i in group) if k in failed]
+    ids = listing.ids_of_head_key(group[0].key)
+    thread_id = known[0].thread_id if known else ids[0] if ids else group[0].key.split("/")[1]
+    if errors:
+        return ThreadSweep(thread_id, "failed", error="; ".join(errors))
+    if not known:
+        return None  # every head vanished since the listing: someone deleted the thread
+    live = [s for s in known if not s.empty]
+    if not live:
+        return ThreadSweep(thread_id, "empty")
+    expires = max(s.expiry(default_ttl) for s in live)
+    if result.now < expires:
+        return ThreadSweep(thread_id, "kept", expires_at=expires)
+    # Expired on what we know. Decide on fresh heads: the memo may be a sweep old.
+    keys_ = [i.key for i in group]
+    objs = yield Batch(tuple(Get(k) for k in keys_))
+    heads: dict[str, tuple[Head, str]] = {}
+    for key, obj in zip(keys_, objs, strict=True):
+        if obj is not None:
+            head = rec_io.decode_head(obj.body, key=key)
+            heads[head.checkpoint_ns] = (head, obj.etag)
+            _sweep_memo(saver)[key] = _seen(head, obj.etag)
+    live_heads = {ns: h for ns, h in heads.items() if h[0].records or h[0].segments}
+    if not live_heads:
+        return ThreadSweep(thread_id, "empty")
+    expires = max(_seen(h, e).expiry(default_ttl) for h, e in live_heads.values())
+    if result.now < expires:
+        return ThreadSweep(thread_id, "kept", expires_at=expires)
+    if strategy == "keep_latest":
+        return (yield from _sweep_keep_latest(saver, thread_id, live_heads, expires, result.dry_run))
+    if result.dry_run:
+        return ThreadSweep(thread_id, "would delete", expires_at=expires)
+    return (yield from _sweep_delete(saver, thread_id, heads, expires, result.now))
+
+
+def _tombstone(saver: SaverState, thread_id: str, ns: str, head: Head | None, now: float) -> bytes:
+    """The empty head a sweep leaves: a session's lease (released) and fencing epoch stay, so
+    a superseded owner's late write is still refused; ``swept`` tells a late run why."""
+    extra: dict[str, Any] = {}
+    if head is not None:
+        if FENCE_KEY in head.extra:
+            extra[FENCE_KEY] = head.extra[FENCE_KEY]
+        lease = head.extra.get(LEASE_KEY)
+        if not ns and isinstance(lease, dict):
+            extra[LEASE_KEY] = {**lease, "state": "released", "transfer": None}
+    extra[SWEPT_KEY] = round(float(now), 3)
+    return rec_io.encode_head(Head(thread_id, ns, {}, {}, (), extra), schema_version=saver.layout.schema_version)
+
+
+def _swap_to_empty(
+    saver: SaverState, thread_id: str, ns: str, decided: tuple[Head, str] | None, now: float
+) -> Plan[bool]:
+    """Empty one head by compare-and-swap on the decided version; False if it moved."""
+    key = keys.head_key(thread_id, ns)
+    body = _tombstone(saver, thread_id, ns, decided[0] if decided else None, now)
+    op = Put(key, body, if_match=decided[1]) if decided else Put(key, body, if_none_match=True)
+    try:
+        yield op
+    except PreconditionFailedError:
+        return False
+    except UnknownOutcomeError:
+        obj = yield Get(key)  # settle it: landed iff the head is exactly our body (it has a nonce)
+        return obj is not None and obj.body == body
+    return True
+
+
+def _sweep_delete(
+    saver: SaverState, thread_id: str, heads: dict[str, tuple[Head, str]], expires: float, now: float
+) -> Plan[ThreadSweep]:
+    data = yield from listing.list_all(saver, keys.thread_data_prefix(thread_id))
+    outcome = ThreadSweep(thread_id, "deleted", expires_at=expires)
+    try:
+        if not (yield from _swap_to_empty(saver, thread_id, "", heads.get(""), now)):
+            outcome.status = "revived"
+            return outcome
+        emptied = [""]
+        for ns in sorted(n for n in heads if n):
+            head, _etag = heads[ns]
+            if not head.records and not head.segments:
+                continue  # already empty: nothing of it to protect or delete
+            if (yield from _swap_to_empty(saver, thread_id, ns, heads[ns], now)):
+                emptied.append(ns)
+            else:
+                outcome.revived_namespaces.append(ns)
+    finally:
+        saver._cache.forget_thread(thread_id)
+    garbage = []
+    for ns in emptied:
+        newest = _newest_id(heads[ns][0]) if ns in heads else None
+        if newest is None:
+            continue
+        prefix = keys.data_prefix(thread_id, ns)
+        for info in data:
+            if info.key.startswith(prefix):
+                owner = _owner_id(info.key, prefix)
+                if owner is not None and owner <= newest:
+                    garbage.append(info.key)
+    if garbage:
+        yield DeleteMany(tuple(garbage))
+    outcome.objects_deleted = len(garbage)
+    return outcome
+
+
+def _sweep_keep_latest(
+    saver: SaverState, thread_id: str, heads: dict[str, tuple[Head, str]], expires: float, dry_run: bool
+) -> Plan[ThreadSweep]:
+    outcome = ThreadSweep(thread_id, "kept", expires_at=expires)
+    for ns, (head, _etag) in sorted(heads.items()):
+        if not head.segments and not rewriting.keep_latest_drop(saver, dict(head.records)):
+            continue  # nothing older to drop
+        if dry_run:
+            outcome.status = "would prune"
+            continue
+        decided = head.latest_id
+
+        def choose(records: dict[str, Record], decided: str | None = decided) -> set[str]:
+            if not records or max(records) != decided:
+                return set()  # a writer added a checkpoint since the decision: not idle
+            return rewriting.keep_latest_drop(saver, records)
+
+        outcome.checkpoints_removed += yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose)
+    if outcome.checkpoints_removed:
+        outcome.status = "pruned"
+    return outcome

@@ -1,0 +1,471 @@
+"""Writing: ``put`` and ``put_writes``.
+
+A ``put`` builds the checkpoint's record (unchanged values point at the parent's copy), the next
+head (pending writes folded in, large superseded values spilled behind it, old records sealed
+into a segment when it grows too big), and moves the head by one compare-and-swap. What the new
+head references is written first; a lost or unsettled swap is re-read and retried (or found to
+have landed after all), and a conflicting checkpoint is refused by :mod:`~langgraph_handoff.checkpoint.fencing`'s admission
+rule. A lease-bound saver stamps its fencing epoch in every head it writes and undoes a subgraph
+write that a takeover overtook. ``put_writes`` stores one task's writes create-only, and merges a
+retried task's writes by compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
+
+from langgraph_handoff import keys
+from langgraph_handoff.checkpoint import records as rec_io
+from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
+from langgraph_handoff.checkpoint.plans import reading
+from langgraph_handoff.checkpoint.plans.blobs import content_digest
+from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, target_of, tuple_config
+from langgraph_handoff.checkpoint.records import (
+    BlobRef,
+    Folded,
+    Head,
+    Inline,
+    Payload,
+    PayloadTable,
+    Record,
+    Segment,
+    SegmentRef,
+    WriteItem,
+    WritesDoc,
+    fast_replace,
+    payloads_for,
+)
+from langgraph_handoff.checkpoint.ttl import restamp
+from langgraph_handoff.checkpoint.writes import merge_items, slot_items
+from langgraph_handoff.errors import (
+    ConflictError,
+    InvalidCheckpointIdError,
+    InvalidConfigError,
+    OwnershipLostError,
+    PreconditionFailedError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.stores.base import Get, Put
+
+log = logging.getLogger("langgraph_handoff")
+
+
+def _inline_size(rec: Record, table: PayloadTable) -> int:
+    """Bytes one checkpoint needs in a head: its record plus the inline values it references."""
+    size = len(rec.checkpoint[1]) + len(rec.metadata[1]) + 64
+    for ch, (origin, _v) in rec.values.items():
+        payload = table.get(origin, {}).get(ch)
+        if isinstance(payload, Inline):
+            size += len(payload.data) + len(ch)
+    return size
+
+
+def _folded_size(folded: Folded) -> int:
+    return sum(len(w.data) + len(w.channel) + 16 for w in folded.items)
+
+
+def _fence_for(saver: SaverState, thread_id: str) -> int | None:
+    if saver._fence is None:
+        return None
+    bound, epoch = saver._fence
+    if thread_id != bound:
+        raise InvalidConfigError(
+            f"this saver is bound to the lease of session {bound!r} and cannot write thread {thread_id!r}; "
+            "use the unbound saver (or one bound to that session's lease)"
+        )
+    return epoch
+
+
+def _build_record(
+    saver: SaverState,
+    thread_id: str,
+    ns: str,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    parent: Record | None,
+    cp_typed: tuple[str, bytes],
+    md_typed: tuple[str, bytes],
+    memo: dict[str, tuple[Payload, bytes | None]],
+) -> tuple[Record, dict[str, Payload], list[tuple[str, bytes]]]:
+    """The record for ``checkpoint``, the payloads it stores, and blobs to write first.
+
+    A value is stored again only if its channel is in ``new_versions`` or the parent record
+    does not hold the same version of it; otherwise the record points at the parent's copy.
+    """
+    cid = checkpoint["id"]
+    versions = checkpoint.get("channel_versions") or {}
+    parent_values = parent.values if parent is not None else {}
+    values: dict[str, tuple[str, Any]] = {}
+    payloads: dict[str, Payload] = {}
+    blobs: list[tuple[str, bytes]] = []
+    for ch, value in checkpoint["channel_values"].items():
+        version = versions.get(ch)
+        if version is None:
+            continue  # a value without a version is not part of the checkpoint (as InMemorySaver)
+        inherited = parent_values.get(ch)
+        if ch not in new_versions and inherited is not None and inherited[1] == version:
+            values[ch] = inherited
+            continue
+        if ch not in memo:
+            typ, data = saver.serde.dumps_typed(value)
+            if len(data) >= saver.layout.blob_threshold:
+                digest = content_digest(data)
+                memo[ch] = (
+                    BlobRef(typ, digest, len(data)),
+                    rec_io.encode_blob(data, schema_version=saver.layout.schema_version),
+                )
+            else:
+                memo[ch] = (Inline(typ, data), None)
+        payload, blob_body = memo[ch]
+        values[ch] = (cid, version)
+        payloads[ch] = payload
+        if blob_body is not None:
+            assert isinstance(payload, BlobRef)
+            blobs.append((keys.blob_key(thread_id, ns, cid, payload.digest), blob_body))
+    parent_id = parent.id if parent is not None else None
+    return Record(cid, parent_id, cp_typed, md_typed, values, schema=saver._schema), payloads, blobs
+
+
+def _next_head(
+    saver: SaverState,
+    head: Head | None,
+    thread_id: str,
+    ns: str,
+    record: Record,
+    payloads: dict[str, Payload],
+    unfolded: Mapping[str, Mapping[str, Folded]],
+    spilled: frozenset[str] = frozenset(),
+) -> tuple[Head, bytes, tuple[str, bytes] | None, list[tuple[str, bytes]]]:
+    """The head after adding ``record``: fold known writes, spill large superseded values
+    behind it, seal old records if it is still too big. Also returns the segment to write
+    first (if sealing) and the blobs to write alongside it (spills)."""
+    records = dict(head.records) if head is not None else {}
+    table: PayloadTable = dict(head.payloads) if head is not None else {}
+    records[record.id] = record
+    # An upsert (same id again) may drop a channel that children still point at: keep the
+    # old payloads and let the new ones win, as InMemorySaver's version-keyed blobs do.
+    table[record.id] = {**table.get(record.id, {}), **payloads}
+    for cid, tasks in unfolded.items():
+        target = records.get(cid)
+        if target is None:
+            continue
+        add = {
+            t: f
+            for t, f in tasks.items()
+            if target.writes.get(t) != f and _folded_size(f) <= saver.layout.fold_max_bytes
+        }
+        if add:
+            records[cid] = fast_replace(target, writes={**target.writes, **add})
+    latest = records[max(records)]
+    table, spills = _spill(saver, thread_id, ns, payloads_for(records.values(), table), latest, spilled)
+    new = Head(
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        records=records,
+        payloads=table,
+        segments=head.segments if head is not None else (),
+        extra=_stamp(saver, head.extra if head is not None else {}, thread_id, ns),
+    )
+    schema = saver.layout.schema_version
+    body = rec_io.encode_head(new, schema_version=schema)
+    layout = saver.layout
+    in_flight = sum(len(b) for _, b in spills)  # spilled copies leave the head on the next put
+    too_many = len(records) > layout.head_max_records
+    too_big = len(records) > 1 and (
+        len(body) > layout.head_max_bytes
+        or (
+            len(body) - in_flight > layout.head_overhead_floor
+            and len(body) - in_flight > layout.head_max_overhead * _inline_size(latest, new.payloads)
+        )
+    )
+    if not (too_many or too_big):
+        return new, body, None, spills
+    keep = 1 if too_big else layout.head_keep
+    ids = sorted(records)
+    sealed, kept = ids[:-keep], ids[-keep:]
+    seg_records = {i: records[i] for i in sealed}
+    segment = Segment(thread_id, ns, seg_records, payloads_for(seg_records.values(), new.payloads))
+    suffix = keys.segment_suffix(sealed[0], secrets.token_hex(4))
+    ref = SegmentRef(suffix, sealed[0], sealed[-1], len(sealed))
+    new = replace(new.with_records({i: records[i] for i in kept}, new.payloads), segments=(ref, *new.segments))
+    body = rec_io.encode_head(new, schema_version=schema)
+    segment_write = (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema))
+    # spills of records now sealed travel in the segment itself
+    kept_spills = {keys.blob_key(thread_id, ns, o, p.spill) for o, chs in new.payloads.items() for p in chs.values()
+                   if isinstance(p, Inline) and p.spill}  # fmt: skip
+    return new, body, segment_write, [(k, b) for k, b in spills if k in kept_spills]
+
+
+def _check_root_fence(saver: SaverState, thread_id: str, ns: str, fence: int) -> Plan[None]:
+    root, _ = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ""))), thread_id, "")
+    refusal = (
+        "the session has no lease any more (its thread was deleted)"
+        if root is None
+        else write_refusal(root.extra, fence)
+    )
+    if refusal is not None:
+        current = int(root.extra.get(FENCE_KEY, 0) or 0) if root is not None else 0
+        raise OwnershipLostError(thread_id, ns, epoch=fence, current=current, reason=refusal)
+    return None
+
+
+def _undo_if_fenced(
+    saver: SaverState, thread_id: str, ns: str, fence: int, before: Head | None, written: Head, etag: str | None
+) -> Plan[None]:
+    """After a lease-bound subgraph write: if the session was taken over, locked or released
+    while we wrote, put the head back as it was (an emptied head for a namespace we created)
+    and refuse, so a superseded worker's write never stays.
+
+    The restore is a compare-and-swap. If it fails because a takeover only stamped its epoch
+    on our head, it is retried on top (keeping the stamp); if someone wrote *checkpoints* on
+    top meanwhile, their write stands and ours is left under it, logged.
+    """
+    try:
+        yield from _check_root_fence(saver, thread_id, ns, fence)
+    except OwnershipLostError:
+        hkey = keys.head_key(thread_id, ns)
+        restore = before if before is not None else Head(thread_id, ns, {}, {}, (), dict(written.extra))
+        for _ in range(saver.layout.max_attempts):
+            body = rec_io.encode_head(restore, schema_version=saver.layout.schema_version)
+            try:
+                yield Put(hkey, body, if_match=etag)
+                break
+            except (PreconditionFailedError, UnknownOutcomeError):
+                fresh, fresh_etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+                if fresh is None or (fresh.records == restore.records and fresh.segments == restore.segments):
+                    break  # gone, or our restore landed after all
+                if fresh.records != written.records or fresh.segments != written.segments:
+                    log.error(
+                        "could not undo a superseded write to thread %r namespace %r: newer checkpoints "
+                        "were written on top of it",
+                        thread_id,
+                        ns,
+                    )
+                    break
+                restore = fast_replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
+                etag = fresh_etag
+        saver._cache.forget_thread(thread_id)
+        raise
+    return None
+
+
+def _stamp(saver: SaverState, extra: dict[str, Any], thread_id: str, ns: str = "") -> dict[str, Any]:
+    """A lease-bound writer records its epoch in every head it writes (the fencing token), and
+    a rider's fields ride along in the root head: decided against the head this CAS replaces,
+    so they commit atomically with the checkpoint or not at all."""
+    if saver._rider is not None and not ns and saver._rider[0] == thread_id:
+        extra = saver._rider[1](extra)
+    extra = restamp(extra, saver.ttl, saver._clock())
+    fence = _fence_for(saver, thread_id)
+    if fence is None or int(extra.get(FENCE_KEY, 0) or 0) >= fence:
+        return extra
+    return {**extra, FENCE_KEY: fence}
+
+
+def _spill(
+    saver: SaverState, thread_id: str, ns: str, table: PayloadTable, latest: Record, confirmed: frozenset[str]
+) -> tuple[PayloadTable, list[tuple[str, bytes]]]:
+    """Move large values the latest checkpoint no longer uses out of the head, one round trip
+    at a time and never ahead of the data:
+
+    * a value not yet spilled keeps its inline copy and gets a blob written alongside this
+      head (``spill`` records the digest);
+    * a spilled value whose blob *this process* saw written (``confirmed``) becomes a
+      reference to that blob, and its inline copy goes;
+    * a spill another process started (we cannot know it landed) is written again: blob keys
+      are content-addressed per owner, so rewriting is idempotent.
+
+    So no head ever points at a blob that may not exist, and a failed or interrupted spill
+    write loses nothing. The latest checkpoint's own values always stay inline: reading it is
+    one GET.
+    """
+    keep = latest.origins()
+    out: PayloadTable = {}
+    writes: list[tuple[str, bytes]] = []
+    for origin, chs in table.items():
+        moved: dict[str, Payload] = {}
+        for ch, p in chs.items():
+            if isinstance(p, Inline) and len(p.data) >= saver.layout.spill_threshold and (origin, ch) not in keep:
+                digest = p.spill or content_digest(p.data)
+                key = keys.blob_key(thread_id, ns, origin, digest)
+                if key in confirmed:
+                    p = BlobRef(p.type, digest, len(p.data))
+                else:
+                    p = Inline(p.type, p.data, digest)
+                    writes.append((key, rec_io.encode_blob(p.data, schema_version=saver.layout.schema_version)))
+            moved[ch] = p
+        out[origin] = moved
+    return out, writes
+
+
+def plan_put(
+    saver: SaverState,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    thread_id, ns_or_none, parent_id = target_of(config, "put")
+    ns = ns_or_none or ""
+    cid = keys.validate_checkpoint_id(checkpoint.get("id"))
+    if parent_id is not None and not keys.is_checkpoint_id(parent_id):
+        raise InvalidCheckpointIdError(f"parent checkpoint id {parent_id!r} is not a canonical uuid string")
+    md = get_checkpoint_metadata(config, metadata)
+    cp_typed = saver.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"})
+    md_typed = saver.serde.dumps_typed(md)
+    source = md.get("source")
+    hkey = keys.head_key(thread_id, ns)
+    state = saver._cache.get(thread_id, ns)
+    # ``fresh``: the head was just read from the store. The cache is shared by every thread of
+    # this process and may lag behind (another thread's older read can land after our newer
+    # write), so a conflict is only ever decided against a fresh read.
+    fresh = not state.known
+    if state.known:
+        head, etag = state.head, state.etag
+    else:
+        head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+        saver._cache.observe(thread_id, ns, head, etag)
+    fence = _fence_for(saver, thread_id)
+    if fence is not None and ns:
+        # A subgraph head cannot see the root's lease (a lock for a transfer, a release, a
+        # takeover whose epoch has not reached this head yet): ask the root, before the write
+        # and again after it (see _undo_if_fenced).
+        yield from _check_root_fence(saver, thread_id, ns, fence)
+    memo: dict[str, tuple[Payload, bytes | None]] = {}
+    for attempt in range(saver.layout.max_attempts):
+        state = saver._cache.get(thread_id, ns)
+        saw_empty = parent_id is None and state.empty_reads > 0
+        branches = parent_id is not None and parent_id in state.branch_points
+        intent = PutIntent(
+            thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence
+        )
+        conflict = check_put(head, intent)
+        if conflict is not None and not fresh:
+            head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+            saver._cache.observe(thread_id, ns, head, etag)
+            fresh = True
+            conflict = check_put(head, intent)
+        if conflict is not None:
+            if saw_empty:
+                saver._cache.use_empty_read(thread_id, ns)
+            raise conflict
+        parent = head.records.get(parent_id) if head is not None and parent_id else None
+        record, payloads, blobs = _build_record(
+            saver, thread_id, ns, checkpoint, new_versions, parent, cp_typed, md_typed, memo
+        )
+        if parent is None and parent_id is not None:
+            record = fast_replace(record, parent=parent_id)
+        new_head, body, seal, spills = _next_head(
+            saver, head, thread_id, ns, record, payloads, state.unfolded, state.spilled
+        )
+        # Crash safety: what the new head *references* is durable before the head points at
+        # it (huge new values, a sealed segment); spilled copies ride alongside the head,
+        # which still carries them inline.
+        if blobs:
+            yield Batch(tuple(Put(k, b) for k, b in blobs))
+        if seal is not None:
+            yield Put(seal[0], seal[1])  # a fresh nonce-named key: nobody else writes it
+        before = head  # what our write replaces (restored if a fenced subgraph write must be undone)
+        op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
+        if spills:
+            outcomes = yield Batch((op, *(Put(k, b) for k, b in spills)), outcomes=True)
+            written = [k for (k, _), o in zip(spills, outcomes[1:], strict=True) if not isinstance(o, BaseException)]
+            saver._cache.confirm_spills(thread_id, ns, written)
+            head_outcome = outcomes[0]
+        else:
+            try:
+                head_outcome = yield op
+            except (PreconditionFailedError, UnknownOutcomeError) as exc:
+                head_outcome = exc
+        if isinstance(head_outcome, BaseException) and not isinstance(
+            head_outcome, (PreconditionFailedError, UnknownOutcomeError)
+        ):
+            raise head_outcome
+        new_etag = head_outcome
+        if isinstance(head_outcome, (PreconditionFailedError, UnknownOutcomeError)):
+            head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+            saver._cache.observe(thread_id, ns, head, etag)
+            fresh = True
+            landed = head.records.get(cid) if head is not None else None
+            if landed is not None and (landed.checkpoint, landed.metadata, landed.parent) == (
+                cp_typed,
+                md_typed,
+                record.parent,
+            ):
+                saver._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
+                if fence is not None and ns:
+                    assert head is not None
+                    yield from _undo_if_fenced(saver, thread_id, ns, fence, before, head, etag)
+                return tuple_config(thread_id, ns, cid)  # our write had landed after all
+            if attempt + 1 < saver.layout.max_attempts:
+                yield Sleep(backoff(saver.layout, attempt))
+            continue
+        saver._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
+        if fence is not None and ns:
+            yield from _undo_if_fenced(saver, thread_id, ns, fence, head, new_head, new_etag)
+        if branches:
+            saver._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
+        return tuple_config(thread_id, ns, cid)
+    raise ConflictError(
+        f"put of checkpoint {cid!r} on thread {thread_id!r} lost {saver.layout.max_attempts} "
+        "compare-and-swap races in a row without a conflicting checkpoint: the namespace is "
+        "under heavy contention. Retry later or raise Layout.max_attempts."
+    )
+
+
+def plan_put_writes(
+    saver: SaverState, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+) -> Plan[None]:
+    thread_id, ns_or_none, cid = target_of(config, "put_writes")
+    ns = ns_or_none or ""
+    if cid is None:
+        raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+    keys.validate_checkpoint_id(cid)
+    task_id = str(task_id)
+    items = slot_items(writes, saver.serde.dumps_typed, schema=saver._schema)
+    key = keys.writes_key(thread_id, ns, cid, task_id)
+    schema = saver.layout.schema_version
+
+    def encode(merged: tuple[WriteItem, ...], path: str) -> bytes:
+        doc = WritesDoc(thread_id, ns, cid, task_id, path, merged)
+        return rec_io.encode_writes(doc, schema_version=schema)
+
+    known = saver._cache.known_writes(thread_id, ns, cid, task_id)
+    for attempt in range(saver.layout.max_attempts):
+        if known is None:
+            merged, path = tuple(sorted(items, key=lambda w: w.idx)), task_path
+            op = Put(key, encode(merged, path), if_none_match=True)
+        else:
+            merged, path = merge_items(known.items, items), known.task_path or task_path
+            if merged == known.items:
+                return None  # nothing new: a repeated call stores nothing
+            op = Put(key, encode(merged, path), if_match=known.etag)
+        try:
+            etag = yield op
+        except (PreconditionFailedError, UnknownOutcomeError):
+            obj = yield Get(key)
+            if obj is None:
+                known = None
+            else:
+                doc = reading.decode_writes_doc(saver, obj, thread_id, ns, cid)
+                known = Folded(obj.etag, doc.task_path, doc.items)
+                if merge_items(doc.items, items) == doc.items:
+                    saver._cache.remember_writes(thread_id, ns, cid, task_id, known)
+                    return None  # already stored (possibly by our own first attempt)
+            if attempt:
+                yield Sleep(backoff(saver.layout, attempt))
+            continue
+        saver._cache.remember_writes(thread_id, ns, cid, task_id, Folded(etag, path, merged))
+        return None
+    raise ConflictError(
+        f"writes of task {task_id!r} on checkpoint {cid!r} lost {saver.layout.max_attempts} "
+        "compare-and-swap races in a row; another process keeps rewriting them"
+    )
