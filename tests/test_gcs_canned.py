@@ -97,6 +97,19 @@ def test_the_precondition_sent(canned: tuple[str, dict[str, list[str]], Seen]) -
     assert [q.get("ifGenerationMatch") for q in _uploads(seen)] == ["0", "1700000000000001", "1", None]
 
 
+def test_a_page_after_start_after_is_one_request_of_max_keys(canned: tuple[str, dict[str, list[str]], Seen]) -> None:
+    """Found by review (gcs_list_pages.py): startOffset is inclusive, so the store asked for one
+    key more than a page and GCS's 1,000-key page cap split every later page into 2 requests.
+    Now the offset itself is exclusive: ``start_after + "!"`` sorts before every key that
+    extends it (keys use characters from "%" up)."""
+    endpoint, _, seen = canned
+    with _store(endpoint, "bkt") as store:
+        store.list_page("a/", start_after="a/0999", max_keys=1000)
+    lists = [q for method, path, q in seen if method == "GET" and path.endswith("/o")]
+    assert len(lists) == 1 and lists[0]["maxResults"] == "1000", lists
+    assert lists[0]["startOffset"].endswith("a/0999!"), lists
+
+
 async def test_429_is_retried_after_a_backoff_and_is_not_a_lost_race(
     canned: tuple[str, dict[str, list[str]], Seen],
 ) -> None:

@@ -410,11 +410,12 @@ class GCSStore(StoreBase):
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
         full = self.prefix + prefix
-        # GCS's startOffset is inclusive: ask for one more and drop start_after itself
-        want = max_keys + (1 if start_after is not None else 0)
-        kwargs: dict[str, Any] = {"prefix": full, "max_results": want, "page_size": min(want, 1000)}
+        kwargs: dict[str, Any] = {"prefix": full, "max_results": max_keys, "page_size": min(max_keys, 1000)}
         if start_after is not None:
-            kwargs["start_offset"] = self.prefix + validate_key(start_after)
+            # GCS's startOffset is inclusive. Keys use only characters from "%" (0x25) up
+            # (validate_key), so start_after + "!" (0x21) sorts after start_after and before
+            # every longer key that extends it: exactly "strictly after", one request per page.
+            kwargs["start_offset"] = self.prefix + validate_key(start_after) + "!"
 
         def call() -> tuple[list[Any], bool]:
             iterator = self.client.list_blobs(
@@ -434,14 +435,8 @@ class GCSStore(StoreBase):
         except self._errors as exc:
             raise self._failure(exc, f"LIST {full}") from None
         n = len(self.prefix)
-        skip = self.prefix + start_after if start_after is not None else None
-        items = [
-            ObjectInfo(key=b.name[n:], etag=str(b.generation or ""), size=int(b.size or 0))
-            for b in blobs
-            if b.name != skip
-        ]
-        truncated = more or len(items) > max_keys
-        return ListResult(items=items[:max_keys], truncated=truncated)
+        items = [ObjectInfo(key=b.name[n:], etag=str(b.generation or ""), size=int(b.size or 0)) for b in blobs]
+        return ListResult(items=items, truncated=more)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
