@@ -45,7 +45,7 @@ FORMAT1_COMMIT = "8bb5b2f"
 def generate(root: str, endpoint: str, bucket: str, prefix: str, threads: int) -> None:
     """Runs inside the old release's worktree (its langgraph_handoff is first on sys.path)."""
     sys.path.insert(0, root)
-    from langgraph_handoff import ObjectStoreSaver, envelope
+    from langgraph_handoff import ObjectStoreSaver, envelope  # the old release's layout
     from langgraph_handoff.stores import S3Store
     from tests.test_migrations import v1_graph
 
@@ -87,7 +87,8 @@ def main() -> int:
         p.error("set S3_ENDPOINT_URL (source /tmp/devrgw.env)")
 
     sys.path.insert(0, str(ROOT))
-    from langgraph_handoff import ObjectStoreSaver, envelope
+    from langgraph_handoff import ObjectStoreSaver
+    from langgraph_handoff.format import envelope
     from langgraph_handoff.inspect import verify_store
     from langgraph_handoff.stores import S3Store
     from tests.migrate_helpers import formats, seen

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import need_gcs_emulator
-from langgraph_handoff import ObjectStoreSaver, envelope, keys
+from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.cli import main as cli_main
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError, StoreNotFoundError
+from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.stores import GCSStore, Put, StoreBase, store_from_url
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer

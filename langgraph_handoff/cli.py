@@ -53,13 +53,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from langgraph_handoff import envelope, keys
 from langgraph_handoff._version import __version__
-from langgraph_handoff.checkpoint import records
 from langgraph_handoff.checkpoint.plans.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import ThreadSweep
 from langgraph_handoff.errors import InvalidConfigError, LangGraphHandoffError
+from langgraph_handoff.format import envelope, keys, records
 from langgraph_handoff.migrations import SchemaMigrations
 
 __all__ = ["app", "main"]

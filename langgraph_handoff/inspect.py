@@ -15,11 +15,11 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_handoff import envelope, keys
-from langgraph_handoff.checkpoint import records as rec_io
-from langgraph_handoff.checkpoint.records import BlobRef, Head, Record
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import EnvelopeError, InvalidConfigError
+from langgraph_handoff.format import envelope, keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import BlobRef, Head, Record
 
 __all__ = ["Problem", "diff_checkpoints", "jsonable", "show_checkpoint", "verify_store"]
 

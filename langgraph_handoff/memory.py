@@ -60,9 +60,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from langgraph_handoff import envelope, keys
 from langgraph_handoff.checkpoint.ttl import DEFAULT_SWEEP_INTERVAL_MINUTES, REFRESH_AFTER, BackgroundSweeper
-from langgraph_handoff.envelope import Kind
 from langgraph_handoff.errors import (
     CorruptObjectError,
     InvalidConfigError,
@@ -70,6 +68,8 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.format import envelope, keys
+from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.stores.base import Get, StoreBase, StoredObject
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore

@@ -61,8 +61,8 @@ class SchemaMigrations:
     """The numbered migrations of one graph's state schema; :attr:`current` is the newest.
 
     ``base`` is the version that needs no step (0 for a state schema; the package's own storage
-    format starts at 1, see :mod:`langgraph_handoff.formats`). ``subject`` names what is migrated
-    in log lines and errors.
+    format starts at 1, see :mod:`langgraph_handoff.format.upgrades`). ``subject`` names what is
+    migrated in log lines and errors.
     """
 
     def __init__(self, *, base: int = 0, subject: str = "schema") -> None:

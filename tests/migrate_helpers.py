@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from langgraph_handoff import ObjectStoreSaver, envelope
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.format import envelope
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Delete, DeleteMany, Op, Put
 from langgraph_handoff.stores.counting import CountingStore

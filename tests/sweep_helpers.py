@@ -21,9 +21,10 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_handoff import Layout, ObjectStoreSaver, keys
+from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.errors import ThreadExpiredError
+from langgraph_handoff.format import keys
 from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import DeleteMany, Op, Put

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.keys import head_key
+from langgraph_handoff.format.keys import head_key
 
 
 class S(TypedDict, total=False):
@@ -97,9 +97,9 @@ def test_verify_checks_writes_and_values_against_the_heads(tmp_path: Path) -> No
     tables, and objects nothing references."""
     from dataclasses import replace
 
-    from langgraph_handoff.checkpoint import records as rec_io
+    from langgraph_handoff.format import records as rec_io
+    from langgraph_handoff.format.keys import writes_key
     from langgraph_handoff.inspect import verify_store
-    from langgraph_handoff.keys import writes_key
 
     saver = populate(f"file://{tmp_path / 'store'}")
     # Whether a run's writes are folded into a later head depends on thread timing under

@@ -7,14 +7,14 @@ import struct
 import msgpack
 import pytest
 
-from langgraph_handoff import envelope, keys
-from langgraph_handoff.envelope import Kind
 from langgraph_handoff.errors import (
     CorruptObjectError,
     EnvelopeVersionError,
     InvalidCheckpointIdError,
     InvalidThreadIdError,
 )
+from langgraph_handoff.format import envelope, keys
+from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.stores.base import validate_key
 
 HOSTILE = [
@@ -143,7 +143,7 @@ def test_valid_frame_with_garbage_msgpack_is_corrupt() -> None:
 
 
 def test_valid_msgpack_with_wrong_shape_is_corrupt() -> None:
-    from langgraph_handoff.checkpoint import records
+    from langgraph_handoff.format import records
 
     data = envelope.encode(Kind.HEAD, msgpack.packb({"t": "x"}))
     with pytest.raises(CorruptObjectError, match="malformed head"):

@@ -129,7 +129,7 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
         assert tup.checkpoint == before[ns].checkpoint and tup.pending_writes == before[ns].pending_writes
     # only the kept checkpoints' writes, segments and blobs remain under the thread
     kept = set(_ids(after))
-    from langgraph_handoff import keys
+    from langgraph_handoff.format import keys
 
     for info in store.list(keys.thread_data_prefix("t")):
         part = info.key.split("/")[3]

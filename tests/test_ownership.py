@@ -25,7 +25,7 @@ from langgraph_handoff.errors import (
     TransferError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.keys import head_key
+from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
 from tests import graph_scenarios as scenarios

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver, keys
+from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.format import keys
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import CountingStore, Put, StoreBase
 from langgraph_handoff.stores.base import Op

@@ -19,7 +19,7 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     UnknownRecipientError,
 )
-from langgraph_handoff.keys import head_key, team_prefix
+from langgraph_handoff.format.keys import head_key, team_prefix
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
 from langgraph_handoff.teams import AckState, Team, TeamState, TeamWorker, ack_rider, outbox_reducer

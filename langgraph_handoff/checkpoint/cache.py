@@ -26,8 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from langgraph_handoff.checkpoint.records import Folded, Head, Inline, Record, fast_init, fast_replace
-from langgraph_handoff.envelope import FORMAT_VERSION
+from langgraph_handoff.format.envelope import FORMAT_VERSION
+from langgraph_handoff.format.records import Folded, Head, Inline, Record, fast_init, fast_replace
 
 __all__ = ["HeadCache", "NsState"]
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff.checkpoint.records import Head, fast_init
 from langgraph_handoff.checkpoint.ttl import SWEPT_KEY
 from langgraph_handoff.errors import (
     CheckpointOrderError,
@@ -38,6 +37,7 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     ThreadExpiredError,
 )
+from langgraph_handoff.format.records import Head, fast_init
 
 __all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put", "write_refusal"]
 

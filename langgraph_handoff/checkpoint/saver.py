@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_handoff import envelope, keys, probe
+from langgraph_handoff import probe
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.cache import HeadCache
@@ -37,6 +37,7 @@ from langgraph_handoff.checkpoint.ttl import (
     sweep_arguments,
 )
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url

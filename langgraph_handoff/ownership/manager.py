@@ -14,12 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import driver
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans.state import backoff
-from langgraph_handoff.checkpoint.records import Head
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     ConflictError,
@@ -28,6 +25,9 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
 from langgraph_handoff.ownership.lease import FENCE_KEY, LEASE_KEY, Lease, Status

@@ -57,7 +57,7 @@ MAX_KEY_LEN = 900
 
 
 def validate_key(key: str) -> str:
-    """Refuse keys outside the portable alphabet (see :mod:`langgraph_handoff.keys`)."""
+    """Refuse keys outside the portable alphabet (see :mod:`langgraph_handoff.format.keys`)."""
     if len(key) > MAX_KEY_LEN or not _KEY_RE.match(key):
         raise InvalidKeyError(
             f"object key {key!r} is not portable: use '/'-separated segments of [a-z0-9_.%~=-] "

@@ -23,10 +23,10 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage
 from pydantic import ConfigDict, Field
 
-from langgraph_handoff import envelope
 from langgraph_handoff._records import Record
-from langgraph_handoff.envelope import Kind
 from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
+from langgraph_handoff.format import envelope
+from langgraph_handoff.format.envelope import Kind
 
 __all__ = [
     "EVENT_TYPES",

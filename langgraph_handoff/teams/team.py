@@ -31,9 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff import keys
 from langgraph_handoff.checkpoint import driver
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, write_refusal
 from langgraph_handoff.errors import (
@@ -46,6 +44,8 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
     UnknownRecipientError,
 )
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.ownership.manager import lease_of
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, ListPage, Put

@@ -15,13 +15,10 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from langgraph_handoff import keys
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
-from langgraph_handoff.checkpoint.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.checkpoint.ttl import restamp
 from langgraph_handoff.errors import (
     ConflictError,
@@ -30,6 +27,9 @@ from langgraph_handoff.errors import (
     ThreadExistsError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 #: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.

@@ -1,8 +1,8 @@
 """Rewriting stored threads into the current state schema and storage format, while workers run.
 
 Readers already upgrade old checkpoints in memory (lazily, see :mod:`langgraph_handoff.migrations`
-and :mod:`langgraph_handoff.formats`). ``migrate`` makes that permanent, one namespace at a time,
-so old versions can eventually be dropped from the code:
+and :mod:`langgraph_handoff.format.upgrades`). ``migrate`` makes that permanent, one namespace at a
+time, so old versions can eventually be dropped from the code:
 
 Every step and check runs first, on what is stored, so a step that fails leaves the namespace
 exactly as it was. Then:
@@ -34,13 +34,21 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from langgraph_handoff import keys
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
-from langgraph_handoff.checkpoint.records import (
+from langgraph_handoff.errors import (
+    ConflictError,
+    MigrationError,
+    PreconditionFailedError,
+    SchemaVersionError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.envelope import FORMAT_VERSION
+from langgraph_handoff.format.records import (
     BlobRef,
     Folded,
     Head,
@@ -52,14 +60,6 @@ from langgraph_handoff.checkpoint.records import (
     SegmentRef,
     WritesDoc,
     payloads_for,
-)
-from langgraph_handoff.envelope import FORMAT_VERSION
-from langgraph_handoff.errors import (
-    ConflictError,
-    MigrationError,
-    PreconditionFailedError,
-    SchemaVersionError,
-    UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 

@@ -17,12 +17,15 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from langgraph_handoff import keys
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, target_of, tuple_config
-from langgraph_handoff.checkpoint.records import (
+from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
+from langgraph_handoff.checkpoint.writes import sorted_pending
+from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import (
     BlobRef,
     Folded,
     Head,
@@ -36,9 +39,6 @@ from langgraph_handoff.checkpoint.records import (
     WritesDoc,
     fast_replace,
 )
-from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
-from langgraph_handoff.checkpoint.writes import sorted_pending
-from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_handoff import keys
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
+from langgraph_handoff.format import keys
 from langgraph_handoff.migrations import SchemaMigrations
 
 

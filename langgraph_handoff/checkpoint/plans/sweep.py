@@ -51,15 +51,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff import keys
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
 from langgraph_handoff.checkpoint.plans import listing, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState, chunks
-from langgraph_handoff.checkpoint.records import Head, Record
 from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, SweepResult, ThreadSweep, checkpoint_time, stamp_expiry
 from langgraph_handoff.errors import LangGraphHandoffError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import Head, Record
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
 __all__ = ["plan_sweep"]

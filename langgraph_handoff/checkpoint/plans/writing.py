@@ -21,14 +21,24 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
 
-from langgraph_handoff import keys
-from langgraph_handoff.checkpoint import records as rec_io
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, target_of, tuple_config
-from langgraph_handoff.checkpoint.records import (
+from langgraph_handoff.checkpoint.ttl import restamp
+from langgraph_handoff.checkpoint.writes import merge_items, slot_items
+from langgraph_handoff.errors import (
+    ConflictError,
+    InvalidCheckpointIdError,
+    InvalidConfigError,
+    OwnershipLostError,
+    PreconditionFailedError,
+    UnknownOutcomeError,
+)
+from langgraph_handoff.format import keys
+from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.records import (
     BlobRef,
     Folded,
     Head,
@@ -42,16 +52,6 @@ from langgraph_handoff.checkpoint.records import (
     WritesDoc,
     fast_replace,
     payloads_for,
-)
-from langgraph_handoff.checkpoint.ttl import restamp
-from langgraph_handoff.checkpoint.writes import merge_items, slot_items
-from langgraph_handoff.errors import (
-    ConflictError,
-    InvalidCheckpointIdError,
-    InvalidConfigError,
-    OwnershipLostError,
-    PreconditionFailedError,
-    UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import Get, Put
 

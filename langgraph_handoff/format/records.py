@@ -26,10 +26,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from langgraph_handoff import envelope
-from langgraph_handoff.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.formats import upgrade_body
+from langgraph_handoff.format import envelope
+from langgraph_handoff.format.envelope import FORMAT_VERSION, Kind
+from langgraph_handoff.format.upgrades import upgrade_body
 
 __all__ = [
     "BlobRef",

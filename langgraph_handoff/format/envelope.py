@@ -48,9 +48,9 @@ __all__ = [
 ]
 
 MAGIC = b"LGHO"
-#: The envelope format this version writes and the newest it reads (history: formats.py).
+#: The envelope format this version writes and the newest it reads (history: upgrades.py).
 FORMAT_VERSION = 2
-#: The oldest format this version still reads (upgrading it in memory, see formats.py).
+#: The oldest format this version still reads (upgrading it in memory, see upgrades.py).
 OLDEST_FORMAT_VERSION = 1
 _HEADER = struct.Struct(">4sHBBII16s")
 HEADER_SIZE = _HEADER.size  # 32
