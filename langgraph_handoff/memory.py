@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -314,6 +315,10 @@ class ObjectStoreMemory(BaseStore):
         item the first time (later sweeps by the same object read only items written since, or
         due by then), 1 PUT (plus 1 DELETE on local stores) per expired item.
         """
+        return self._sweep(None)
+
+    def _sweep(self, stop: threading.Event | None) -> int:
+        """The sweep; with ``stop`` set it ends before its next round trip (``asweep_ttl``)."""
         now = self._clock()
         conditional_delete = isinstance(self.store, (MemoryStore, LocalStore))
         removed = 0
@@ -326,9 +331,11 @@ class ObjectStoreMemory(BaseStore):
         if len(seen) > _SEEN_MAX:
             seen.clear()
         for chunk in [infos[i : i + 64] for i in range(0, len(infos), 64)]:
+            if stop is not None and stop.is_set():
+                break
             objs = self.store.run_many([Get(i.key) for i in chunk])
             for obj in objs:
-                if obj is None:
+                if obj is None or (stop is not None and stop.is_set()):
                     continue
                 item, data = self._decode(obj)
                 expires = data.get("expires_at")
@@ -349,7 +356,17 @@ class ObjectStoreMemory(BaseStore):
         return removed
 
     async def asweep_ttl(self) -> int:
-        return await asyncio.to_thread(self.sweep_ttl)
+        """``sweep_ttl`` in a worker thread. Cancelled, it asks the sweep to stop and waits until
+        it has (at most the round trip under way and its swaps), so that nothing touches the
+        store after ``astop_ttl_sweeper()`` returned or the store was closed."""
+        stop = threading.Event()
+        work = asyncio.ensure_future(asyncio.to_thread(self._sweep, stop))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait({work})
+            raise
 
     def _swept_size(self, info: Any) -> bool:
         """Whether a listed item is exactly the size of a swept marker (not worth a GET)."""

@@ -18,7 +18,7 @@ NS = ("users", "u1")
 
 def make(ttl: dict | None = None, *, store=None) -> tuple[ObjectStoreMemory, Clock]:  # type: ignore[no-untyped-def,type-arg]
     clock = Clock()
-    return ObjectStoreMemory(store or MemoryStore(), ttl=ttl, clock=clock), clock  # type: ignore[arg-type]
+    return ObjectStoreMemory(store if store is not None else MemoryStore(), ttl=ttl, clock=clock), clock  # type: ignore[arg-type]
 
 
 def test_supports_ttl_and_checks_its_config() -> None:
@@ -174,3 +174,42 @@ def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> Non
     assert [i.key for i in memory.search(("n",))] == [colliding]
     clock.advance(11)
     assert memory.sweep_ttl() == 1
+
+
+def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after() -> None:
+    """Found by review (test_memory_astop.py): ``astop_ttl_sweeper()`` cancelled the task, but
+    the sweep went on in its worker thread (259 requests after astop returned True, after the
+    Agent Server had closed the store). The sweep now stops at its next step and astop waits."""
+    calls: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(MemoryStore):
+        def run_many(self, ops, *, return_exceptions=False):  # type: ignore[no-untyped-def]
+            calls.append("run_many")
+            if len(calls) == 1:
+                entered.set()
+                release.wait(30)
+            return super().run_many(ops, return_exceptions=return_exceptions)
+
+        def put(self, key, body, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append("put")
+            return super().put(key, body, **kwargs)
+
+    store = Held()
+    clock = Clock()
+    memory = ObjectStoreMemory(store, ttl={"default_ttl": 1}, clock=clock)
+    for i in range(128):  # two round trips of 64
+        memory.put(NS, f"k{i}", {"n": i})
+    clock.advance(2)
+    calls.clear()
+
+    async def main() -> bool:
+        await memory.astart_ttl_sweeper(60)
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)
+        stopping = asyncio.ensure_future(memory.astop_ttl_sweeper(30))
+        await asyncio.sleep(0)  # astop cancels the sweep while its first round trip is held
+        release.set()
+        return await stopping
+
+    assert asyncio.run(main()) is True  # asyncio.run also joins the worker threads
+    assert calls == ["run_many"]  # no swap and no second round trip after the cancellation
