@@ -174,9 +174,11 @@ class ThreadExpiredError(StaleWriterError):
     """A run tried to continue a thread that the TTL sweeper deleted while the run was under way
     (the thread had been idle longer than its TTL when the sweep read it).
 
-    Nothing was written, and the thread is empty now. What to do: start over on the same thread
-    id (a new run starts a clean thread), or give threads a longer TTL (``ttl={"default_ttl":
-    minutes}``) if runs stay idle that long between steps.
+    The checkpoint was not stored, and the thread is empty now. Writes the run stored for its
+    previous checkpoint (``put_writes`` is not checked against the head) are left behind; the
+    refusal marks the emptied thread so that the next sweep deletes them. What to do: start over
+    on the same thread id (a new run starts a clean thread), or give threads a longer TTL
+    (``ttl={"default_ttl": minutes}``) if runs stay idle that long between steps.
     """
 
     def __init__(
@@ -196,8 +198,9 @@ class ThreadExpiredError(StaleWriterError):
         self.args = (
             f"expired {where}: this run continues from checkpoint {expected_parent!r}, but the TTL sweeper "
             f"deleted the thread (idle past its TTL) at {swept_at:.3f} (epoch seconds). Checkpoint "
-            f"{checkpoint_id!r} was not stored. Start a new run on the thread (it begins empty), or give "
-            "threads a longer ttl default_ttl if runs pause that long.",
+            f"{checkpoint_id!r} was not stored; task writes this run stored for checkpoint {expected_parent!r} "
+            "are left behind and the next sweep deletes them. Start a new run on the thread (it begins "
+            "empty), or give threads a longer ttl default_ttl if runs pause that long.",
         )
 
     def __str__(self) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff.checkpoint.ttl import SWEPT_KEY
+from langgraph_handoff.checkpoint.ttl import swept_of
 from langgraph_handoff.errors import (
     CheckpointOrderError,
     ConflictError,
@@ -97,7 +97,7 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
             )
     swept_at = None
     if head is not None and not head.records:
-        swept_at = head.extra.get(SWEPT_KEY)
+        swept_at = swept_of(head.extra)[0]
         head = None  # an emptied head (everything deleted, or holding only a lease) is an empty namespace
     latest = head.latest_id if head is not None else None
     cid = intent.checkpoint_id
@@ -107,13 +107,13 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
             return None  # idempotent re-put / upsert of the same checkpoint
         return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent")
     if intent.continues_lineage:
-        if head is None and intent.parent_id is not None and isinstance(swept_at, (int, float)):
+        if head is None and intent.parent_id is not None and swept_at is not None:
             return ThreadExpiredError(
                 intent.thread_id,
                 intent.checkpoint_ns,
                 expected_parent=intent.parent_id,
                 checkpoint_id=intent.checkpoint_id,
-                swept_at=float(swept_at),
+                swept_at=swept_at,
             )
         conflict = _lineage_conflict(head, intent, latest)
         if conflict is not None:

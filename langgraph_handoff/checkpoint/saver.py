@@ -399,7 +399,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         this saver has not read under their current ETag in an earlier sweep (empty heads left by
         sweeps and deletes are recognised from the listing). Per expired thread: 1 round trip
         of GETs (its heads, fresh), 1 LIST per 1000 data objects, 1 conditional PUT per
-        namespace and 1 DeleteObjects per 1000 objects.
+        namespace (its tombstone, marked with what is left to delete), 1 DeleteObjects per 1000
+        objects, then 1 round trip of conditional PUTs clearing the marks. A sweep stopped or
+        failing between the swap and that last round trip leaves the marks, and the next sweep
+        finishes the thread (``"cleaned"``).
 
         >>> clock = [1_000_000.0]
         >>> saver = ObjectStoreSaver.from_url("memory://", ttl={"default_ttl": 60}, clock=lambda: clock[0])

@@ -53,16 +53,22 @@ __all__ = [
     "TTLSettings",
     "ThreadSweep",
     "checkpoint_time",
+    "idle_expiry",
+    "lease_hold",
     "restamp",
     "stamp_expiry",
     "sweep_arguments",
+    "swept_mark",
+    "swept_of",
 ]
 
 log = logging.getLogger("langgraph_handoff")
 
 #: head extra field holding the idle stamp: ``{"at": epoch seconds, "m": TTL minutes}``
 TTL_KEY = "ttl"
-#: extra field of the empty head a sweep leaves behind: when it was swept (epoch seconds)
+#: extra field of the empty head a sweep leaves behind: ``{"at": epoch seconds, "upto": id}``,
+#: ``upto`` (the newest checkpoint id the sweep decided on) only while the swept thread's data
+#: objects may still be there (see :mod:`langgraph_handoff.checkpoint.plans.sweep`)
 SWEPT_KEY = "swept"
 #: refresh_on_read writes only when the stamp is older than this fraction of the TTL
 REFRESH_AFTER = 0.1
@@ -177,14 +183,94 @@ def sweep_arguments(
 
 def restamp(extra: dict[str, Any], settings: TTLSettings | None, now: float) -> dict[str, Any]:
     """A written head's extra fields: stamped ``now`` when TTL is on, the stamp dropped when it is
-    off, and the sweep's mark dropped either way (a put on a swept head starts a new thread)."""
-    if settings is None:
-        if TTL_KEY not in extra and SWEPT_KEY not in extra:
-            return extra  # the common case allocates nothing
-        return {k: v for k, v in extra.items() if k not in (TTL_KEY, SWEPT_KEY)}
-    out = {k: v for k, v in extra.items() if k != SWEPT_KEY}
-    out[TTL_KEY] = {"at": round(float(now), 3), "m": settings.default_ttl}
+    off, and the sweep's mark dropped either way (a put on a swept head starts a new thread),
+    except a cleanup still pending (``upto``), which stays until a sweep has done it.
+
+    >>> restamp({"swept": {"at": 5.0, "upto": "c1"}}, None, now=9.0)
+    {'swept': {'upto': 'c1'}}
+    """
+    if settings is None and TTL_KEY not in extra and SWEPT_KEY not in extra:
+        return extra  # the common case allocates nothing
+    out = {k: v for k, v in extra.items() if k not in (TTL_KEY, SWEPT_KEY)}
+    upto = swept_of(extra)[1]
+    if upto is not None:
+        out[SWEPT_KEY] = {"upto": upto}
+    if settings is not None:
+        out[TTL_KEY] = {"at": round(float(now), 3), "m": settings.default_ttl}
     return out
+
+
+def swept_mark(at: float, upto: str | None) -> dict[str, Any]:
+    """The ``swept`` field of a tombstone: when, and (until its data objects are known deleted)
+    the newest checkpoint id the sweep decided on: objects owned by ids up to it are the swept
+    thread's."""
+    mark: dict[str, Any] = {"at": round(float(at), 3)}
+    if upto is not None:
+        mark["upto"] = upto
+    return mark
+
+
+def swept_of(extra: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """``(at, upto)`` of a head's sweep mark (either may be None). A bare number is the mark of
+    the first TTL release (``at`` only).
+
+    >>> swept_of({"swept": {"at": 5.0, "upto": "c1"}}), swept_of({"swept": 5.0}), swept_of({})
+    ((5.0, 'c1'), (5.0, None), (None, None))
+    """
+    raw = extra.get(SWEPT_KEY)
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw), None
+    if not isinstance(raw, Mapping):
+        return None, None
+    at, upto = raw.get("at"), raw.get("upto")
+    when = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+    return when, (upto if isinstance(upto, str) and upto else None)
+
+
+def lease_hold(extra: Mapping[str, Any]) -> float | None:
+    """Until when a session lease in a root head keeps its thread from being idle (epoch
+    seconds): an active lease until it expires, one locked for a transfer until the transfer's
+    deadline; None for no lease or a released one. Renewing a lease rewrites the head but not
+    the stamp, so this is what tells a heartbeating session from an idle thread.
+
+    >>> lease_hold({"lease": {"state": "active", "expires_at": 100.0}})
+    100.0
+    >>> lease_hold({"lease": {"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 120.0}}})
+    120.0
+    >>> lease_hold({"lease": {"state": "released", "expires_at": 100.0}}) is None
+    True
+    """
+    raw = extra.get("lease")
+    if not isinstance(raw, Mapping) or raw.get("state", "active") == "released":
+        return None
+    times = [raw.get("expires_at")]
+    transfer = raw.get("transfer")
+    if raw.get("state") == "transferring" and isinstance(transfer, Mapping):
+        times.append(transfer.get("deadline"))
+    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
+    known = [t for t in known if math.isfinite(t)]
+    return max(known) if known else None
+
+
+def idle_expiry(
+    stamped: float | None, latest_time: float | None, held_until: float | None, default_minutes: float | None
+) -> float:
+    """When one non-empty head stops keeping its thread alive: its stamp's expiry, else its
+    latest checkpoint's time plus ``default_minutes`` (``inf``, never, when neither is known);
+    and never before a live session lease on it lapses (``held_until``, see :func:`lease_hold`).
+
+    >>> idle_expiry(100.0, None, None, None), idle_expiry(100.0, None, 500.0, None)
+    (100.0, 500.0)
+    >>> idle_expiry(None, None, 500.0, None)
+    inf
+    """
+    if stamped is not None:
+        expiry = stamped
+    elif latest_time is None or default_minutes is None:
+        expiry = math.inf
+    else:
+        expiry = latest_time + default_minutes * 60
+    return expiry if held_until is None else max(expiry, held_until)
 
 
 def stamp_of(extra: Mapping[str, Any]) -> tuple[float, float] | None:
@@ -249,15 +335,8 @@ def checkpoint_time(checkpoint_id: str | None) -> float | None:
 
 
 def head_expiry(extra: Mapping[str, Any], latest_id: str | None, default_minutes: float | None) -> float:
-    """When one non-empty head expires: its stamp, else its latest checkpoint's time plus
-    ``default_minutes``; ``inf`` (never) when neither is known."""
-    stamped = stamp_expiry(extra)
-    if stamped is not None:
-        return stamped
-    when = checkpoint_time(latest_id)
-    if when is None or default_minutes is None:
-        return math.inf
-    return when + default_minutes * 60
+    """When one non-empty head expires (:func:`idle_expiry` of what the head holds)."""
+    return idle_expiry(stamp_expiry(extra), checkpoint_time(latest_id), lease_hold(extra), default_minutes)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -273,7 +352,13 @@ class ThreadSweep:
     (strategy ``keep_latest``), ``"kept"`` (not expired), ``"revived"`` (expired when read, but a
     writer or a refreshing reader moved its root head before the sweep's compare-and-swap: left
     as it is), ``"empty"`` (nothing but empty heads left by an earlier delete or sweep),
+    ``"cleaned"`` / ``"would clean"`` (an earlier sweep emptied the thread but was stopped or
+    failed before its data objects were all deleted: this sweep deleted them),
     ``"failed"`` (``error`` says why; the sweep goes on).
+
+    A ``"deleted"`` thread with an ``error`` was emptied (its heads swapped: it is gone for
+    readers and writers) but deleting its data objects failed; the mark left in its heads makes
+    the next sweep finish (``"cleaned"``). :attr:`SweepResult.cleanup_pending` counts them.
     """
 
     thread_id: str
@@ -347,6 +432,17 @@ class SweepResult:
     def failed(self) -> int:
         return self._count("failed")
 
+    @property
+    def cleaned(self) -> int:
+        """Threads an earlier, interrupted sweep emptied, whose leftovers this one deleted."""
+        return self._count("cleaned", "would clean")
+
+    @property
+    def cleanup_pending(self) -> int:
+        """Threads deleted (emptied) whose data objects could not all be deleted yet: the next
+        sweep deletes them."""
+        return sum(1 for t in self.threads if t.status == "deleted" and t.error is not None)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
@@ -358,6 +454,8 @@ class SweepResult:
             "kept": self.kept,
             "empty": self.empty,
             "failed": self.failed,
+            "cleaned": self.cleaned,
+            "cleanup_pending": self.cleanup_pending,
             "limited": self.limited,
             "objects_deleted": sum(t.objects_deleted for t in self.threads),
             "seconds": round(self.seconds, 3),
@@ -372,8 +470,9 @@ class SweepResult:
 class BackgroundSweeper:
     """Runs ``sweep`` now and then every ``interval`` seconds until stopped, in a daemon thread
     (:meth:`start`) or an asyncio task (:meth:`astart`). A failing sweep is logged and the loop
-    goes on; stopping wakes the wait at once (no sweep is interrupted midway: each thread's
-    deletion is safe to stop between threads anyway)."""
+    goes on; stopping wakes the wait at once. :meth:`astop` cancels a sweep under way: a thread
+    emptied but not yet cleaned up keeps a mark in its heads, and the next sweep deletes the
+    rest (see :mod:`langgraph_handoff.checkpoint.plans.sweep`)."""
 
     def __init__(self, name: str, sweep: Callable[[], Any], asweep: Callable[[], Awaitable[Any]]) -> None:
         self.name = name

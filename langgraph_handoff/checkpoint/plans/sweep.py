@@ -8,34 +8,44 @@ What idle means and how it is stamped is in :mod:`langgraph_handoff.checkpoint.t
    size in the listing gives them away): a periodic sweep reads only the heads that changed;
 2. decides, on the heads it read, whether the thread expired;
 3. for an expired thread: lists its data objects, then replaces the **root head** with an empty
-   head by a compare-and-swap on the version it decided on. That swap is the decision: if a writer
+   head (a *tombstone*, marked ``swept: {at, upto}``, ``upto`` the newest checkpoint id of the
+   decided head) by a compare-and-swap on the version it decided on. That swap is the decision: if a writer
    or a refreshing reader moved the root head since, it fails and the thread is left alone
    (``"revived"``). Then each subgraph head, by compare-and-swap on its own decided version; one
    that moved meanwhile (a run writing in a subgraph) is left whole (``revived_namespaces``);
 4. deletes, in the namespaces it emptied, the data objects it listed whose checkpoint id is at most
-   the newest one in the decided head (writes documents, sealed segments, blobs).
+   the newest one in the decided head (writes documents, sealed segments, blobs);
+5. clears ``upto`` from its tombstones by compare-and-swap: the cleanup is done. A settled
+   tombstone is recognised by its size in later listings; one still carrying ``upto`` (the sweep
+   failed, was cancelled or killed between 3 and 5) is read by the next sweep, which lists the
+   thread's data, deletes the objects owned up to ``upto`` (step 4's filter) and clears the mark
+   (``"cleaned"``). A put on a marked head carries ``upto`` over, so a thread started afresh
+   before the cleanup does not lose it.
 
 Why this is safe, case by case:
 
 * **A writer that lands first** moves the head, so the sweep's compare-and-swap fails and nothing
   is deleted.
 * **A writer that lands after the swap** finds an empty head. A run continuing the thread (its
-  parent is gone) is refused with :class:`~langgraph_handoff.errors.ThreadExpiredError` and stores
-  nothing; a run that reads first sees an empty thread and starts a clean new one. Nothing it
-  writes is deleted: every object of a new checkpoint is named by that checkpoint's id, which is
+  parent is gone) is refused with :class:`~langgraph_handoff.errors.ThreadExpiredError` and its
+  checkpoint is not stored (see below for its writes); a run that reads first sees an empty
+  thread and starts a clean new one. Nothing it writes is deleted: every object of a new checkpoint is named by that checkpoint's id, which is
   newer than anything the sweep decided on, and step 4 only deletes objects named by older ids
   (this also covers a put that wrote a large value, lost its swap to the sweep, and retried on the
   empty head). Such in-flight objects that nothing references stay as garbage, never as a
   dangling reference.
 * **A half-deleted chain** cannot happen: a namespace's data is deleted only after its head was
   emptied by a swap on the very version the objects were decided on, and heads are emptied before
-  anything is deleted. A sweep killed midway leaves empty heads and unreferenced objects; the
-  next sweep finishes the job for namespaces still expired.
+  anything is deleted. A sweep killed midway leaves tombstones marked ``upto`` and unreferenced
+  objects; the next sweep deletes them (step 5).
+* **A refused run's writes**: a run refused with ThreadExpiredError may have stored a writes
+  document for its parent checkpoint after step 4 (``put_writes`` does not read the head). The
+  refused put marks the tombstone ``upto`` that parent again, and the next sweep deletes it.
 
 The empty heads stay. Deleting them would need a conditional DELETE, which Ceph RGW ignores and
 obstore does not offer, and an unconditional one could remove the first checkpoint of a new
 thread that landed on the empty head a moment before. An empty head is about 100 bytes; readers
-treat it as an empty thread, the next put reuses it, and sweeps skip it without a GET.
+treat it as an empty thread, the next put reuses it, and sweeps skip a settled one without a GET.
 
 With ``strategy="keep_latest"`` (the Agent Server's other TTL strategy) an expired thread keeps
 its latest checkpoint per namespace instead: each namespace is rewritten by the compare-and-swap
@@ -55,7 +65,15 @@ from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
 from langgraph_handoff.checkpoint.plans import listing, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState, chunks
-from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, SweepResult, ThreadSweep, checkpoint_time, stamp_expiry
+from langgraph_handoff.checkpoint.ttl import (
+    SWEPT_KEY,
+    SweepResult,
+    ThreadSweep,
+    checkpoint_time,
+    stamp_expiry,
+    swept_mark,
+    swept_of,
+)
 from langgraph_handoff.errors import LangGraphHandoffError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
@@ -82,6 +100,7 @@ class _Seen:
     empty: bool
     stamped: float | None  # the stamp's expiry
     latest_time: float | None  # the time inside the latest checkpoint id
+    pending: str | None = None  # ``swept.upto``: an earlier sweep's cleanup is not known done
 
     def expiry(self, default_minutes: float | None) -> float:
         if self.stamped is not None:
@@ -94,7 +113,13 @@ class _Seen:
 def _seen(head: Head, etag: str) -> _Seen:
     empty = not head.records and not head.segments
     return _Seen(
-        etag, head.thread_id, head.checkpoint_ns, empty, stamp_expiry(head.extra), checkpoint_time(head.latest_id)
+        etag,
+        head.thread_id,
+        head.checkpoint_ns,
+        empty,
+        stamp_expiry(head.extra),
+        checkpoint_time(head.latest_id),
+        swept_of(head.extra)[1],
     )
 
 
@@ -123,21 +148,26 @@ def _sweep_memo(saver: SaverState) -> dict[str, _Seen]:
     return memo  # type: ignore[no-any-return]
 
 
-def _empty_head_size(saver: SaverState, thread_id: str, ns: str, swept: bool) -> int:
-    extra: dict[str, Any] = {SWEPT_KEY: 0.0} if swept else {}
-    head = Head(thread_id, ns, {}, {}, (), extra)
-    return len(rec_io.encode_head(head, schema_version=saver.layout.schema_version))
+def _empty_head_sizes(saver: SaverState, thread_id: str, ns: str) -> tuple[int, ...]:
+    """The sizes of the settled empty heads of a namespace: a delete's (no mark), a sweep's
+    whose cleanup is done (``{"at"}``), and the first TTL release's (a bare number). A tombstone
+    still carrying ``upto`` is bigger by the id, so it is never taken for settled."""
+    sizes = []
+    for extra in ({}, {SWEPT_KEY: swept_mark(0.0, None)}, {SWEPT_KEY: 0.0}):
+        head = Head(thread_id, ns, {}, {}, (), extra)
+        sizes.append(len(rec_io.encode_head(head, schema_version=saver.layout.schema_version)))
+    return tuple(sizes)
 
 
 def _looks_empty(saver: SaverState, info: ObjectInfo) -> _Seen | None:
-    """An empty head (a sweep's or a delete's) told apart by its exact size, without a GET:
-    any record, segment or lease makes a head bigger."""
+    """A settled empty head (a sweep's or a delete's) told apart by its exact size, without a
+    GET: any record, segment, lease or pending cleanup makes a head bigger."""
     if info.size > _SMALL_HEAD:
         return None
     ids = listing.ids_of_head_key(info.key)
     if ids is None:
         return None
-    if info.size in (_empty_head_size(saver, *ids, swept=True), _empty_head_size(saver, *ids, swept=False)):
+    if info.size in _empty_head_sizes(saver, *ids):
         return _Seen(info.etag, ids[0], ids[1], True, None, None)
     return None
 
@@ -229,6 +259,8 @@ def _sweep_group(
         return ThreadSweep(thread_id, "failed", error="; ".join(errors))
     if not known:
         return None  # every head vanished since the listing: someone deleted the thread
+    if any(s.pending for s in known):
+        return (yield from _finish_cleanup(saver, thread_id, group, result.dry_run))
     live = [s for s in known if not s.empty]
     if not live:
         return ThreadSweep(thread_id, "empty")
@@ -257,9 +289,10 @@ def _sweep_group(
     return (yield from _sweep_delete(saver, thread_id, heads, expires, result.now))
 
 
-def _tombstone(saver: SaverState, thread_id: str, ns: str, head: Head | None, now: float) -> bytes:
+def _tombstone(thread_id: str, ns: str, head: Head | None, now: float, upto: str | None) -> Head:
     """The empty head a sweep leaves: a session's lease (released) and fencing epoch stay, so
-    a superseded owner's late write is still refused; ``swept`` tells a late run why."""
+    a superseded owner's late write is still refused; ``swept`` tells a late run why, and its
+    ``upto`` which objects are the swept thread's until they are known deleted."""
     extra: dict[str, Any] = {}
     if head is not None:
         if FENCE_KEY in head.extra:
@@ -267,25 +300,103 @@ def _tombstone(saver: SaverState, thread_id: str, ns: str, head: Head | None, no
         lease = head.extra.get(LEASE_KEY)
         if not ns and isinstance(lease, dict):
             extra[LEASE_KEY] = {**lease, "state": "released", "transfer": None}
-    extra[SWEPT_KEY] = round(float(now), 3)
-    return rec_io.encode_head(Head(thread_id, ns, {}, {}, (), extra), schema_version=saver.layout.schema_version)
+    extra[SWEPT_KEY] = swept_mark(now, upto)
+    return Head(thread_id, ns, {}, {}, (), extra)
 
 
 def _swap_to_empty(
     saver: SaverState, thread_id: str, ns: str, decided: tuple[Head, str] | None, now: float
-) -> Plan[bool]:
-    """Empty one head by compare-and-swap on the decided version; False if it moved."""
+) -> Plan[str | None]:
+    """Empty one head by compare-and-swap on the decided version: the tombstone's ETag, or None
+    if the head moved."""
     key = keys.head_key(thread_id, ns)
-    body = _tombstone(saver, thread_id, ns, decided[0] if decided else None, now)
+    upto = _newest_id(decided[0]) if decided else None
+    tomb = _tombstone(thread_id, ns, decided[0] if decided else None, now, upto)
+    body = rec_io.encode_head(tomb, schema_version=saver.layout.schema_version)
     op = Put(key, body, if_match=decided[1]) if decided else Put(key, body, if_none_match=True)
     try:
-        yield op
+        etag = yield op
     except PreconditionFailedError:
-        return False
+        return None
     except UnknownOutcomeError:
         obj = yield Get(key)  # settle it: landed iff the head is exactly our body (it has a nonce)
-        return obj is not None and obj.body == body
-    return True
+        return obj.etag if obj is not None and obj.body == body else None
+    return str(etag)
+
+
+def _garbage(data: list[ObjectInfo], thread_id: str, ns: str, upto: str) -> list[str]:
+    """The listed data objects of one namespace owned by checkpoint ids up to ``upto``."""
+    prefix = keys.data_prefix(thread_id, ns)
+    out = []
+    for info in data:
+        if info.key.startswith(prefix):
+            owner = _owner_id(info.key, prefix)
+            if owner is not None and owner <= upto:
+                out.append(info.key)
+    return out
+
+
+def _clear_marks(saver: SaverState, thread_id: str, marked: list[tuple[Head, str]]) -> Plan[None]:
+    """The cleanup is done: drop ``upto`` from these heads (as read, with their ETags) by
+    compare-and-swap. A head that moved meanwhile keeps its mark (a put carries it over) and a
+    later sweep clears it; deleting again is harmless."""
+    ops, fresh = [], []
+    for head, etag in marked:
+        at, _upto = swept_of(head.extra)
+        extra = dict(head.extra)
+        if at is None:
+            extra.pop(SWEPT_KEY, None)
+        else:
+            extra[SWEPT_KEY] = swept_mark(at, None)
+        new = Head(head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, extra)
+        fresh.append(new)
+        key = keys.head_key(thread_id, head.checkpoint_ns)
+        ops.append(Put(key, rec_io.encode_head(new, schema_version=saver.layout.schema_version), if_match=etag))
+    if not ops:
+        return None
+    outcomes = yield Batch(tuple(ops), outcomes=True)
+    memo = _sweep_memo(saver)
+    for op, new, outcome in zip(ops, fresh, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, (PreconditionFailedError, UnknownOutcomeError)):
+                raise outcome
+            continue
+        memo[op.key] = _seen(new, str(outcome))
+        saver._cache.observe(thread_id, new.checkpoint_ns, new, str(outcome))
+    return None
+
+
+def _finish_cleanup(saver: SaverState, thread_id: str, group: list[ObjectInfo], dry_run: bool) -> Plan[ThreadSweep]:
+    """An earlier sweep emptied this thread (or some namespaces of it) and stopped or failed
+    before its delete was known done: delete, in each namespace still marked, the data objects
+    owned up to the mark, then clear the marks. The filter is the sweep's own, so a thread
+    started afresh on the emptied head keeps its objects."""
+    keys_ = [i.key for i in group]
+    objs = yield Batch(tuple(Get(k) for k in keys_))
+    marked: list[tuple[Head, str]] = []
+    for key, obj in zip(keys_, objs, strict=True):
+        if obj is not None:
+            head = rec_io.decode_head(obj.body, key=key)
+            _sweep_memo(saver)[key] = _seen(head, obj.etag)
+            if swept_of(head.extra)[1] is not None:
+                marked.append((head, obj.etag))
+    outcome = ThreadSweep(thread_id, "would clean" if dry_run else "cleaned")
+    if not marked:
+        outcome.status = "empty"
+        return outcome
+    data = yield from listing.list_all(saver, keys.thread_data_prefix(thread_id))
+    garbage = []
+    for head, _etag in marked:
+        upto = swept_of(head.extra)[1]
+        assert upto is not None
+        garbage += _garbage(data, thread_id, head.checkpoint_ns, upto)
+    outcome.objects_deleted = len(garbage)
+    if dry_run:
+        return outcome
+    if garbage:
+        yield DeleteMany(tuple(garbage))
+    yield from _clear_marks(saver, thread_id, marked)
+    return outcome
 
 
 def _sweep_delete(
@@ -293,35 +404,43 @@ def _sweep_delete(
 ) -> Plan[ThreadSweep]:
     data = yield from listing.list_all(saver, keys.thread_data_prefix(thread_id))
     outcome = ThreadSweep(thread_id, "deleted", expires_at=expires)
+    emptied: dict[str, str] = {}  # namespace -> its tombstone's ETag
     try:
-        if not (yield from _swap_to_empty(saver, thread_id, "", heads.get(""), now)):
+        etag = yield from _swap_to_empty(saver, thread_id, "", heads.get(""), now)
+        if etag is None:
             outcome.status = "revived"
             return outcome
-        emptied = [""]
+        emptied[""] = etag
         for ns in sorted(n for n in heads if n):
             head, _etag = heads[ns]
             if not head.records and not head.segments:
                 continue  # already empty: nothing of it to protect or delete
-            if (yield from _swap_to_empty(saver, thread_id, ns, heads[ns], now)):
-                emptied.append(ns)
+            etag = yield from _swap_to_empty(saver, thread_id, ns, heads[ns], now)
+            if etag is not None:
+                emptied[ns] = etag
             else:
                 outcome.revived_namespaces.append(ns)
     finally:
         saver._cache.forget_thread(thread_id)
-    garbage = []
-    for ns in emptied:
+    # From here the thread is gone for readers and writers; its tombstones carry ``upto``, so
+    # if this sweep stops or fails before the marks are cleared, a later sweep deletes the rest.
+    garbage: list[str] = []
+    marked: list[tuple[Head, str]] = []
+    for ns, tomb_etag in emptied.items():
         newest = _newest_id(heads[ns][0]) if ns in heads else None
         if newest is None:
             continue
-        prefix = keys.data_prefix(thread_id, ns)
-        for info in data:
-            if info.key.startswith(prefix):
-                owner = _owner_id(info.key, prefix)
-                if owner is not None and owner <= newest:
-                    garbage.append(info.key)
-    if garbage:
-        yield DeleteMany(tuple(garbage))
-    outcome.objects_deleted = len(garbage)
+        garbage += _garbage(data, thread_id, ns, newest)
+        marked.append((_tombstone(thread_id, ns, heads[ns][0], now, newest), tomb_etag))
+    try:
+        if garbage:
+            yield DeleteMany(tuple(garbage))
+        outcome.objects_deleted = len(garbage)
+        yield from _clear_marks(saver, thread_id, marked)
+    except LangGraphHandoffError as exc:
+        outcome.error = (
+            f"emptied, but deleting its data objects failed ({type(exc).__name__}: {exc}); the next sweep deletes them"
+        )
     return outcome
 
 

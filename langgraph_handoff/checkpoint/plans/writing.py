@@ -26,7 +26,7 @@ from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, target_of, tuple_config
-from langgraph_handoff.checkpoint.ttl import restamp
+from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, restamp, swept_mark, swept_of
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items
 from langgraph_handoff.errors import (
     ConflictError,
@@ -34,6 +34,7 @@ from langgraph_handoff.errors import (
     InvalidConfigError,
     OwnershipLostError,
     PreconditionFailedError,
+    ThreadExpiredError,
     UnknownOutcomeError,
 )
 from langgraph_handoff.format import keys
@@ -257,6 +258,27 @@ def _undo_if_fenced(
     return None
 
 
+def _mark_refused_writes(
+    saver: SaverState, thread_id: str, ns: str, head: Head, etag: str, parent_id: str
+) -> Plan[None]:
+    """A run refused with ThreadExpiredError may have stored writes documents for its parent
+    checkpoint after the sweep deleted the thread's objects (``put_writes`` is one create-only
+    PUT, unchecked against the head). Mark the tombstone so the next sweep deletes objects up
+    to that checkpoint, as it finishes an interrupted sweep. Best effort: a head that moved
+    meanwhile is left alone (one PUT, on this error path only)."""
+    at, upto = swept_of(head.extra)
+    if at is None or (upto is not None and upto >= parent_id):
+        return None
+    marked = fast_replace(head, extra={**head.extra, SWEPT_KEY: swept_mark(at, parent_id)})
+    body = rec_io.encode_head(marked, schema_version=saver.layout.schema_version)
+    try:
+        new_etag = yield Put(keys.head_key(thread_id, ns), body, if_match=etag)
+    except (PreconditionFailedError, UnknownOutcomeError):
+        return None
+    saver._cache.observe(thread_id, ns, marked, new_etag)
+    return None
+
+
 def _stamp(saver: SaverState, extra: dict[str, Any], thread_id: str, ns: str = "") -> dict[str, Any]:
     """A lease-bound writer records its epoch in every head it writes (the fencing token), and
     a rider's fields ride along in the root head: decided against the head this CAS replaces,
@@ -356,6 +378,8 @@ def plan_put(
         if conflict is not None:
             if saw_empty:
                 saver._cache.use_empty_read(thread_id, ns)
+            if isinstance(conflict, ThreadExpiredError) and head is not None and etag is not None and parent_id:
+                yield from _mark_refused_writes(saver, thread_id, ns, head, etag, parent_id)
             raise conflict
         parent = head.records.get(parent_id) if head is not None and parent_id else None
         record, payloads, blobs = _build_record(
