@@ -279,3 +279,48 @@ def test_big_values_of_a_swept_thread_are_deleted_too() -> None:
     assert any("/b/" in i.key for i in saver.store.list("data/"))
     clock.advance(61)
     assert saver.sweep().deleted == 1 and list(saver.store.list("data/")) == []
+
+
+def test_a_heartbeating_session_is_not_idle() -> None:
+    """Found by review (/tmp/review/test_sweep_revokes_live_lease.py): a session whose owner
+    renews its lease every minute while waiting an hour (on a human, say) writes no checkpoint, and
+    a renewal rewrites the head without touching the TTL stamp: the sweep deleted the thread and
+    marked the live lease released, so the owner's next heartbeat failed. A lease that has not
+    expired keeps its thread alive; once the owner stops renewing, the thread expires."""
+    from langgraph_handoff.ownership import SessionManager
+
+    clock = Clock()
+    store = MemoryStore()
+    saver = ObjectStoreSaver(store, ttl=TTL, clock=clock)
+    sessions = SessionManager(saver, clock=clock)
+    lease = sessions.acquire("t", "worker-a", ttl=120)
+    chat_graph("a").compile(checkpointer=saver.with_lease(lease)).invoke({"messages": ["hi"]}, cfg())
+    for _ in range(61):
+        clock.advance(1)
+        lease = sessions.renew(lease)
+    result = ObjectStoreSaver(store, ttl=TTL, clock=clock).sweep()
+    assert [(t.thread_id, t.status) for t in result.threads] == [("t", "kept")]
+    assert result.threads[0].expires_at == lease.expires_at
+    lease = sessions.renew(lease)  # the heartbeat goes on
+    # a transfer in progress keeps it too, until its deadline
+    clock.advance(3)  # the lease (120 s) lapsed
+    lease = sessions.renew(lease)
+    sessions.begin_transfer(lease, to_owner="worker-b", timeout=600)
+    clock.advance(5)
+    assert [t.status for t in ObjectStoreSaver(store, ttl=TTL, clock=clock).sweep().threads] == ["kept"]
+    clock.advance(6)  # past the transfer's deadline: nobody holds the session, and it is idle
+    assert ObjectStoreSaver(store, ttl=TTL, clock=clock).sweep().deleted == 1
+
+
+def test_idle_expiry_counts_a_live_lease_as_activity() -> None:
+    from langgraph_handoff.checkpoint.ttl import head_expiry, lease_hold
+
+    stamped = {"ttl": {"at": 0.0, "m": 1.0}}
+    assert head_expiry(stamped, None, None) == 60.0
+    live = {**stamped, "lease": {"state": "active", "expires_at": 500.0}}
+    assert lease_hold(live) == 500.0 and head_expiry(live, None, None) == 500.0
+    released = {**stamped, "lease": {"state": "released", "expires_at": 500.0}}
+    assert head_expiry(released, None, None) == 60.0
+    moving = {**stamped, "lease": {"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 700.0}}}
+    assert head_expiry(moving, None, None) == 700.0
+    assert head_expiry({"lease": {"state": "active", "expires_at": 500.0}}, None, None) == float("inf")

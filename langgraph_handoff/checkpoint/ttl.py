@@ -3,7 +3,10 @@
 **How idle is measured.** A saver built with ``ttl=`` writes a stamp into the extra fields of
 every head it writes (``{"ttl": {"at": seconds, "m": minutes}}``): the head is rewritten on every
 ``put`` anyway, so the stamp costs no request. A thread expires when *every* one of its namespace
-heads is older than its TTL (a subgraph writing while the root waits keeps the thread alive). A
+heads is older than its TTL (a subgraph writing while the root waits keeps the thread alive),
+and no session lease on it is live: a lease that has not expired, or a transfer before its
+deadline, keeps the thread (an owner's heartbeat renews the lease in the head without writing a
+checkpoint or the stamp; see :func:`lease_hold`). A
 head written without a stamp (before TTL was turned on, or by a saver without it) counts from the
 time inside its latest checkpoint id (LangGraph's ids are time-based uuid6), with the sweeper's
 ``default_ttl``; with no default it never expires. A saver *without* ``ttl`` drops the stamp when

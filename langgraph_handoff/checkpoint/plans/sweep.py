@@ -6,7 +6,9 @@ What idle means and how it is stamped is in :mod:`langgraph_handoff.checkpoint.t
    Heads this saver already read in an earlier sweep under the same ETag are not read again
    (an ETag names one object state), nor are the small empty heads earlier sweeps left (their
    size in the listing gives them away): a periodic sweep reads only the heads that changed;
-2. decides, on the heads it read, whether the thread expired;
+2. decides, on the heads it read, whether the thread expired: every head idle past its TTL,
+   and no live session lease or transfer on the root head (a heartbeat renews the lease without
+   writing a checkpoint, and is activity too);
 3. for an expired thread: lists its data objects, then replaces the **root head** with an empty
    head (a *tombstone*, marked ``swept: {at, upto}``, ``upto`` the newest checkpoint id of the
    decided head) by a compare-and-swap on the version it decided on. That swap is the decision: if a writer
@@ -56,7 +58,6 @@ Requests: see :meth:`~langgraph_handoff.ObjectStoreSaver.sweep`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,8 @@ from langgraph_handoff.checkpoint.ttl import (
     SweepResult,
     ThreadSweep,
     checkpoint_time,
+    idle_expiry,
+    lease_hold,
     stamp_expiry,
     swept_mark,
     swept_of,
@@ -101,13 +104,10 @@ class _Seen:
     stamped: float | None  # the stamp's expiry
     latest_time: float | None  # the time inside the latest checkpoint id
     pending: str | None = None  # ``swept.upto``: an earlier sweep's cleanup is not known done
+    held: float | None = None  # a live session lease (or transfer) keeps the thread until then
 
     def expiry(self, default_minutes: float | None) -> float:
-        if self.stamped is not None:
-            return self.stamped
-        if self.latest_time is None or default_minutes is None:
-            return math.inf
-        return self.latest_time + default_minutes * 60
+        return idle_expiry(self.stamped, self.latest_time, self.held, default_minutes)
 
 
 def _seen(head: Head, etag: str) -> _Seen:
@@ -120,6 +120,7 @@ def _seen(head: Head, etag: str) -> _Seen:
         stamp_expiry(head.extra),
         checkpoint_time(head.latest_id),
         swept_of(head.extra)[1],
+        None if empty else lease_hold(head.extra),
     )
 
 
