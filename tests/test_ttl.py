@@ -324,3 +324,27 @@ def test_idle_expiry_counts_a_live_lease_as_activity() -> None:
     moving = {**stamped, "lease": {"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 700.0}}}
     assert head_expiry(moving, None, None) == 700.0
     assert head_expiry({"lease": {"state": "active", "expires_at": 500.0}}, None, None) == float("inf")
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+def test_refresh_on_read_adds_no_request_to_a_run(durability: str) -> None:
+    """Found by review (/tmp/review/gcs_refresh_throttle.py): a run on a thread idle for more than
+    a tenth of the TTL re-stamped the head in its first get_tuple, then wrote its input checkpoint
+    to the same head at once: a wasted PUT, and on GCS (one write per second per object name) a
+    throttled one (an invoke went from 0.06 s to 2.98 s). A read that is part of a run (LangGraph's
+    run config carries ``__pregel_*`` keys) no longer refreshes: the run's own put re-stamps."""
+    clock = Clock()
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store, ttl={"default_ttl": 60, "refresh_on_read": True}, clock=clock)
+    graph = five_nodes().compile(checkpointer=saver)
+    graph.invoke({"messages": []}, cfg(), durability=durability)
+    baseline = store.snapshot()
+    clock.advance(30)  # half the TTL: a get_state would refresh now
+    store.reset()
+    graph.invoke({"messages": []}, cfg(), durability=durability)
+    assert store.snapshot() == baseline
+    assert head_extra(saver)[TTL_KEY]["at"] == round(clock.now, 3)  # the run's put re-stamped
+    store.reset()
+    clock.advance(30)
+    graph.get_state(cfg())  # a user's read still refreshes
+    assert store.snapshot()["PUT"] == 1

@@ -12,8 +12,11 @@ time inside its latest checkpoint id (LangGraph's ids are time-based uuid6), wit
 ``default_ttl``; with no default it never expires. A saver *without* ``ttl`` drops the stamp when
 it writes, so a deployment that turns TTL off stops expiring the threads it keeps writing.
 
-**refresh_on_read** re-stamps a head that ``get_tuple`` read (every run starts with one, and so
-does ``get_state``) by a compare-and-swap of the head, but only when the stamp is older than
+**refresh_on_read** re-stamps a head that ``get_tuple`` read outside a run (``get_state``, the
+API; a run's own reads carry LangGraph's ``__pregel_*`` config keys and are not refreshed: the
+run's put re-stamps the head anyway, and a refresh right before it would be a wasted write of
+the same object, which GCS throttles) by a compare-and-swap of the head, but only when the
+stamp is older than
 :data:`REFRESH_AFTER` of the TTL: at most one extra PUT per namespace per tenth of the TTL, and
 a read never extends a thread's life by less than 90 % of its TTL. A refresh that loses its
 compare-and-swap is dropped: whoever moved the head wrote it, which is activity.

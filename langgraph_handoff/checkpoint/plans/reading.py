@@ -266,7 +266,10 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     saver._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
     if head is None or empty:
         return None
-    if saver.ttl is not None and saver.ttl.refresh_on_read:
+    if saver.ttl is not None and saver.ttl.refresh_on_read and not _in_run(config):
+        # A run's own read is not refreshed: the run's put re-stamps the head anyway, and a
+        # refresh would be a second write of the same object right before it (GCS throttles
+        # that: one write per object name per second).
         head, etag = yield from _plan_refresh(saver, thread_id, ns, head, etag)
     if cid is None:
         rec, table = head.latest, head.payloads  # type: ignore[assignment]
