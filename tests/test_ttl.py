@@ -348,3 +348,58 @@ def test_refresh_on_read_adds_no_request_to_a_run(durability: str) -> None:
     clock.advance(30)
     graph.get_state(cfg())  # a user's read still refreshes
     assert store.snapshot()["PUT"] == 1
+
+
+def test_keep_latest_reads_a_pruned_thread_once_not_on_every_sweep() -> None:
+    """Found by review (/tmp/review/test_keep_latest_cost.py): strategy "keep_latest" keeps the old
+    stamp when it prunes, so a pruned thread stayed expired and every later sweep GET its head
+    (twice on the first repeat) and reported it "kept": 50 pruned threads cost 1 LIST + 50 GETs
+    per sweep, forever. The sweep now remembers a head with nothing left to prune (by ETag) and
+    reports such threads as kept with ``latest_only``."""
+    clock = Clock()
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store, ttl={"default_ttl": 60, "strategy": "keep_latest"}, clock=clock)
+    graph = chat_graph("a").compile(checkpointer=saver)
+    for i in range(50):
+        graph.invoke({"messages": ["one"]}, cfg(f"t{i}"))
+        graph.invoke({"messages": ["two"]}, cfg(f"t{i}"))
+    clock.advance(61)
+    assert saver.sweep().deleted == 50  # pruned
+    for _ in range(3):
+        clock.advance(10)
+        store.reset()
+        result = saver.sweep()
+        assert store.snapshot() == {"LIST": 1, "requests": 1, "round_trips": 1}
+        assert {(t.status, t.latest_only) for t in result.threads} == {("kept", True)}
+        assert result.as_dict()["latest_only"] == 50
+    # a sweeper in another process reads each head once, then nothing
+    fresh = ObjectStoreSaver(store, ttl={"default_ttl": 60, "strategy": "keep_latest"}, clock=clock)
+    store.reset()
+    fresh.sweep()
+    assert store.snapshot()["GET"] == 50
+    store.reset()
+    fresh.sweep()
+    assert store.snapshot() == {"LIST": 1, "requests": 1, "round_trips": 1}
+
+
+def test_keep_latest_is_stopped_by_a_refresh_after_the_decision() -> None:
+    """Found by review: a keep_latest sweep went on pruning after a refresh_on_read re-stamped the
+    head between its decision and its rewrite (only a new checkpoint stopped it), unlike the
+    delete strategy. The prune now sticks only on the head version it decided on."""
+    from tests.sweep_helpers import is_cas
+
+    clock = Clock()
+    inner = MemoryStore()
+    writer = ObjectStoreSaver(inner, ttl={"default_ttl": 60}, clock=clock)
+    graph = chat_graph("a").compile(checkpointer=writer)
+    for text in ("one", "two"):
+        graph.invoke({"messages": [text]}, cfg())
+    before = history_ids(writer)
+    clock.advance(61)
+    hooked = HookStore(inner)
+    sweeper = ObjectStoreSaver(hooked, ttl={"default_ttl": 60, "strategy": "keep_latest"}, clock=clock)
+    reader = ObjectStoreSaver(inner, ttl={"default_ttl": 60, "refresh_on_read": True}, clock=clock)
+    hooked.before(is_cas(), lambda: reader.get_tuple(cfg()), "prune swap")
+    (outcome,) = sweeper.sweep().threads
+    assert outcome.status == "revived" and outcome.checkpoints_removed == 0
+    assert history_ids(writer) == before

@@ -378,6 +378,10 @@ class ThreadSweep:
     #: subgraph namespaces a writer revived after the root was swept: left whole, not deleted
     revived_namespaces: list[str] = field(default_factory=list)
     error: str | None = None
+    #: strategy ``keep_latest``: expired, but nothing is left to prune (it holds only its latest
+    #: checkpoint, e.g. pruned by an earlier sweep); reported ``"kept"``, and not read again by
+    #: this sweeper until its head changes
+    latest_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -439,6 +443,11 @@ class SweepResult:
         return self._count("failed")
 
     @property
+    def latest_only(self) -> int:
+        """Expired threads ``keep_latest`` left alone: only their latest checkpoint is left."""
+        return sum(1 for t in self.threads if t.latest_only)
+
+    @property
     def cleaned(self) -> int:
         """Threads an earlier, interrupted sweep emptied, whose leftovers this one deleted."""
         return self._count("cleaned", "would clean")
@@ -460,6 +469,7 @@ class SweepResult:
             "kept": self.kept,
             "empty": self.empty,
             "failed": self.failed,
+            "latest_only": self.latest_only,
             "cleaned": self.cleaned,
             "cleanup_pending": self.cleanup_pending,
             "limited": self.limited,

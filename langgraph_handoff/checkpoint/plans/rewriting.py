@@ -49,6 +49,7 @@ def plan_rewrite_namespace(
     thread_id: str,
     ns: str,
     choose_drop: Callable[[dict[str, Record]], set[str]],
+    on_version: str | None = None,
 ) -> Plan[int]:
     """Remove the records ``choose_drop`` picks from one namespace, crash-safely:
 
@@ -59,9 +60,14 @@ def plan_rewrite_namespace(
        writes and the blobs only they owned.
 
     A crash between steps leaves unreferenced objects, never a head that points at nothing.
+
+    ``on_version``: rewrite only the head with this ETag (the version a caller decided on, as
+    a TTL sweep does); once the head moved, nothing is dropped (``-1``).
     """
     for attempt in range(saver.layout.max_attempts):
         head, etag, segments = yield from plan_load_namespace(saver, thread_id, ns)
+        if on_version is not None and etag != on_version:
+            return -1
         if head is None:
             return 0
         everything: dict[str, Record] = {}

@@ -51,7 +51,11 @@ treat it as an empty thread, the next put reuses it, and sweeps skip a settled o
 
 With ``strategy="keep_latest"`` (the Agent Server's other TTL strategy) an expired thread keeps
 its latest checkpoint per namespace instead: each namespace is rewritten by the compare-and-swap
-rewrite ``prune`` uses, and only if its latest checkpoint is still the one the sweep decided on.
+rewrite ``prune`` uses, and only on the head version the sweep decided on (as a delete: a writer or
+a refreshing reader that moved the head since leaves it whole, ``"revived"``). The rewrite keeps
+the old stamp, so the thread stays expired: it is reported ``"kept"`` with ``latest_only``, and
+its head, remembered under its ETag with nothing left to prune, is not read again until it
+changes.
 
 Requests: see :meth:`~langgraph_handoff.ObjectStoreSaver.sweep`.
 """
@@ -105,13 +109,17 @@ class _Seen:
     latest_time: float | None  # the time inside the latest checkpoint id
     pending: str | None = None  # ``swept.upto``: an earlier sweep's cleanup is not known done
     held: float | None = None  # a live session lease (or transfer) keeps the thread until then
+    prunable: bool = False  # strategy keep_latest would drop something from it
 
     def expiry(self, default_minutes: float | None) -> float:
         return idle_expiry(self.stamped, self.latest_time, self.held, default_minutes)
 
 
-def _seen(head: Head, etag: str) -> _Seen:
+def _seen(head: Head, etag: str, saver: SaverState | None = None) -> _Seen:
     empty = not head.records and not head.segments
+    prunable = bool(head.segments) or (
+        len(head.records) > 1 and (saver is None or bool(rewriting.keep_latest_drop(saver, dict(head.records))))
+    )
     return _Seen(
         etag,
         head.thread_id,
@@ -121,6 +129,7 @@ def _seen(head: Head, etag: str) -> _Seen:
         checkpoint_time(head.latest_id),
         swept_of(head.extra)[1],
         None if empty else lease_hold(head.extra),
+        prunable,
     )
 
 
@@ -222,7 +231,7 @@ def plan_sweep(
                 except LangGraphHandoffError as exc:
                     failed[key] = f"{type(exc).__name__}: {exc}"
                     continue
-                seen[key] = memo[key] = _seen(head, obj.etag)
+                seen[key] = memo[key] = _seen(head, obj.etag, saver)
         for group in chunk:
             if limit is not None and acted >= limit:
                 result.limited = True
@@ -268,6 +277,9 @@ def _sweep_group(
     expires = max(s.expiry(default_ttl) for s in live)
     if result.now < expires:
         return ThreadSweep(thread_id, "kept", expires_at=expires)
+    if strategy == "keep_latest" and not any(s.prunable for s in live):
+        # pruned already (or never had more than its latest): nothing to read again until it changes
+        return ThreadSweep(thread_id, "kept", expires_at=expires, latest_only=True)
     # Expired on what we know. Decide on fresh heads: the memo may be a sweep old.
     keys_ = [i.key for i in group]
     objs = yield Batch(tuple(Get(k) for k in keys_))
@@ -276,7 +288,7 @@ def _sweep_group(
         if obj is not None:
             head = rec_io.decode_head(obj.body, key=key)
             heads[head.checkpoint_ns] = (head, obj.etag)
-            _sweep_memo(saver)[key] = _seen(head, obj.etag)
+            _sweep_memo(saver)[key] = _seen(head, obj.etag, saver)
     live_heads = {ns: h for ns, h in heads.items() if h[0].records or h[0].segments}
     if not live_heads:
         return ThreadSweep(thread_id, "empty")
@@ -448,21 +460,34 @@ def _sweep_delete(
 def _sweep_keep_latest(
     saver: SaverState, thread_id: str, heads: dict[str, tuple[Head, str]], expires: float, dry_run: bool
 ) -> Plan[ThreadSweep]:
-    outcome = ThreadSweep(thread_id, "kept", expires_at=expires)
-    for ns, (head, _etag) in sorted(heads.items()):
+    outcome = ThreadSweep(thread_id, "kept", expires_at=expires, latest_only=True)
+    moved = []
+    for ns, (head, etag) in sorted(heads.items()):
         if not head.segments and not rewriting.keep_latest_drop(saver, dict(head.records)):
             continue  # nothing older to drop
+        outcome.latest_only = False
         if dry_run:
             outcome.status = "would prune"
             continue
-        decided = head.latest_id
 
-        def choose(records: dict[str, Record], decided: str | None = decided) -> set[str]:
-            if not records or max(records) != decided:
-                return set()  # a writer added a checkpoint since the decision: not idle
+        def choose(records: dict[str, Record]) -> set[str]:
             return rewriting.keep_latest_drop(saver, records)
 
-        outcome.checkpoints_removed += yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose)
+        # the decision sticks as a delete's does: only on the head version it was taken on (a
+        # writer or a refreshing reader that moved the head since keeps the thread whole)
+        removed = yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose, on_version=etag)
+        if removed < 0:
+            moved.append(ns)
+            continue
+        outcome.checkpoints_removed += removed
+        state = saver._cache.get(thread_id, ns)
+        if state.known and state.head is not None and state.etag is not None:
+            # the rewritten head is remembered: later sweeps skip it until it changes
+            _sweep_memo(saver)[keys.head_key(thread_id, ns)] = _seen(state.head, state.etag, saver)
     if outcome.checkpoints_removed:
         outcome.status = "pruned"
+        outcome.revived_namespaces = [ns for ns in moved if ns]
+    elif moved:
+        outcome.status = "revived"
+        outcome.revived_namespaces = [ns for ns in moved if ns]
     return outcome
