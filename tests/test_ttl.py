@@ -403,3 +403,23 @@ def test_keep_latest_is_stopped_by_a_refresh_after_the_decision() -> None:
     (outcome,) = sweeper.sweep().threads
     assert outcome.status == "revived" and outcome.checkpoints_removed == 0
     assert history_ids(writer) == before
+
+
+def test_limited_means_expired_threads_were_left() -> None:
+    """Found by review: ``result.limited`` was True whenever the limit was reached and any thread
+    remained, even one that would not be deleted (here a young one). It now means the sweep
+    stopped with threads left that it would act on (or that it had not read yet)."""
+    clock = Clock()
+    saver = ObjectStoreSaver(MemoryStore(), ttl=TTL, clock=clock)
+    for t in ("a", "b"):
+        run(saver, t)
+    clock.advance(61)
+    run(saver, "c")
+    result = saver.sweep(limit=2)
+    assert result.deleted == 2 and not result.limited
+    assert [t.status for t in saver.sweep(limit=2).threads] == ["empty", "empty", "kept"]
+    for t in ("d", "e", "f"):
+        run(saver, t)
+    clock.advance(61)
+    result = saver.sweep(limit=2)  # c, d, e, f expired: two are left
+    assert result.deleted == 2 and result.limited

@@ -387,7 +387,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         they never expire). ``strategy`` is ``"delete"`` (default) or ``"keep_latest"``
         (default: this saver's ``ttl`` strategy). ``dry_run`` decides and reports, writing
         nothing; ``limit`` stops after that many threads deleted (the next sweep goes on;
-        default: the ``ttl`` setting's ``sweep_limit``).
+        default: the ``ttl`` setting's ``sweep_limit``), and ``result.limited`` says whether
+        threads it would act on (or had not read yet) were left.
         ``on_start`` gets the number of threads, ``on_thread`` each thread's outcome (progress).
 
         The decision sticks by a compare-and-swap on the head version it was taken on, so a

@@ -405,7 +405,9 @@ class SweepResult:
     #: the sweep's clock reading: every decision was taken against it
     now: float
     threads: list[ThreadSweep] = field(default_factory=list)
-    #: stopped early at ``limit`` deletions; the next sweep goes on
+    #: stopped early at ``limit`` deletions with threads left that it would act on (expired, or
+    #: with an unfinished cleanup), or that it had not read yet; the next sweep goes on. False
+    #: when every thread left is known (without a request) to need nothing
     limited: bool = False
     #: wall time the sweep took
     seconds: float = 0.0

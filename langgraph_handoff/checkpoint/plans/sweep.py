@@ -69,7 +69,7 @@ from typing import Any
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
 from langgraph_handoff.checkpoint.plans import listing, rewriting
-from langgraph_handoff.checkpoint.plans.state import SaverState, chunks
+from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.checkpoint.ttl import (
     SWEPT_KEY,
     SweepResult,
@@ -182,6 +182,44 @@ def _looks_empty(saver: SaverState, info: ObjectInfo) -> _Seen | None:
     return None
 
 
+def _known(saver: SaverState, memo: dict[str, _Seen], info: ObjectInfo) -> _Seen | None:
+    """What the listing and this sweeper's memory tell about a head without reading it."""
+    known = memo.get(info.key)
+    if known is not None and known.etag == info.etag:
+        return known
+    return _looks_empty(saver, info)
+
+
+def _nothing_to_do(
+    saver: SaverState,
+    memo: dict[str, _Seen],
+    group: list[ObjectInfo],
+    seen: dict[str, _Seen],
+    failed: dict[str, str],
+    now: float,
+    default_ttl: float | None,
+    strategy: str,
+) -> bool:
+    """Whether a thread left behind by ``limit`` is known, without a request, to need nothing:
+    every head known (read in this sweep, remembered, or a settled empty head) and the thread not
+    expired, empty, or (``keep_latest``) with nothing to prune. Unreadable heads count as
+    nothing to do (they are reported when the sweep gets to them)."""
+    known = []
+    for info in group:
+        if info.key in failed:
+            continue
+        s = seen.get(info.key) or _known(saver, memo, info)
+        if s is None:
+            return False  # not read yet: it may be expired
+        known.append(s)
+    if any(s.pending for s in known):
+        return False
+    live = [s for s in known if not s.empty]
+    if not live or now < max(s.expiry(default_ttl) for s in live):
+        return True
+    return strategy == "keep_latest" and not any(s.prunable for s in live)
+
+
 def plan_sweep(
     saver: SaverState,
     *,
@@ -204,17 +242,16 @@ def plan_sweep(
         memo.clear()
     acted = 0
     pending = list(groups.values())
-    for chunk in chunks(pending, _CHUNK):
+    for start in range(0, len(pending), _CHUNK):
+        chunk = pending[start : start + _CHUNK]
         seen: dict[str, _Seen] = {}
         failed: dict[str, str] = {}
         want = []
         for group in chunk:
             for info in group:
-                known = memo.get(info.key)
-                if known is not None and known.etag == info.etag:
+                known = _known(saver, memo, info)
+                if known is not None:
                     seen[info.key] = known
-                elif (empty := _looks_empty(saver, info)) is not None:
-                    seen[info.key] = empty
                 else:
                     want.append(info.key)
         if want:
@@ -232,9 +269,12 @@ def plan_sweep(
                     failed[key] = f"{type(exc).__name__}: {exc}"
                     continue
                 seen[key] = memo[key] = _seen(head, obj.etag, saver)
-        for group in chunk:
+        for i, group in enumerate(chunk):
             if limit is not None and acted >= limit:
-                result.limited = True
+                later = pending[start + i :]
+                result.limited = not all(
+                    _nothing_to_do(saver, memo, g, seen, failed, result.now, default_ttl, strategy) for g in later
+                )
                 return result
             try:
                 outcome = yield from _sweep_group(saver, group, seen, failed, result, default_ttl, strategy)
