@@ -436,7 +436,8 @@ def sweep(
     """Delete threads idle longer than their TTL (the one their writer stamped, or --ttl).
 
     Safe while workers run: each deletion is a compare-and-swap on the head version the decision
-    was taken on, so a thread revived meanwhile is skipped. Exits 1 if a thread could not be read.
+    was taken on, so a thread revived meanwhile is skipped. Exits 1 if a thread could not be read,
+    or was emptied but its data objects could not all be deleted (the next sweep deletes them).
     """
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with (
@@ -451,6 +452,10 @@ def sweep(
                 print(json.dumps(outcome.as_dict()), flush=True)
             elif outcome.status == "failed":
                 progress.console.print(f"[red]failed[/red] {escape(outcome.thread_id)}: {escape(outcome.error or '')}")
+            elif outcome.error is not None:
+                progress.console.print(
+                    f"[yellow]cleanup pending[/yellow] {escape(outcome.thread_id)}: {escape(outcome.error)}"
+                )
 
         result = saver.sweep(
             dry_run=dry_run,
@@ -467,13 +472,14 @@ def sweep(
         title = ("dry run: nothing deleted" if dry_run else "sweep") + f" ({summary['seconds']} s)"
         table = Table(title=title + (", stopped at --limit" if result.limited else ""))
         names = ("examined", "would delete" if dry_run else "deleted", "skipped (revived)", "kept", "empty",
-                 "failed", "objects deleted")  # fmt: skip
+                 "failed", "cleaned", "cleanup pending", "objects deleted")  # fmt: skip
         for name in names:
             table.add_column(name, justify="right")
-        fields = ("examined", "deleted", "skipped", "kept", "empty", "failed", "objects_deleted")
+        fields = ("examined", "deleted", "skipped", "kept", "empty", "failed", "cleaned", "cleanup_pending",
+                  "objects_deleted")  # fmt: skip
         table.add_row(*(str(summary[k]) for k in fields))
         Console(width=120).print(table)
-    if result.failed:
+    if result.failed or result.cleanup_pending:
         raise typer.Exit(1)
 
 

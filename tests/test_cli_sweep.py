@@ -62,3 +62,27 @@ def test_sweep_text_table_and_exit_code_on_an_unreadable_thread(
     code, _, out = _run(capsys, url)
     assert code == 1
     assert main(["sweep", url, "--strategy", "archive"]) == 2
+
+
+def test_sweep_reports_a_cleanup_left_pending_and_the_next_sweep_finishes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: a sweep whose DeleteObjects failed after the head swap reported the thread
+    "failed" although it was emptied, and nothing ever deleted its data. The command now says
+    "cleanup pending" (exit 1), and the next run reports the thread "cleaned"."""
+    from langgraph_handoff.errors import StoreUnavailableError
+
+    url = _store(tmp_path)
+
+    def failing_delete(self: LocalStore, keys_: list[str]) -> None:
+        raise StoreUnavailableError("DeleteObjects kept failing")
+
+    with monkeypatch.context() as m:
+        m.setattr(LocalStore, "delete_many", failing_delete)
+        code, _, out = _run(capsys, url)
+    assert code == 1 and "cleanup pending" in out
+    code, lines, _ = _run(capsys, url, "--json")
+    assert code == 0
+    assert sorted(line["status"] for line in lines[:-1] if line["thread_id"] in "abc") == ["cleaned"] * 3
+    assert lines[-1]["summary"]["cleaned"] == 3
+    assert not [i.key for i in LocalStore(tmp_path / "store").list("data/") if i.key.split("/")[1] in "abc"]
