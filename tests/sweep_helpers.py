@@ -23,7 +23,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.checkpoint import driver
-from langgraph_handoff.errors import ThreadExpiredError
+from langgraph_handoff.errors import StoreUnavailableError, ThreadExpiredError
 from langgraph_handoff.format import keys
 from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
@@ -205,6 +205,14 @@ def new_thread_between_swap_and_delete(inner: StoreBase, mode: str) -> None:
     assert not set(s.before) & set(history_ids(reader))
     assert any("/b/" in i.key for i in inner.list("data/"))  # the new thread's blobs survived
     no_problems(inner)
+    # the new thread carried the sweep's cleanup mark over (it landed before the mark was
+    # cleared): the next sweep finishes the cleanup, deletes none of the new thread's objects,
+    # and clears the mark
+    again = s.sweep(mode)
+    assert [(t.status, t.objects_deleted) for t in again.threads] == [("cleaned", 0)]
+    assert messages(ObjectStoreSaver(inner)) == [big, "b:reply"]
+    assert [t.status for t in s.sweep(mode).threads] == ["kept"]
+    no_problems(inner)
 
 
 def inflight_put_retried_on_the_empty_head(inner: StoreBase, mode: str) -> None:
@@ -271,6 +279,44 @@ def refreshing_reader_revives(inner: StoreBase, mode: str) -> None:
     assert history_ids(reader) == s.before
 
 
+def delete_fails_then_the_next_sweep_finishes(inner: StoreBase, mode: str) -> None:
+    """The DeleteObjects after the swaps fails: the thread is emptied ("deleted", with the error),
+    its tombstone keeps the cleanup mark, and the next sweep deletes the leftovers ("cleaned")."""
+    s = Scene(inner)
+
+    def boom() -> None:
+        raise StoreUnavailableError("DeleteObjects kept failing")
+
+    s.hooked.before(is_delete, boom, "delete")
+    (first,) = s.sweep(mode).threads
+    assert first.status == "deleted" and first.error is not None and first.objects_deleted == 0
+    assert list(inner.list(keys.thread_data_prefix("t")))
+    (again,) = s.sweep(mode).threads
+    assert again.status == "cleaned" and again.objects_deleted > 0
+    assert list(inner.list(keys.thread_data_prefix("t"))) == []
+    assert [t.status for t in ObjectStoreSaver(inner, ttl=TTL, clock=s.clock).sweep().threads] == ["empty"]
+    no_problems(inner)
+
+
+def refused_run_writes_are_collected(inner: StoreBase, mode: str) -> None:
+    """A run (durability "sync") loaded the thread before the sweep and finishes its task after it:
+    its writes document is stored, its next put refused; the refusal marks the tombstone and the
+    next sweep deletes the document."""
+    s = Scene(inner)
+
+    def slow_task() -> None:  # the task outlives the TTL; the sweeper runs meanwhile
+        s.clock.advance(61)
+        assert [t.status for t in s.sweep(mode).threads] == ["deleted"]
+
+    graph = chat_graph("slow", inside=slow_task).compile(checkpointer=s.writer)
+    with pytest.raises(ThreadExpiredError):
+        graph.invoke({"messages": ["one more"]}, cfg(), durability="sync")
+    assert list(inner.list(keys.thread_data_prefix("t")))
+    assert [t.status for t in s.sweep(mode).threads] == ["cleaned"]
+    assert list(inner.list(keys.thread_data_prefix("t"))) == []
+    no_problems(inner)
+
+
 SCENARIOS = [
     writer_lands_before_the_swap,
     sweep_wins_then_run_continues,
@@ -279,6 +325,8 @@ SCENARIOS = [
     inflight_put_retried_on_the_empty_head,
     subgraph_revived_after_the_root_swap,
     refreshing_reader_revives,
+    delete_fails_then_the_next_sweep_finishes,
+    refused_run_writes_are_collected,
 ]
 
 

@@ -11,7 +11,11 @@ Covered interleavings (sweeper S, writer W), each deterministic (a store hook, n
   before S deletes: the value S had listed under the same key is not deleted;
 * W writes in a subgraph namespace after S's root swap: that namespace is left whole, W's next
   root put is refused;
-* a refresh_on_read reader lands before S's root swap: S skips the thread.
+* a refresh_on_read reader lands before S's root swap: S skips the thread;
+* S's DeleteObjects fails after its swaps: the next sweep deletes the leftovers (the tombstone's
+  ``upto`` mark), and a thread W started on the tombstone meanwhile loses nothing;
+* W (durability "sync") stores its task's writes after S deleted the thread, then its put is
+  refused: the refusal marks the tombstone and the next sweep deletes the writes.
 """
 
 from __future__ import annotations
