@@ -117,9 +117,12 @@ class _Seen:
 
 def _seen(head: Head, etag: str, saver: SaverState | None = None) -> _Seen:
     empty = not head.records and not head.segments
-    prunable = bool(head.segments) or (
-        len(head.records) > 1 and (saver is None or bool(rewriting.keep_latest_drop(saver, dict(head.records))))
-    )
+    prunable = bool(head.segments) or len(head.records) > 1
+    if prunable and not head.segments and saver is not None:
+        try:  # a DeltaChannel's ancestors stay: whether keep_latest would drop anything
+            prunable = bool(rewriting.keep_latest_drop(saver, dict(head.records)))
+        except Exception:  # noqa: BLE001 - undecodable metadata: decided (and reported) when swept
+            prunable = True
     return _Seen(
         etag,
         head.thread_id,
