@@ -356,8 +356,8 @@ class ThreadSweep:
 
     ``status``: ``"deleted"``, ``"would delete"`` (dry run), ``"pruned"`` / ``"would prune"``
     (strategy ``keep_latest``), ``"kept"`` (not expired), ``"revived"`` (expired when read, but a
-    writer or a refreshing reader moved its root head before the sweep's compare-and-swap: left
-    as it is), ``"empty"`` (nothing but empty heads left by an earlier delete or sweep),
+    writer or a refreshing reader moved its root head before the sweep's compare-and-swap, or
+    with ``keep_latest`` every head it would have pruned: left as it is), ``"empty"`` (nothing but empty heads left by an earlier delete or sweep),
     ``"cleaned"`` / ``"would clean"`` (an earlier sweep emptied the thread but was stopped or
     failed before its data objects were all deleted: this sweep deleted them),
     ``"failed"`` (``error`` says why; the sweep goes on).
