@@ -50,7 +50,7 @@ from urllib.parse import unquote, urlparse
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from langgraph_handoff._version import __version__
@@ -415,6 +415,31 @@ def delete(
     _out(as_json, {"deleted": thread_id}, f"deleted {thread_id!r}")
 
 
+@contextmanager
+def _pass(
+    url: str, migrations: str | None, what: str, as_json: bool
+) -> Iterator[tuple[ObjectStoreSaver, Progress, TaskID]]:
+    """The saver and a progress bar on stderr for a pass over every thread (``sweep``,
+    ``migrate``); the bar's total is set once the pass knows how many threads there are. Hidden
+    with ``--json``."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with _saver(url, migrations) as saver, Progress(*columns, console=Console(stderr=True), disable=as_json) as bar:
+        yield saver, bar, bar.add_task(what, total=None)
+
+
+def _summary(as_json: bool, summary: dict[str, Any], title: str, columns: dict[str, str]) -> None:
+    """A pass's summary: one JSON line with ``--json``, else a one-row table of ``columns``
+    (summary field -> column name)."""
+    if as_json:
+        print(json.dumps({"summary": summary}))
+        return
+    table = Table(title=title)
+    for name in columns.values():
+        table.add_column(name, justify="right")
+    table.add_row(*(str(summary[field]) for field in columns))
+    Console(width=120).print(table)
+
+
 @app.command()
 def sweep(
     url: Url,
@@ -439,12 +464,7 @@ def sweep(
     was taken on, so a thread revived meanwhile is skipped. Exits 1 if a thread could not be read,
     or was emptied but its data objects could not all be deleted (the next sweep deletes them).
     """
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with (
-        _saver(url, migrations) as saver,
-        Progress(*columns, console=Console(stderr=True), disable=as_json) as progress,
-    ):
-        bar = progress.add_task("checking" if dry_run else "sweeping", total=None)
+    with _pass(url, migrations, "checking" if dry_run else "sweeping", as_json) as (saver, progress, bar):
 
         def reported(outcome: ThreadSweep) -> None:
             progress.advance(bar)
@@ -466,19 +486,12 @@ def sweep(
             on_thread=reported,
         )
     summary = result.as_dict()
-    if as_json:
-        print(json.dumps({"summary": summary}))
-    else:
-        title = ("dry run: nothing deleted" if dry_run else "sweep") + f" ({summary['seconds']} s)"
-        table = Table(title=title + (", stopped at --limit" if result.limited else ""))
-        names = ("examined", "would delete" if dry_run else "deleted", "skipped (revived)", "kept", "empty",
-                 "failed", "cleaned", "cleanup pending", "objects deleted")  # fmt: skip
-        for name in names:
-            table.add_column(name, justify="right")
-        fields = ("examined", "deleted", "skipped", "kept", "empty", "failed", "cleaned", "cleanup_pending",
-                  "objects_deleted")  # fmt: skip
-        table.add_row(*(str(summary[k]) for k in fields))
-        Console(width=120).print(table)
+    title = ("dry run: nothing deleted" if dry_run else "sweep") + f" ({summary['seconds']} s)"
+    _summary(as_json, summary, title + (", stopped at --limit" if result.limited else ""), {
+        "examined": "examined", "deleted": "would delete" if dry_run else "deleted", "skipped": "skipped (revived)",
+        "kept": "kept", "empty": "empty", "failed": "failed", "cleaned": "cleaned",
+        "cleanup_pending": "cleanup pending", "objects_deleted": "objects deleted",
+    })  # fmt: skip
     if result.failed or result.cleanup_pending:
         raise typer.Exit(1)
 
@@ -531,12 +544,7 @@ def migrate(
     thread is redone), idempotent and resumable (a rerun skips what is current). Exits 1 if any
     thread failed; the others are still migrated.
     """
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with (
-        _saver(url, migrations) as saver,
-        Progress(*columns, console=Console(stderr=True), disable=as_json) as progress,
-    ):
-        bar = progress.add_task("checking" if dry_run else "migrating", total=None)
+    with _pass(url, migrations, "checking" if dry_run else "migrating", as_json) as (saver, progress, bar):
 
         def reported(result: ThreadMigration) -> None:
             progress.advance(bar)
@@ -557,17 +565,11 @@ def migrate(
         )
         schema = saver.migrations.current if saver.migrations else 0
     summary = {**outcome.as_dict(), "schema": schema, "format": envelope.FORMAT_VERSION}
-    if as_json:
-        print(json.dumps({"summary": summary}))
-    else:
-        table = Table(title=("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)")
-        names = ("scanned", "would migrate" if dry_run else "migrated", "already current", "failed",
-                 "not found", "checkpoints upgraded", "objects rewritten", "CAS retries")  # fmt: skip
-        for name in names:
-            table.add_column(name, justify="right")
-        fields = ("scanned", "migrated", "current", "failed", "not_found", "checkpoints", "objects", "retries")
-        table.add_row(*(str(summary[k]) for k in fields))
-        Console(width=120).print(table)
+    _summary(as_json, summary, ("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)", {
+        "scanned": "scanned", "migrated": "would migrate" if dry_run else "migrated", "current": "already current",
+        "failed": "failed", "not_found": "not found", "checkpoints": "checkpoints upgraded",
+        "objects": "objects rewritten", "retries": "CAS retries",
+    })  # fmt: skip
     if outcome.failed or (thread and summary["not_found"]):
         raise typer.Exit(1)
 
