@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -311,11 +312,13 @@ def _items_in(raw: Any) -> tuple[WriteItem, ...]:
     return tuple([WriteItem(int(i), str(c), str(t), bytes(d), None if z is None else int(z)) for i, c, t, d, z in raw])
 
 
-def _body(data: bytes, key: str, kind: Kind) -> tuple[Any, int]:
-    """The msgpack body of an object, laid out in the current format, and the format it was in."""
+def _decoded(data: bytes, key: str, kind: Kind, build: Callable[[Any, int], T]) -> T:
+    """``build(body, format_version)`` over an object's msgpack body, upgraded to the current
+    format. A body that is not what its kind promises (a field missing, a wrong type) is a
+    :class:`CorruptObjectError` naming the key, never a bare ``KeyError`` from deep inside."""
     obj, env = envelope.decode_msgpack(data, key=key, expect=kind)
     try:
-        return upgrade_body(obj, kind, from_version=env.format_version, key=key), env.format_version
+        return build(upgrade_body(obj, kind, from_version=env.format_version, key=key), env.format_version)
     except _MALFORMED as exc:
         raise CorruptObjectError(key, f"malformed {kind.name.lower()} ({type(exc).__name__}: {exc})") from None
 
@@ -453,19 +456,26 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
 
 
 def decode_head(data: bytes, *, key: str) -> Head:
-    obj, fmt = _body(data, key, Kind.HEAD)
-    try:
-        return Head(
-            thread_id=str(obj["t"]),
-            checkpoint_ns=str(obj["n"]),
-            records=_records_in(obj),
-            payloads=_table_in(obj["x"]),
-            segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
-            extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
-            format_version=fmt,
-        )
-    except _MALFORMED as exc:
-        raise CorruptObjectError(key, f"malformed head ({type(exc).__name__}: {exc})") from None
+    return _decoded(data, key, Kind.HEAD, _head_of)
+
+
+def _records_fields(obj: Any) -> dict[str, Any]:
+    """The fields :func:`_records_out` wrote, as keyword arguments of a head or a segment."""
+    return {
+        "thread_id": str(obj["t"]),
+        "checkpoint_ns": str(obj["n"]),
+        "records": _records_in(obj),
+        "payloads": _table_in(obj["x"]),
+    }
+
+
+def _head_of(obj: Any, fmt: int) -> Head:
+    return Head(
+        **_records_fields(obj),
+        segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
+        extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
+        format_version=fmt,
+    )
 
 
 def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
@@ -474,17 +484,11 @@ def encode_segment(seg: Segment, *, schema_version: int = 0) -> bytes:
 
 
 def decode_segment(data: bytes, *, key: str) -> Segment:
-    obj, fmt = _body(data, key, Kind.SEGMENT)
-    try:
-        return Segment(
-            thread_id=str(obj["t"]),
-            checkpoint_ns=str(obj["n"]),
-            records=_records_in(obj),
-            payloads=_table_in(obj["x"]),
-            format_version=fmt,
-        )
-    except _MALFORMED as exc:
-        raise CorruptObjectError(key, f"malformed segment ({type(exc).__name__}: {exc})") from None
+    return _decoded(data, key, Kind.SEGMENT, _segment_of)
+
+
+def _segment_of(obj: Any, fmt: int) -> Segment:
+    return Segment(**_records_fields(obj), format_version=fmt)
 
 
 def encode_writes(doc: WritesDoc, *, schema_version: int = 0) -> bytes:
@@ -500,19 +504,19 @@ def encode_writes(doc: WritesDoc, *, schema_version: int = 0) -> bytes:
 
 
 def decode_writes(data: bytes, *, key: str) -> WritesDoc:
-    obj, fmt = _body(data, key, Kind.WRITES)
-    try:
-        return WritesDoc(
-            thread_id=str(obj["t"]),
-            checkpoint_ns=str(obj["n"]),
-            checkpoint_id=str(obj["c"]),
-            task_id=str(obj["k"]),
-            task_path=str(obj["p"]),
-            items=_items_in(obj["i"]),
-            format_version=fmt,
-        )
-    except _MALFORMED as exc:
-        raise CorruptObjectError(key, f"malformed writes ({type(exc).__name__}: {exc})") from None
+    return _decoded(data, key, Kind.WRITES, _writes_of)
+
+
+def _writes_of(obj: Any, fmt: int) -> WritesDoc:
+    return WritesDoc(
+        thread_id=str(obj["t"]),
+        checkpoint_ns=str(obj["n"]),
+        checkpoint_id=str(obj["c"]),
+        task_id=str(obj["k"]),
+        task_path=str(obj["p"]),
+        items=_items_in(obj["i"]),
+        format_version=fmt,
+    )
 
 
 def encode_blob(data: bytes, *, schema_version: int = 0) -> bytes:

@@ -48,19 +48,6 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.envelope import FORMAT_VERSION
-from langgraph_handoff.format.records import (
-    BlobRef,
-    Folded,
-    Head,
-    Inline,
-    Payload,
-    PayloadTable,
-    Record,
-    Segment,
-    SegmentRef,
-    WritesDoc,
-    payloads_for,
-)
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
 __all__ = ["MigrationSummary", "ThreadMigration", "plan_migrate_thread", "plan_migration_targets"]
@@ -158,7 +145,7 @@ class _Upgraded:
     """One record's upgrade, kept across attempts so a retry after a lost race only re-reads
     the head and reassembles: the window a busy writer can slip into stays small."""
 
-    old: Record
+    old: rec_io.Record
     checkpoint: tuple[str, bytes]
     metadata: tuple[str, bytes]
     #: channel -> its value in the current schema
@@ -172,33 +159,33 @@ class _Memo:
     current_docs: set[tuple[str, str]] = field(default_factory=set)
 
 
-def _holds(payload: Payload, typed: tuple[str, bytes]) -> bool:
+def _holds(payload: rec_io.Payload, typed: tuple[str, bytes]) -> bool:
     """Does a stored payload hold exactly these serialised bytes? (blobs: by digest)"""
-    if isinstance(payload, Inline):
+    if isinstance(payload, rec_io.Inline):
         return (payload.type, payload.data) == typed
     return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == content_digest(typed[1])
 
 
-def _settled(a: Payload | None, b: Payload) -> Payload:
+def _settled(a: rec_io.Payload | None, b: rec_io.Payload) -> rec_io.Payload:
     """Of two copies of one stored value, the one furthest along its spill: a blob reference (its
     blob was seen written), then an inline copy being spilled, then a plain inline copy."""
     if a is None:
         return b
-    rank = {BlobRef: 2, Inline: 0}
-    ra = rank[type(a)] + (1 if isinstance(a, Inline) and a.spill else 0)
-    rb = rank[type(b)] + (1 if isinstance(b, Inline) and b.spill else 0)
+    rank = {rec_io.BlobRef: 2, rec_io.Inline: 0}
+    ra = rank[type(a)] + (1 if isinstance(a, rec_io.Inline) and a.spill else 0)
+    rb = rank[type(b)] + (1 if isinstance(b, rec_io.Inline) and b.spill else 0)
     return a if ra >= rb else b
 
 
-def _stored_as(payload: Payload) -> tuple[str, str]:
+def _stored_as(payload: rec_io.Payload) -> tuple[str, str]:
     """What a payload holds, whatever its spill state: an inline value, the same value being
     spilled, and its blob all say (type, digest of the bytes)."""
-    if isinstance(payload, BlobRef):
+    if isinstance(payload, rec_io.BlobRef):
         return payload.type, payload.digest
     return payload.type, payload.spill or content_digest(payload.data)
 
 
-def _same_checkpoint(a: Record, b: Record) -> bool:
+def _same_checkpoint(a: rec_io.Record, b: rec_io.Record) -> bool:
     """The same stored checkpoint, whatever writes were folded into either copy since."""
     return replace(a, writes={}) == replace(b, writes={})
 
@@ -271,8 +258,8 @@ def _migrate_namespace_once(
     if head is None:
         return True
     counts.found = counts.found or bool(head.records or head.segments)
-    seg_records: dict[str, Record] = {}
-    where: dict[str, PayloadTable] = {}  # record id -> the payload table it was read with
+    seg_records: dict[str, rec_io.Record] = {}
+    where: dict[str, rec_io.PayloadTable] = {}  # record id -> the payload table it was read with
     for seg in segments.values():
         seg_records.update(seg.records)
         where.update(dict.fromkeys(seg.records, seg.payloads))
@@ -293,7 +280,7 @@ def _migrate_namespace_once(
     todo = yield from _writes_to_migrate(saver, tid, ns, everything, memo)
     upgrade = sorted(i for i, r in everything.items() if r.schema != saver._schema)
     yield from _upgraded_records(saver, tid, ns, everything, where, upgrade, memo)
-    folded: dict[str, dict[str, Folded]] = {}
+    folded: dict[str, dict[str, rec_io.Folded]] = {}
     counts.objects += len(todo)
     if not dry_run:
         # 1. writes documents, each by its own compare-and-swap
@@ -302,14 +289,14 @@ def _migrate_namespace_once(
     # candidates for collection: what exists (referenced blobs, copies being spilled)
     old_blobs = blob_keys(tid, ns, [(head.records, head.payloads)] + [
         (s.records, s.payloads) for s in segments.values()])  # fmt: skip
-    segment_parts: list[tuple[dict[str, Record], PayloadTable]] = []  # what the new manifest holds
+    segment_parts: list[tuple[dict[str, rec_io.Record], rec_io.PayloadTable]] = []  # what the new manifest holds
     hkey = keys.head_key(tid, ns)
     seg_puts: list[tuple[str, bytes]] | None = None  # written once per pass
-    new_refs: list[SegmentRef] = []
+    new_refs: list[rec_io.SegmentRef] = []
     replaced: list[str] = []
     written_blobs: set[str] = set()
     segments_written = False
-    stacked: Head | None = None  # a writer's head on top of ours, when our swap's reply was lost
+    stacked: rec_io.Head | None = None  # a writer's head on top of ours, when our swap's reply was lost
     try:
         for _ in range(saver.layout.max_attempts):
             # 2. records
@@ -330,12 +317,12 @@ def _migrate_namespace_once(
                         continue
                     recs = {i: new_records.get(i, r) for i, r in seg.records.items()}
                     suffix = keys.segment_suffix(ref.first_id, secrets.token_hex(4))
-                    seg_table = payloads_for(recs.values(), table)
+                    seg_table = rec_io.payloads_for(recs.values(), table)
                     segment_parts.append((recs, seg_table))
-                    body = rec_io.encode_segment(Segment(tid, ns, recs, seg_table),
+                    body = rec_io.encode_segment(rec_io.Segment(tid, ns, recs, seg_table),
                                                  schema_version=saver.layout.schema_version)  # fmt: skip
                     seg_puts.append((keys.segment_key(tid, ns, suffix), body))
-                    new_refs.append(SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
+                    new_refs.append(rec_io.SegmentRef(suffix, ref.first_id, ref.last_id, ref.count))
                     replaced.append(keys.segment_key(tid, ns, ref.key))
             # 4. the head
             head_recs = {i: new_records.get(i, r) for i, r in head.records.items()}
@@ -345,7 +332,9 @@ def _migrate_namespace_once(
                 counts.objects += 1 + len(seg_puts)
                 counts.checkpoints += len(upgrade)
                 return True
-            new_head = Head(tid, ns, head_recs, payloads_for(head_recs.values(), table), tuple(new_refs), head.extra)
+            new_head = rec_io.Head(
+                tid, ns, head_recs, rec_io.payloads_for(head_recs.values(), table), tuple(new_refs), head.extra
+            )
             # what the head references is durable before the head moves
             fresh_blobs = [(k, b) for k, b in blobs if k not in written_blobs]
             if fresh_blobs:
@@ -447,16 +436,16 @@ def _drop_unused(
 
 
 def _writes_to_migrate(
-    saver: SaverState, tid: str, ns: str, everything: dict[str, Record], memo: _Memo
-) -> Plan[list[tuple[str, str, WritesDoc]]]:
+    saver: SaverState, tid: str, ns: str, everything: dict[str, rec_io.Record], memo: _Memo
+) -> Plan[list[tuple[str, str, rec_io.WritesDoc]]]:
     """``(key, ETag, document)`` of the writes documents in an old format or naming channels
     of an old schema. Their new items are computed here once, so an item from newer code
     (``SchemaVersionError``) stops the migration before anything is written."""
-    by_key: dict[str, tuple[str, str, Folded]] = {}
+    by_key: dict[str, tuple[str, str, rec_io.Folded]] = {}
     for cid, rec in everything.items():
         for task, f in rec.writes.items():
             by_key[keys.writes_key(tid, ns, cid, task)] = (cid, task, f)
-    todo: list[tuple[str, str, WritesDoc]] = []  # key, ETag, document
+    todo: list[tuple[str, str, rec_io.WritesDoc]] = []  # key, ETag, document
     fetch: list[ObjectInfo] = []
     for info in (yield from listing.list_all(saver, keys.writes_prefix(tid, ns))):
         parsed = keys.parse_writes_key(info.key)
@@ -469,7 +458,7 @@ def _writes_to_migrate(
             # the folded copy is this very document: decide (and rewrite) without a GET
             cid, task, f = hit
             if any(w.schema != saver._schema for w in f.items):
-                todo.append((info.key, info.etag, WritesDoc(tid, ns, cid, task, f.task_path, f.items)))
+                todo.append((info.key, info.etag, rec_io.WritesDoc(tid, ns, cid, task, f.task_path, f.items)))
         else:
             fetch.append(info)
     for chunk_start in range(0, len(fetch), 64):
@@ -492,14 +481,14 @@ def _rewrite_writes(
     saver: SaverState,
     tid: str,
     ns: str,
-    everything: dict[str, Record],
-    todo: list[tuple[str, str, WritesDoc]],
+    everything: dict[str, rec_io.Record],
+    todo: list[tuple[str, str, rec_io.WritesDoc]],
     memo: _Memo,
-) -> Plan[tuple[dict[str, dict[str, Folded]], int]]:
+) -> Plan[tuple[dict[str, dict[str, rec_io.Folded]], int]]:
     """Rewrite each document by compare-and-swap on its own ETag (a task that merged more
     writes into it meanwhile wins: read and redo). Returns the new folded copies (checkpoint
     id -> task id -> Folded) for the records holding a copy, and the races lost."""
-    out: dict[str, dict[str, Folded]] = {}
+    out: dict[str, dict[str, rec_io.Folded]] = {}
     lost = 0
     for key, etag, doc in todo:
         for attempt in range(saver.layout.max_attempts):
@@ -523,7 +512,7 @@ def _rewrite_writes(
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
             if doc.task_id in rec.writes:
-                out.setdefault(doc.checkpoint_id, {})[doc.task_id] = Folded(new_etag, doc.task_path, items)
+                out.setdefault(doc.checkpoint_id, {})[doc.task_id] = rec_io.Folded(new_etag, doc.task_path, items)
             break
         else:
             raise ConflictError(
@@ -536,11 +525,11 @@ def _upgraded_records(
     saver: SaverState,
     tid: str,
     ns: str,
-    everything: dict[str, Record],
-    where: dict[str, PayloadTable],
+    everything: dict[str, rec_io.Record],
+    where: dict[str, rec_io.PayloadTable],
     upgrade: list[str],
     memo: _Memo,
-) -> Plan[tuple[dict[str, Record], PayloadTable, list[tuple[str, bytes]]]]:
+) -> Plan[tuple[dict[str, rec_io.Record], rec_io.PayloadTable, list[tuple[str, bytes]]]]:
     """The records in ``upgrade`` rebuilt in the current schema, the payload table every
     record of the namespace uses afterwards, and the large values to write first.
 
@@ -549,7 +538,7 @@ def _upgraded_records(
     it owns the value under its own id, reusing the stored payload when the bytes are the
     ones it already stored there.
     """
-    table: PayloadTable = {}
+    table: rec_io.PayloadTable = {}
     todo = set(upgrade)
     for rid, rec in everything.items():
         if rid in todo:
@@ -558,7 +547,7 @@ def _upgraded_records(
             payload = where[rid].get(origin, {}).get(ch)
             if payload is not None:
                 table.setdefault(origin, {})[ch] = _settled(table.get(origin, {}).get(ch), payload)
-    new_records: dict[str, Record] = {}
+    new_records: dict[str, rec_io.Record] = {}
     # channel -> (origin, version, comparison key) of each upgraded record, for inheritance
     upgraded_values: dict[str, dict[str, tuple[str, Any, bytes]]] = {}
     blobs: list[tuple[str, bytes]] = []
@@ -601,7 +590,9 @@ def _upgraded_records(
     return new_records, table, blobs
 
 
-def _upgrade_record(saver: SaverState, tid: str, ns: str, rec: Record, table: PayloadTable) -> Plan[_Upgraded]:
+def _upgrade_record(
+    saver: SaverState, tid: str, ns: str, rec: rec_io.Record, table: rec_io.PayloadTable
+) -> Plan[_Upgraded]:
     """Load a record's values and upgrade it exactly as a reader would (``upgrading.upgrade_checkpoint``)."""
     _tasks, values = yield from reading.fetch(saver, tid, ns, rec, table, (), rec.values)
     checkpoint = saver.serde.loads_typed(rec.checkpoint)
@@ -633,9 +624,9 @@ def _payload_for(
     rid: str,
     ch: str,
     typed: tuple[str, bytes],
-    where: dict[str, PayloadTable],
+    where: dict[str, rec_io.PayloadTable],
     blobs: list[tuple[str, bytes]],
-) -> Payload:
+) -> rec_io.Payload:
     """The payload an upgraded record owns for ``ch``: what it stored there already if the
     bytes are the same (a blob stays where it is), or a blob it owns with these bytes under
     another channel (a rename), else a new inline value or blob."""
@@ -644,12 +635,12 @@ def _payload_for(
         return stored
     for table in {id(t): t for t in where.values()}.values():  # head and segments, each once
         for other in table.get(rid, {}).values():
-            if isinstance(other, BlobRef) and _holds(other, typed):
+            if isinstance(other, rec_io.BlobRef) and _holds(other, typed):
                 return other
     typ, data = typed
     if len(data) < saver.layout.blob_threshold:
-        return Inline(typ, data)
-    ref = BlobRef(typ, content_digest(data), len(data))
+        return rec_io.Inline(typ, data)
+    ref = rec_io.BlobRef(typ, content_digest(data), len(data))
     blobs.append(
         (
             keys.blob_key(tid, ns, rid, ref.digest),

@@ -25,20 +25,7 @@ from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.records import (
-    BlobRef,
-    Folded,
-    Head,
-    Inline,
-    Payload,
-    PayloadTable,
-    Record,
-    Segment,
-    SegmentRef,
-    WriteItem,
-    WritesDoc,
-    fast_replace,
-)
+from langgraph_handoff.format.records import fast_replace
 from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
 
 
@@ -80,7 +67,9 @@ class WritesCursor:
         return out
 
 
-def head_from(saver: SaverState, obj: StoredObject | None, thread_id: str, ns: str) -> tuple[Head | None, str | None]:
+def head_from(
+    saver: SaverState, obj: StoredObject | None, thread_id: str, ns: str
+) -> tuple[rec_io.Head | None, str | None]:
     if obj is None:
         return None, None
     head = saver._cache.head_with_etag(thread_id, ns, obj.etag) or rec_io.decode_head(obj.body, key=obj.key)
@@ -93,7 +82,7 @@ def head_from(saver: SaverState, obj: StoredObject | None, thread_id: str, ns: s
     return head, obj.etag
 
 
-def load_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef) -> Plan[Segment | None]:
+def load_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.SegmentRef) -> Plan[rec_io.Segment | None]:
     key = keys.segment_key(thread_id, ns, ref.key)
     obj = yield Get(key)
     if obj is None:
@@ -101,7 +90,7 @@ def load_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef) ->
     return rec_io.decode_segment(obj.body, key=key)
 
 
-def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef) -> CorruptObjectError:
+def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.SegmentRef) -> CorruptObjectError:
     return CorruptObjectError(
         keys.segment_key(thread_id, ns, ref.key),
         "the head lists this history segment but it is missing",
@@ -109,8 +98,8 @@ def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: SegmentRef)
 
 
 def find_record(
-    saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str
-) -> Plan[tuple[Record, PayloadTable, Head] | None]:
+    saver: SaverState, thread_id: str, ns: str, head: rec_io.Head, checkpoint_id: str
+) -> Plan[tuple[rec_io.Record, rec_io.PayloadTable, rec_io.Head] | None]:
     """Locate a checkpoint in the head or the segment whose id range covers it. A segment
     deleted by a concurrent prune sends us back to a fresh head (at most a few times)."""
     for _ in range(3):
@@ -145,27 +134,29 @@ def writes_for(saver: SaverState, cursor: WritesCursor, checkpoint_id: str) -> P
     return cursor.take(checkpoint_id)
 
 
-def decode_writes_doc(saver: SaverState, obj: StoredObject, thread_id: str, ns: str, checkpoint_id: str) -> WritesDoc:
+def decode_writes_doc(
+    saver: SaverState, obj: StoredObject, thread_id: str, ns: str, checkpoint_id: str
+) -> rec_io.WritesDoc:
     doc = rec_io.decode_writes(obj.body, key=obj.key)
     if (doc.thread_id, doc.checkpoint_ns, doc.checkpoint_id) != (thread_id, ns, checkpoint_id):
         raise CorruptObjectError(obj.key, "writes document belongs to another checkpoint (misplaced object)")
     return doc
 
 
-def _value(saver: SaverState, payload: Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
-    if isinstance(payload, Inline):
+def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
+    if isinstance(payload, rec_io.Inline):
         return saver.serde.loads_typed((payload.type, payload.data))
     return saver.serde.loads_typed((payload.type, blobs[blob_key]))
 
 
 def _blob_gets(
-    saver: SaverState, thread_id: str, ns: str, rec: Record, table: PayloadTable, channels: Iterable[str]
+    saver: SaverState, thread_id: str, ns: str, rec: rec_io.Record, table: rec_io.PayloadTable, channels: Iterable[str]
 ) -> list[str]:
     out = []
     for ch in channels:
         origin, _v = rec.values[ch]
         payload = table.get(origin, {}).get(ch)
-        if isinstance(payload, BlobRef):
+        if isinstance(payload, rec_io.BlobRef):
             out.append(keys.blob_key(thread_id, ns, origin, payload.digest))
     return out
 
@@ -174,11 +165,11 @@ def fetch(
     saver: SaverState,
     thread_id: str,
     ns: str,
-    rec: Record,
-    table: PayloadTable,
+    rec: rec_io.Record,
+    table: rec_io.PayloadTable,
     infos: Sequence[ObjectInfo],
     channels: Iterable[str],
-) -> Plan[tuple[list[tuple[str, str, Iterable[WriteItem]]], dict[str, Any]]]:
+) -> Plan[tuple[list[tuple[str, str, Iterable[rec_io.WriteItem]]], dict[str, Any]]]:
     """A record's writes documents (listed in ``infos``) and the values of ``channels``,
     fetching in one round trip only what the head does not already hold.
 
@@ -186,7 +177,7 @@ def fetch(
     about which documents exist.
     """
     by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
-    tasks: list[tuple[str, str, Iterable[WriteItem]]] = []
+    tasks: list[tuple[str, str, Iterable[rec_io.WriteItem]]] = []
     want: list[str] = []
     for info in infos:
         hit = by_segment.get(info.key.rsplit("/", 1)[1])
@@ -203,7 +194,9 @@ def fetch(
             continue  # deleted between LIST and GET
         doc = decode_writes_doc(saver, obj, thread_id, ns, rec.id)
         tasks.append((doc.task_id, doc.task_path, upgrading.current_items(saver, thread_id, ns, rec, doc.items)))
-        saver._cache.remember_writes(thread_id, ns, rec.id, doc.task_id, Folded(obj.etag, doc.task_path, doc.items))
+        saver._cache.remember_writes(
+            thread_id, ns, rec.id, doc.task_id, rec_io.Folded(obj.etag, doc.task_path, doc.items)
+        )
     blobs: dict[str, bytes] = {}
     for key, obj in zip(blob_keys, results[len(want) :], strict=True):
         if obj is None:
@@ -217,13 +210,18 @@ def fetch(
             raise CorruptObjectError(
                 keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}"
             )
-        bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, BlobRef) else ""
+        bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, rec_io.BlobRef) else ""
         values[ch] = _value(saver, payload, blobs, bkey)
     return tasks, values
 
 
 def assemble(
-    saver: SaverState, thread_id: str, ns: str, rec: Record, table: PayloadTable, infos: Sequence[ObjectInfo]
+    saver: SaverState,
+    thread_id: str,
+    ns: str,
+    rec: rec_io.Record,
+    table: rec_io.PayloadTable,
+    infos: Sequence[ObjectInfo],
 ) -> Plan[CheckpointTuple]:
     tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
     checkpoint = saver.serde.loads_typed(rec.checkpoint)
@@ -288,8 +286,8 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
 
 
 def _plan_refresh(
-    saver: SaverState, thread_id: str, ns: str, head: Head, etag: str | None
-) -> Plan[tuple[Head, str | None]]:
+    saver: SaverState, thread_id: str, ns: str, head: rec_io.Head, etag: str | None
+) -> Plan[tuple[rec_io.Head, str | None]]:
     """``refresh_on_read``: re-stamp a head just read, by compare-and-swap, when its stamp is
     older than ``ttl.REFRESH_AFTER`` of the TTL (so at most one PUT per namespace per tenth of
     the TTL). A lost or unsettled swap is dropped: whoever moved the head was active too."""

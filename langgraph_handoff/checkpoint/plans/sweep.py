@@ -63,7 +63,7 @@ Requests: see :meth:`~langgraph_handoff.ObjectStoreSaver.sweep`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_handoff.checkpoint.driver import Batch, Plan
@@ -193,34 +193,36 @@ def _known(saver: SaverState, memo: dict[str, _Seen], info: ObjectInfo) -> _Seen
     return _looks_empty(saver, info)
 
 
+@dataclass
+class _Reads:
+    """The heads of one chunk of threads: read (or remembered) by key, or why one could not be."""
+
+    seen: dict[str, _Seen] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 def _nothing_to_do(
-    saver: SaverState,
-    memo: dict[str, _Seen],
-    group: list[ObjectInfo],
-    seen: dict[str, _Seen],
-    failed: dict[str, str],
-    now: float,
+    saver: SaverState, memo: dict[str, _Seen], group: list[ObjectInfo], reads: _Reads, result: SweepResult,
     default_ttl: float | None,
-    strategy: str,
-) -> bool:
+) -> bool:  # fmt: skip
     """Whether a thread left behind by ``limit`` is known, without a request, to need nothing:
     every head known (read in this sweep, remembered, or a settled empty head) and the thread not
     expired, empty, or (``keep_latest``) with nothing to prune. Unreadable heads count as
     nothing to do (they are reported when the sweep gets to them)."""
     known = []
     for info in group:
-        if info.key in failed:
+        if info.key in reads.failed:
             continue
-        s = seen.get(info.key) or _known(saver, memo, info)
+        s = reads.seen.get(info.key) or _known(saver, memo, info)
         if s is None:
             return False  # not read yet: it may be expired
         known.append(s)
     if any(s.pending for s in known):
         return False
     live = [s for s in known if not s.empty]
-    if not live or now < max(s.expiry(default_ttl) for s in live):
+    if not live or result.now < max(s.expiry(default_ttl) for s in live):
         return True
-    return strategy == "keep_latest" and not any(s.prunable for s in live)
+    return result.strategy == "keep_latest" and not any(s.prunable for s in live)
 
 
 def plan_sweep(
@@ -247,14 +249,13 @@ def plan_sweep(
     pending = list(groups.values())
     for start in range(0, len(pending), _CHUNK):
         chunk = pending[start : start + _CHUNK]
-        seen: dict[str, _Seen] = {}
-        failed: dict[str, str] = {}
+        reads = _Reads()
         want = []
         for group in chunk:
             for info in group:
                 known = _known(saver, memo, info)
                 if known is not None:
-                    seen[info.key] = known
+                    reads.seen[info.key] = known
                 else:
                     want.append(info.key)
         if want:
@@ -269,18 +270,16 @@ def plan_sweep(
                     if keys.head_key(head.thread_id, head.checkpoint_ns) != key:
                         raise LangGraphHandoffError(f"head at {key!r} belongs elsewhere (misplaced object)")
                 except LangGraphHandoffError as exc:
-                    failed[key] = f"{type(exc).__name__}: {exc}"
+                    reads.failed[key] = f"{type(exc).__name__}: {exc}"
                     continue
-                seen[key] = memo[key] = _seen(head, obj.etag, saver)
+                reads.seen[key] = memo[key] = _seen(head, obj.etag, saver)
         for i, group in enumerate(chunk):
             if limit is not None and acted >= limit:
                 later = pending[start + i :]
-                result.limited = not all(
-                    _nothing_to_do(saver, memo, g, seen, failed, result.now, default_ttl, strategy) for g in later
-                )
+                result.limited = not all(_nothing_to_do(saver, memo, g, reads, result, default_ttl) for g in later)
                 return result
             try:
-                outcome = yield from _sweep_group(saver, group, seen, failed, result, default_ttl, strategy)
+                outcome = yield from _sweep_group(saver, group, reads, result, default_ttl)
             except LangGraphHandoffError as exc:  # reported; the other threads are still swept
                 ids = listing.ids_of_head_key(group[0].key)
                 tid = ids[0] if ids else group[0].key.split("/")[1]
@@ -296,16 +295,10 @@ def plan_sweep(
 
 
 def _sweep_group(
-    saver: SaverState,
-    group: list[ObjectInfo],
-    seen: dict[str, _Seen],
-    failed: dict[str, str],
-    result: SweepResult,
-    default_ttl: float | None,
-    strategy: str,
+    saver: SaverState, group: list[ObjectInfo], reads: _Reads, result: SweepResult, default_ttl: float | None
 ) -> Plan[ThreadSweep | None]:
-    known = [seen[i.key] for i in group if i.key in seen]
-    errors = [f"{k}: {failed[k]}" for k in (i.key for i in group) if k in failed]
+    known = [reads.seen[i.key] for i in group if i.key in reads.seen]
+    errors = [f"{k}: {reads.failed[k]}" for k in (i.key for i in group) if k in reads.failed]
     ids = listing.ids_of_head_key(group[0].key)
     thread_id = known[0].thread_id if known else ids[0] if ids else group[0].key.split("/")[1]
     if errors:
@@ -320,7 +313,7 @@ def _sweep_group(
     expires = max(s.expiry(default_ttl) for s in live)
     if result.now < expires:
         return ThreadSweep(thread_id, "kept", expires_at=expires)
-    if strategy == "keep_latest" and not any(s.prunable for s in live):
+    if result.strategy == "keep_latest" and not any(s.prunable for s in live):
         # pruned already (or never had more than its latest): nothing to read again until it changes
         return ThreadSweep(thread_id, "kept", expires_at=expires, latest_only=True)
     # Expired on what we know. Decide on fresh heads: the memo may be a sweep old.
@@ -338,7 +331,7 @@ def _sweep_group(
     expires = max(_seen(h, e).expiry(default_ttl) for h, e in live_heads.values())
     if result.now < expires:
         return ThreadSweep(thread_id, "kept", expires_at=expires)
-    if strategy == "keep_latest":
+    if result.strategy == "keep_latest":
         return (yield from _sweep_keep_latest(saver, thread_id, live_heads, expires, result.dry_run))
     if result.dry_run:
         return ThreadSweep(thread_id, "would delete", expires_at=expires)
