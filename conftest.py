@@ -25,6 +25,16 @@ AZURITE_ENDPOINT = os.environ.get("AZURITE_ENDPOINT_URL")
 GCS_EMULATOR_ENDPOINT = os.environ.get("GCS_EMULATOR_ENDPOINT")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-random-order's shuffle, which it keeps within each group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``heavy`` (3 s or more: real processes, kills, RGW chaos) go first.
+
+    Longest first is the classic schedule for a few long jobs among many short ones: under
+    ``scripts/test`` (pytest-xdist, one test at a time) the short tests then fill the gaps, where
+    a 45 s test started last would leave the other worker idle for most of it."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 def _need_s3() -> None:
     if S3_ENDPOINT:
         return

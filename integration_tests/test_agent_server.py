@@ -196,6 +196,7 @@ def _lineage(history: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     ]
 
 
+@pytest.mark.heavy
 async def test_agent_server_on_s3(server: str, objects: StoreBase) -> None:
     from langgraph_sdk import get_client
     from langgraph_sdk.errors import NotFoundError

@@ -104,6 +104,7 @@ def test_create_only_race_has_one_winner(azure_store: AzureBlobStore) -> None:
     race_create_only(azure_store, rounds=10, racers=16)
 
 
+@pytest.mark.heavy
 async def test_delete_many_deletes_every_key_even_with_missing_ones(azure_store: AzureBlobStore) -> None:
     """obstore's batch delete stops at the first missing key and drops the rest; the store sends
     batches of 256 and redoes a failed batch key by key, so nothing is left behind."""

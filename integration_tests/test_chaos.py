@@ -9,10 +9,13 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from tests.chaos_harness import RunConfig, check, run
 
 
+@pytest.mark.heavy
 def test_chaos_on_s3(tmp_path: Path) -> None:
     prefix = f"chaos-{uuid.uuid4().hex}"
     make_s3_store(prefix).close()  # creates the bucket; fails (not skips) without the server under scripts/test

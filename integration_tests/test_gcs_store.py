@@ -7,7 +7,6 @@ a conditional write is in ``tests/test_gcs_canned.py`` (a canned endpoint)."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from langgraph_handoff.stores import GCSStore, Put, StoreBase, store_from_url
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer
 from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
+from tests.processes import process_context
 from tests.race_helpers import check_thread_race, race_cas, race_create_only
 from tests.store_contract import StoreContract
 
@@ -85,7 +85,7 @@ def test_processes_racing_have_one_winner_per_round(mode: str, gcs_store: GCSSto
     for rnd in range(rounds):
         key = f"prace/{mode}/{rnd}"
         plan.append((key, gcs_store.put(key, b"start", if_none_match=True) if mode == "cas" else None))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     with ctx.Manager() as manager, ctx.Pool(racers) as pool:
         barrier = manager.Barrier(racers)
         args = [(gcs_store.endpoint_url, gcs_store.prefix, plan, barrier, i) for i in range(racers)]

@@ -181,6 +181,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.heavy
 def test_processes_exit_cleanly_right_after_async_use(tmp_path: Path) -> None:
     """obstore's own coroutines are completed from its Rust threads; one still calling into the
     event loop while the interpreter shuts down aborts the process (exit 134): 2 in about 80 runs

@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.inspect import verify_store
@@ -20,6 +22,7 @@ from tests.test_migrate import _writers_during_migration, schemas, stamped
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.heavy
 def test_concurrent_writers_during_migration_on_s3(tmp_path: Path) -> None:
     store = fixture_into(make_s3_store(), tmp_path)
     stats = _writers_during_migration(store, rounds=3)
@@ -32,6 +35,7 @@ def test_a_writer_that_moves_the_head_first_wins_on_s3(tmp_path: Path) -> None:
     scenario(fixture_into(make_s3_store(), tmp_path))
 
 
+@pytest.mark.heavy
 def test_cli_killed_mid_run_then_rerun_on_s3(tmp_path: Path) -> None:
     prefix = f"kill-{uuid.uuid4().hex}"
     store = fixture_into(make_s3_store(prefix), tmp_path)
@@ -64,6 +68,7 @@ def test_cli_killed_mid_run_then_rerun_on_s3(tmp_path: Path) -> None:
     assert json.loads(final.stdout.splitlines()[-1])["summary"]["current"] == len(threads)
 
 
+@pytest.mark.heavy
 def test_migration_request_counts_on_s3(tmp_path: Path) -> None:
     """What one migration costs in requests (figures for the README), and that a rerun only reads."""
     store = fixture_into(make_s3_store(), tmp_path)

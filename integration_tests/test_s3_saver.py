@@ -7,7 +7,6 @@ obstore's ``ObstoreS3Store`` (``integration_tests/test_obstore_s3.py`` has obsto
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import uuid
 from collections import Counter
 from typing import Any
@@ -19,6 +18,7 @@ from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_stor
 from langgraph_handoff import ObjectStoreSaver
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.processes import process_context
 from tests.race_helpers import (
     check_linear_history,
     check_thread_race,
@@ -44,6 +44,7 @@ def any_s3_store(transport: str) -> Any:
     store.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("api", ["async", "sync"])
 async def test_conformance_on_s3(api: str, transport: str) -> None:
     cls = ObjectStoreSaver if api == "async" else SyncRoutedSaver
@@ -51,6 +52,7 @@ async def test_conformance_on_s3(api: str, transport: str) -> None:
     assert sum(p for p, _ in counts.values()) == 81
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("durability", DURABILITIES)
 def test_graph_runs_match_inmemory_on_s3(durability: str, any_s3_store: Any) -> None:
     saver = ObjectStoreSaver(any_s3_store)
@@ -65,6 +67,7 @@ async def test_async_graph_runs_match_inmemory_on_s3(durability: str, any_s3_sto
         assert await run(saver, durability, f"a-{name}") == await run(InMemorySaver(), durability, f"a-{name}"), name
 
 
+@pytest.mark.heavy
 async def test_many_concurrent_async_runs_share_one_boto3_client(s3_store: Any) -> None:
     saver = ObjectStoreSaver(s3_store)
     graph = five_nodes().compile(checkpointer=saver)
@@ -84,13 +87,14 @@ def test_threads_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -
     check_thread_race(any_s3_store, fresh=fresh, durability=durability)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_processes_racing_on_s3(fresh: bool, transport: str) -> None:
     racers = 4
     prefix_key = f"t-{uuid.uuid4().hex}"
     spec = {"kind": SPEC_KINDS[transport], "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
     store = MAKERS[transport](prefix=prefix_key)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     with ctx.Manager() as manager, ctx.Pool(racers) as pool:
         for rnd in range(3):
             thread_id = f"prace-{rnd}"

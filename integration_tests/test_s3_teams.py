@@ -4,7 +4,6 @@ duplicate lease-less consumers, and the delegation workload under SIGKILL chaos 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import uuid
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
+from tests.processes import process_context
 from tests.team_harness import (
     ChaosConfig,
     check_matrix,
@@ -39,11 +39,12 @@ def _spec() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def pool():  # type: ignore[no-untyped-def]
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     with ctx.Manager() as manager, ctx.Pool(max(SENDERS) + CONSUMERS) as p:
         yield manager, p
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("senders", SENDERS)
 @pytest.mark.parametrize("recipients", RECIPIENTS)
 def test_matrix_senders_by_recipients_with_duplicate_consumers_and_no_leases(
@@ -97,6 +98,7 @@ def test_a_superseded_worker_process_cannot_ack_on_rgw() -> None:
     saver.close()
 
 
+@pytest.mark.heavy
 def test_chaos_delegations_on_rgw(tmp_path: Path) -> None:
     """A lead and 4 teammates on 4 worker processes: the driver SIGKILLs or SIGSTOPs (zombie) a
     worker every 1.5-3 s once the team made progress since the last action (at most 10 actions),

@@ -61,6 +61,7 @@ def url(tmp_path: Path) -> str:
     return u
 
 
+@pytest.mark.heavy
 def test_threads_history_show_and_diff(url: str) -> None:
     out = cli("threads", url, "--json")
     assert out.returncode == 0 and {json.loads(x)["thread_id"] for x in out.stdout.splitlines()} == {"chat-1", "chat-2"}
@@ -137,6 +138,7 @@ def test_verify_checks_writes_and_values_against_the_heads(tmp_path: Path) -> No
     assert report.unreferenced == [writes_key("chat-2", "", "1ef4f797-8335-6428-8001-8a1503f9b875", "t")]
 
 
+@pytest.mark.heavy
 def test_prune_copy_delete(url: str) -> None:
     dry = json.loads(cli("prune", url, "--thread", "chat-1", "--keep-latest", "--dry-run", "--json").stdout)
     assert dry == {
@@ -166,6 +168,7 @@ def test_bad_input_exits_2(url: str) -> None:
     assert cli("copy", url, "chat-1", "chat-2").returncode == 2  # the target exists
 
 
+@pytest.mark.heavy
 def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> None:
     """Fourth review round: history without metadata.source, --older-than east of UTC, the
     keep-latest dry-run count with subgraphs, and threads written with migrations."""

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,6 +20,7 @@ def demo(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return out
 
 
+@pytest.mark.heavy
 def test_resume_after_kill_demo(tmp_path: Path) -> None:
     out = demo("resume_after_kill.py", "--store", str(tmp_path / "store"))
     assert "killed with SIGKILL" in out.stdout
@@ -26,6 +29,7 @@ def test_resume_after_kill_demo(tmp_path: Path) -> None:
     assert out.stdout.rstrip().endswith("no fork")
 
 
+@pytest.mark.heavy
 def test_cli_inspects_the_demo_store(tmp_path: Path) -> None:
     store = tmp_path / "store"
     subprocess.run(
@@ -58,6 +62,7 @@ def test_support_desk_demo(tmp_path: Path) -> None:
     assert main(["threads", f"file://{tmp_path / 'desk'}"]) == 0
 
 
+@pytest.mark.heavy
 def test_worker_takeover_demo(tmp_path: Path) -> None:
     out = demo("worker_takeover.py", "--dir", str(tmp_path / "demo"))
     assert "killed with SIGKILL (exit -9); refunds sent so far: 1" in out.stdout
@@ -79,6 +84,7 @@ def test_schema_migration_demo(tmp_path: Path) -> None:
     assert "'bot: your refund is on its way (en)']" in out.stdout
 
 
+@pytest.mark.heavy
 def test_team_demo(tmp_path: Path) -> None:
     out = demo("team.py", "--dir", str(tmp_path / "team"))
     assert "worker A exited with -9" in out.stdout

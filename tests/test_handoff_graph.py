@@ -932,6 +932,7 @@ def test_state_schema_must_extend_handoff_state() -> None:
 # -- property campaign: random mixes of tool calls in one message --------------------------------------------
 
 
+@pytest.mark.heavy
 def test_random_parallel_call_mixes_keep_history_valid_and_pick_the_first_valid_handoff() -> None:
     """300 random assistant messages mixing ordinary calls, valid handoffs and invalid ones (bad
     payload), in random order. Invariants: every call answered exactly once, ordinary results

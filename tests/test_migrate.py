@@ -246,6 +246,7 @@ else:
 """
 
 
+@pytest.mark.heavy
 def test_a_set_written_under_another_hash_seed_still_migrates(tmp_path: Path) -> None:
     """A set's bytes follow the process's hash seed: the shared, untouched value was compared by
     bytes after a round trip and the migration failed on every rerun.
@@ -601,6 +602,7 @@ def _die_at(root: str, target: int, when: str) -> None:
     os._exit(0)
 
 
+@pytest.mark.heavy
 def test_killed_at_every_write_then_rerun_finishes_exactly_once(tmp_path: Path) -> None:
     reference = unpack_fixture(tmp_path / "reference")
     expected = seen(ObjectStoreSaver(reference, migrations=stamped()), FIXTURE_THREADS)
@@ -636,6 +638,7 @@ def test_killed_at_every_write_then_rerun_finishes_exactly_once(tmp_path: Path) 
 # -- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:
     store = unpack_fixture(tmp_path / "store")
     url = f"file://{tmp_path / 'store'}"
@@ -660,6 +663,7 @@ def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:
     assert marker is not None and envelope.decode(marker.body, key="m").format_version == envelope.FORMAT_VERSION
 
 
+@pytest.mark.heavy
 def test_cli_migrate_reports_failed_threads_and_exits_1(tmp_path: Path) -> None:
     unpack_fixture(tmp_path / "store")
     url = f"file://{tmp_path / 'store'}"
@@ -695,6 +699,7 @@ def test_cli_prints_failures_with_brackets_verbatim(tmp_path: Path) -> None:
     assert "scanned" in out.stdout and "Traceback" not in out.stderr
 
 
+@pytest.mark.heavy
 def test_cli_refuses_a_missing_directory_and_reports_unknown_threads(tmp_path: Path) -> None:
     """The CLI refuses a missing file:// directory (without creating it), reports an unknown
     ``--thread`` as not found, and migrates a repeated one once.

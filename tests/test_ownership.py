@@ -4,7 +4,6 @@ monitoring, on the offline stores. Races use real threads and OS processes."""
 from __future__ import annotations
 
 import math
-import multiprocessing
 import operator
 import threading
 from typing import Annotated, Any
@@ -29,6 +28,7 @@ from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
 from tests import graph_scenarios as scenarios
+from tests.processes import process_context
 from tests.race_helpers import check_linear_history, make_store
 
 
@@ -379,6 +379,7 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
     assert sorted(head.records) == before and head.extra["fence"] == 2
 
 
+@pytest.mark.heavy
 def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # type: ignore[no-untyped-def]
     """Acquiring again finishes a fence pass that gave up.
 
@@ -579,9 +580,10 @@ def _process_acquire(spec: dict[str, Any], thread: str, owner: str, barrier: Any
         return "held"
 
 
+@pytest.mark.heavy
 def test_racing_processes_have_exactly_one_winner(tmp_path) -> None:  # type: ignore[no-untyped-def]
     spec = {"kind": "local", "path": str(tmp_path / "store")}
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     with ctx.Manager() as m:
         for round_ in range(3):
             barrier = m.Barrier(4)
@@ -628,6 +630,7 @@ def test_zombie_writing_while_taken_over_never_forks(setup) -> None:  # type: ig
     assert after_b == ["B:a", "B:b"], steps
 
 
+@pytest.mark.heavy
 def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type: ignore[no-untyped-def]
     """1,000 random operations by 4 workers (acquire, renew, release, transfer, accept, abort,
     reclaim, forced takeover) with the clock jumping around expiry. After every step: at most one

@@ -3,7 +3,6 @@ loser gets StaleWriterError. Threads share one saver; processes each build their
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import uuid
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
+from tests.processes import process_context
 from tests.race_helpers import (
     BarrierSaver,
     check_linear_history,
@@ -46,13 +46,14 @@ def test_threads_racing_on_one_thread(kind: str, fresh: bool, durability: str, t
         assert outcomes[winner] == "won"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("durability", ["sync", "exit"])
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_processes_racing_on_one_thread(fresh: bool, durability: str, tmp_path: Path) -> None:
     """Separate OS processes, each with its own saver over the same LocalStore directory."""
     spec = {"kind": "local", "path": str(tmp_path / "store")}
     store = LocalStore(spec["path"])
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     tally = {"won": 0, "stale": 0}
     with ctx.Manager() as manager, ctx.Pool(RACERS) as pool:
         for rnd in range(3):

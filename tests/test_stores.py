@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from langgraph_handoff.errors import PreconditionFailedError
 from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore, StoreBase
+from tests.processes import process_context
 from tests.store_contract import StoreContract
 
 
@@ -56,7 +56,7 @@ def test_local_store_cas_holds_across_processes(tmp_path: Path) -> None:
     """Four OS processes increment one counter by CAS: no increment may be lost."""
     root = str(tmp_path / "store")
     LocalStore(root).put("counter", b"0")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context()
     procs, per = 4, 60
     with ctx.Manager() as manager:
         barrier = manager.Barrier(procs)

@@ -117,6 +117,7 @@ def fast_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.heavy
 def test_a_kill_at_every_send_and_receive_step_loses_and_doubles_nothing(fast_dir: Path) -> None:
     tmp_path = fast_dir
     tpl = template(tmp_path)

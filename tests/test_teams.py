@@ -673,6 +673,7 @@ def test_ownership_lost_is_typed() -> None:
 # -- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_team_cli_status_inbox_send_dead(tmp_path: Any) -> None:
     import json
 
