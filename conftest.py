@@ -90,6 +90,18 @@ def make_obstore_s3_store(prefix: str | None = None, **kwargs: object) -> Obstor
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_s3_bucket() -> None:
+    """The shared test bucket exists before the first test, whatever the order.
+
+    Tests that hand a bucket name to other processes (a URL, a worker's store spec, a script)
+    never create it themselves. Found by the flake hunt: in a random order that put
+    ``test_processes_exit_cleanly_right_after_async_use`` first on a fresh RGW, all six of its
+    processes got ``StoreNotFoundError``; it passed whenever another test had made the bucket."""
+    if S3_ENDPOINT:
+        make_s3_store().close()
+
+
 @pytest.fixture
 def memory_store() -> MemoryStore:
     return MemoryStore()
