@@ -104,7 +104,7 @@ def test_chaos_delegations_on_rgw(tmp_path: Path) -> None:
     worker every 1.5-3 s once the team made progress since the last action (at most 10 actions),
     and workers kill themselves at protocol points. Every delegation completes; nothing is lost,
     ingested twice, reordered, or sent by a superseded worker. ``seconds`` is only a backstop: on
-    a quiet machine the run takes about 30 s."""
+    a quiet machine the run takes about 15 s."""
     cfg = ChaosConfig(store=_spec(), logdir=tmp_path / "logs", tasks=10, rounds=3, p_die=0.01, max_actions=10,
                       seconds=900)  # fmt: skip
     figures = run_chaos(cfg)

@@ -27,7 +27,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -41,9 +40,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import ConflictError, LeaseHeldError, OwnershipLostError, StaleWriterError, StoreError
 from langgraph_handoff.ownership import SessionManager, SessionWorker
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.processes import Forked
 
 # -- the fsynced ledger ---------------------------------------------------------------------------------------
 
@@ -333,11 +330,9 @@ class RunConfig:
     max_kills: int | None = None
 
 
-def spawn(cfg: RunConfig, owner: str, seed: int) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tests.chaos_harness",
+def spawn(cfg: RunConfig, owner: str, seed: int) -> Forked:
+    """A worker process (forked, not a new interpreter: see tests/processes.py)."""
+    args = [
         "worker",
         "--store",
         json.dumps(cfg.store),
@@ -366,14 +361,14 @@ def spawn(cfg: RunConfig, owner: str, seed: int) -> subprocess.Popen[bytes]:
         "--per-worker",
         str(cfg.per_worker),
     ]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(cfg.logdir / f"{owner}.err", "wb"))
+    return Forked("tests.chaos_harness", args, stderr=cfg.logdir / f"{owner}.err")
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
     """Serve every conversation with workers that keep being killed; return the raw outcome."""
     cfg.logdir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(cfg.seed)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs: dict[str, Forked] = {}
     n = 0
     for _ in range(cfg.workers):
         n += 1

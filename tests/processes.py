@@ -12,11 +12,17 @@ for the same list.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 from multiprocessing.context import BaseContext
+from pathlib import Path
 
 #: what the process targets import: the package, LangGraph's graph API and the test harnesses
-PRELOAD = ["langgraph_handoff", "langgraph.graph", "tests.race_helpers", "tests.team_harness"]
+PRELOAD = ["langgraph_handoff", "langgraph.graph", "tests.race_helpers", "tests.team_harness", "tests.chaos_harness"]
 
 
 def process_context() -> BaseContext:
@@ -24,3 +30,47 @@ def process_context() -> BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+class Forked:
+    """``python -m MODULE ARGS`` as a process forked from the preloaded server: the chaos drivers
+    start a worker after every kill, and a new interpreter spent most of its first seconds
+    importing. Offers the part of :class:`subprocess.Popen` the drivers use. The worker runs
+    ``MODULE.main()`` with ``sys.argv`` set, stdout to ``/dev/null`` and stderr to ``stderr``.
+    """
+
+    def __init__(self, module: str, args: list[str], *, stderr: Path) -> None:
+        self._proc = process_context().Process(target=_main, args=(module, args, str(stderr)), name=module)
+        self._proc.start()
+        self.pid = self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, ``-N`` after signal N (as with ``Popen``); None while it runs."""
+        return self._proc.exitcode
+
+    def poll(self) -> int | None:
+        return self._proc.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        if self._proc.exitcode is None:  # as Popen does: never signal a pid that may be reused
+            os.kill(self._proc.pid or 0, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._proc.join(timeout)
+        code = self._proc.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(self._proc.name, timeout or 0)
+        return code
+
+
+def _main(module: str, args: list[str], stderr: str) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(err, 2)
+    sys.argv = [module, *args]
+    sys.exit(importlib.import_module(module).main())

@@ -44,9 +44,9 @@ from langgraph_handoff.stores.base import ListResult, StoredObject
 from langgraph_handoff.teams import Team, TeamState, TeamWorker, team_tools
 from langgraph_handoff.teams.model import message_id
 from langgraph_handoff.testing import ScriptedChatModel
+from tests.processes import Forked
 from tests.team_helpers import react_graph
 
-ROOT = Path(__file__).resolve().parents[1]
 KILLED = 137
 MATES = ("m1", "m2", "m3", "m4")
 
@@ -364,12 +364,12 @@ def worker_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def spawn_worker(cfg: ChaosConfig, owner: str, seed: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tests.team_harness", "worker", "--store", json.dumps(cfg.store),
+def spawn_worker(cfg: ChaosConfig, owner: str, seed: int) -> Forked:
+    """A worker process (forked, not a new interpreter: see tests/processes.py)."""
+    args = ["worker", "--store", json.dumps(cfg.store),
            "--logdir", str(cfg.logdir), "--owner", owner, "--seed", str(seed), "--team", cfg.team_id,
            "--rounds", str(cfg.rounds), "--ttl", str(cfg.ttl), "--p-die", str(cfg.p_die)]  # fmt: skip
-    err = open(cfg.logdir / f"{owner}.err", "wb")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    return Forked("tests.team_harness", args, stderr=cfg.logdir / f"{owner}.err")
 
 
 def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
@@ -378,7 +378,7 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
     rng = random.Random(cfg.seed)
     saver = ObjectStoreSaver(make_store(cfg.store))
     team = setup_team(saver, cfg.team_id)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs: dict[str, Forked] = {}
     stopped: dict[str, float] = {}
     n = 0
     for _ in range(cfg.workers):
