@@ -3,6 +3,7 @@ monitoring, on the offline stores. Races use real threads and OS processes."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import threading
@@ -28,6 +29,7 @@ from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
 from tests import graph_scenarios as scenarios
+from tests.migrate_helpers import Tripwire
 from tests.processes import process_context
 from tests.race_helpers import check_linear_history, make_store
 
@@ -593,41 +595,75 @@ def test_racing_processes_have_exactly_one_winner(tmp_path) -> None:  # type: ig
 
 
 def test_zombie_writing_while_taken_over_never_forks(setup) -> None:  # type: ignore[no-untyped-def]
-    """Worker A keeps stepping the thread from its own saver (another process's cache) while B
-    takes the session over and continues it. A ends refused; the history is one chain in which
-    nothing of A's comes after B's first step."""
+    """Worker A, a zombie (its lease expired and it does not know), steps the thread from its own
+    saver (another process's cache) while B takes the session over and continues it. The takeover
+    lands at each store operation of A's step in turn: A is held right before operation ``k``
+    while B acquires and runs a step, then let go. Every time, A is refused (in that step, or in
+    its next one when everything left of that step was a create-only writes document) and the
+    history is one chain in which nothing of A's comes after B's first step.
+
+    Found by the flake hunt (1 failure in 14 runs under load, on commit c36875f): A used to step
+    in a tight loop while B acquired, and B could lose its compare-and-swap to A 12 times in a
+    row (``ConflictError``, as documented: a busy writer can make an acquire retry). Holding A
+    forces each interleaving instead of hoping for one; A steps with ``durability="sync"`` so its
+    operations come in one order and ``k`` names the same point in every run."""
     saver, sessions, clock = setup
-    a = sessions.acquire("chat", "a", ttl=10)
-    graph(saver.with_lease(a), "A").invoke({"steps": ["start"]}, cfg())
-    outcomes: list[str] = []
-    started = threading.Event()
+    for k in itertools.count(1):
+        if not _zombie_held_at(saver, sessions, clock, k):
+            assert k > 3, k  # A's step ended before operation k: every point was covered
+            break
+
+
+def _zombie_held_at(saver: ObjectStoreSaver, sessions: SessionManager, clock: Any, k: int) -> bool:
+    """One round on a new thread: A held before its ``k``-th store operation while B takes over.
+    False when A's step has fewer operations (nothing was held)."""
+    thread = f"chat-{k}"
+    a = sessions.acquire(thread, "a", ttl=10)
+    graph(saver.with_lease(a), "A").invoke({"steps": ["start"]}, cfg(thread))
+    held, let_go = threading.Event(), threading.Event()
+    ops = itertools.count(1)
+    outcome: list[str] = []
+
+    def hold_at_k(op: Any, when: str) -> None:
+        if when == "before" and next(ops) == k:
+            held.set()
+            let_go.wait()
+
+    zombie_graph = graph(ObjectStoreSaver(Tripwire(saver.store, hold_at_k)).with_lease(a), "A")
 
     def zombie() -> None:
-        g = graph(ObjectStoreSaver(saver.store).with_lease(a), "A")
-        for _ in range(20000):  # until refused: the takeover lands while it runs
-            try:
-                g.invoke({"steps": ["z"]}, cfg())
-                outcomes.append("ok")
-            except OwnershipLostError:
-                outcomes.append("refused")
-                return
-            started.set()
+        try:
+            zombie_graph.invoke({"steps": ["z"]}, cfg(thread), durability="sync")
+            outcome.append("ok")
+        except OwnershipLostError:
+            outcome.append("refused")
+        finally:
+            held.set()  # also when A's step ended before operation k
 
     t = threading.Thread(target=zombie)
     t.start()
-    started.wait()
-    clock.t += 11
-    b = SessionManager(ObjectStoreSaver(saver.store), clock=clock).acquire("chat", "b", ttl=10)
-    graph(ObjectStoreSaver(saver.store).with_lease(b), "B").invoke({"steps": ["b"]}, cfg())
+    held.wait()
+    if outcome:  # A finished without reaching operation k
+        t.join()
+        assert outcome == ["ok"], (k, outcome)
+        return False
+    clock.t += 11  # A's lease has expired for B
+    b = SessionManager(ObjectStoreSaver(saver.store), clock=clock).acquire(thread, "b", ttl=10)
+    graph(ObjectStoreSaver(saver.store).with_lease(b), "B").invoke({"steps": ["b"]}, cfg(thread))
+    let_go.set()
     t.join()
-    assert outcomes[-1] == "refused" and outcomes.count("refused") == 1
-    hist = list(saver.list(cfg()))
+    if outcome == ["ok"]:  # only writes documents were left: A's next step finds the takeover
+        with pytest.raises(OwnershipLostError):
+            zombie_graph.invoke({"steps": ["z"]}, cfg(thread), durability="sync")
+    else:
+        assert outcome == ["refused"], (k, outcome)
+    hist = list(saver.list(cfg(thread)))
     ids = [h.config["configurable"]["checkpoint_id"] for h in hist]
     parents = [h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None for h in hist]
-    assert parents[:-1] == ids[1:], "the history forked"
+    assert parents[:-1] == ids[1:], f"the history forked (A held before operation {k})"
     steps = hist[0].checkpoint["channel_values"]["steps"]
-    after_b = steps[steps.index("b") + 1 :]
-    assert after_b == ["B:a", "B:b"], steps
+    assert steps[steps.index("b") + 1 :] == ["B:a", "B:b"], (k, steps)
+    return True
 
 
 @pytest.mark.heavy
