@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from langgraph_handoff import memory as memory_module
 from langgraph_handoff.errors import InvalidConfigError, InvalidInputError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores import CountingStore, MemoryStore
@@ -176,12 +177,30 @@ def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> Non
     assert memory.sweep_ttl() == 1
 
 
-def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after() -> None:
+def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by review (test_memory_astop.py): ``astop_ttl_sweeper()`` cancelled the task, but
     the sweep went on in its worker thread (259 requests after astop returned True, after the
-    Agent Server had closed the store). The sweep now stops at its next step and astop waits."""
+    Agent Server had closed the store). The sweep now stops at its next step and astop waits.
+
+    The held round trip is let go only once the sweep has been told to stop (its stop event
+    set). The flake hunt found the earlier version letting it go one event-loop turn after
+    ``astop`` started, before the cancellation reached the sweep: on a loaded machine the worker
+    thread then swapped the expired items first (1 failure in 12 runs)."""
     calls: list[str] = []
-    entered, release = threading.Event(), threading.Event()
+    entered, release, told_to_stop = threading.Event(), threading.Event(), threading.Event()
+
+    class NotedEvent(threading.Event):
+        def set(self) -> None:
+            super().set()
+            told_to_stop.set()
+
+    class MemoryThreading:  # langgraph_handoff.memory's view of ``threading``: its Event is noted
+        Event = NotedEvent
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(threading, name)
+
+    monkeypatch.setattr(memory_module, "threading", MemoryThreading())
 
     class Held(MemoryStore):
         def run_many(self, ops, *, return_exceptions=False):  # type: ignore[no-untyped-def]
@@ -207,9 +226,11 @@ def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after() -> None:
         await memory.astart_ttl_sweeper(60)
         await asyncio.get_running_loop().run_in_executor(None, entered.wait, 30)
         stopping = asyncio.ensure_future(memory.astop_ttl_sweeper(30))
-        await asyncio.sleep(0)  # astop cancels the sweep while its first round trip is held
+        # astop cancels the sweep while its first round trip is held; wait until that reached it
+        await asyncio.get_running_loop().run_in_executor(None, told_to_stop.wait, 30)
         release.set()
         return await stopping
 
     assert asyncio.run(main()) is True  # asyncio.run also joins the worker threads
+    assert told_to_stop.is_set()
     assert calls == ["run_many"]  # no swap and no second round trip after the cancellation
