@@ -18,11 +18,22 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Sequence
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
-#: what the process targets import: the package, LangGraph's graph API and the test harnesses
-PRELOAD = ["langgraph_handoff", "langgraph.graph", "tests.race_helpers", "tests.team_harness", "tests.chaos_harness"]
+#: what the process targets import: the package, its command line, LangGraph's graph API and the
+#: test harnesses
+PRELOAD = [
+    "langgraph_handoff",
+    "langgraph_handoff.cli",
+    "langgraph.graph",
+    "tests.race_helpers",
+    "tests.team_harness",
+    "tests.chaos_harness",
+]
 
 
 def process_context() -> BaseContext:
@@ -36,11 +47,23 @@ class Forked:
     """``python -m MODULE ARGS`` as a process forked from the preloaded server: the chaos drivers
     start a worker after every kill, and a new interpreter spent most of its first seconds
     importing. Offers the part of :class:`subprocess.Popen` the drivers use. The worker runs
-    ``MODULE.main()`` with ``sys.argv`` set, stdout to ``/dev/null`` and stderr to ``stderr``.
+    ``MODULE.main()`` with ``sys.argv`` set, in this process's working directory, with ``path``
+    first on ``sys.path`` and ``env`` added to the environment (``TZ`` taking effect), stdout to
+    ``stdout`` (else ``/dev/null``) and stderr to ``stderr``.
     """
 
-    def __init__(self, module: str, args: list[str], *, stderr: Path) -> None:
-        self._proc = process_context().Process(target=_main, args=(module, args, str(stderr)), name=module)
+    def __init__(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        stderr: Path,
+        stdout: Path | None = None,
+        path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        target = (module, list(args), str(stderr), str(stdout or os.devnull), os.getcwd(), str(path or ""), env or {})
+        self._proc = process_context().Process(target=_main, args=target, name=module)
         self._proc.start()
         self.pid = self._proc.pid
 
@@ -67,10 +90,35 @@ class Forked:
         return code
 
 
-def _main(module: str, args: list[str], stderr: str) -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
+def run_main(
+    module: str, *args: str, path: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """What ``subprocess.run([python, "-m", MODULE, *ARGS], capture_output=True, text=True)``
+    returns, from a :class:`Forked` process: the command-line tests run the command about 50
+    times, and a new interpreter spends about a second of CPU importing before it parses its
+    arguments. The command still runs in a process of its own (its exit code, output, signals
+    and module state are its own); ``tests/test_cli.py`` keeps one run through the interpreter."""
+    with tempfile.TemporaryDirectory(prefix="lgh-forked-") as tmp:
+        out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+        proc = Forked(module, args, stdout=out, stderr=err, path=path, env=env)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        return subprocess.CompletedProcess([module, *args], code, out.read_text(), err.read_text())
+
+
+def _main(module: str, args: list[str], stderr: str, stdout: str, cwd: str, path: str, env: dict[str, str]) -> None:
+    out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(out, 1)
     err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(err, 2)
+    os.chdir(cwd)
+    os.environ.update(env)
+    time.tzset()  # the C library reads TZ once; a new interpreter would have read the new one
+    if path:
+        sys.path.insert(0, path)
     sys.argv = [module, *args]
     sys.exit(importlib.import_module(module).main())

@@ -1,10 +1,10 @@
-"""The langgraph-handoff command, run as a subprocess on a local store."""
+"""The langgraph-handoff command on a local store, each run in a process of its own (forked from a
+preloaded server; one test runs it through a new interpreter and the installed script)."""
 
 from __future__ import annotations
 
 import json
 import operator
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.format.keys import head_key
+from tests.processes import run_main
 
 
 class S(TypedDict, total=False):
@@ -42,16 +43,10 @@ def populate(url: str) -> ObjectStoreSaver:
 
 
 def cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``langgraph-handoff ARGS`` as a subprocess, with the repository (and ``path``, for a
-    test's own migrations module) importable and ``env`` added to the environment."""
-    pythonpath = str(Path(__file__).parents[1]) + (f"{os.pathsep}{path}" if path else "")
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_handoff.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env, "PYTHONPATH": pythonpath},
-    )
+    """Run ``langgraph-handoff ARGS`` in a process of its own, as ``subprocess.run`` would, with
+    ``path`` (a test's own migrations module) importable and ``env`` added to the environment
+    (:func:`tests.processes.run_main`)."""
+    return run_main("langgraph_handoff.cli", *args, path=path, env=env)
 
 
 @pytest.fixture
@@ -59,6 +54,19 @@ def url(tmp_path: Path) -> str:
     u = f"file://{tmp_path / 'store'}"
     populate(u)
     return u
+
+
+def test_the_installed_command_runs_in_a_new_interpreter(url: str) -> None:
+    """The other tests fork the command from a process that has imported it already; this one
+    runs it as users do: ``python -m langgraph_handoff.cli`` and the ``langgraph-handoff`` script
+    that the package's entry point installs next to the interpreter."""
+    run = {"capture_output": True, "text": True, "timeout": 120}
+    listed = subprocess.run([sys.executable, "-m", "langgraph_handoff.cli", "threads", url, "--json"], **run)
+    assert listed.returncode == 0, listed.stderr
+    assert {json.loads(x)["thread_id"] for x in listed.stdout.splitlines()} == {"chat-1", "chat-2"}
+    script = Path(sys.executable).with_name("langgraph-handoff")
+    bad = subprocess.run([str(script), "history", "bogus://x", "t"], **run)
+    assert bad.returncode == 2 and bad.stderr.startswith("langgraph-handoff: unsupported store URL 'bogus://x'")
 
 
 @pytest.mark.heavy
