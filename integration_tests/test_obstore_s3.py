@@ -33,7 +33,7 @@ from tests.race_helpers import (
     race_cas,
 )
 from tests.store_contract import StoreContract
-from tests.test_request_counts import five_nodes
+from tests.test_request_counts import IN_ORDER, five_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,8 +233,9 @@ def test_request_counts_on_the_wire(api: str) -> None:
         saver = ObjectStoreSaver(store)
         graph = five_nodes().compile(checkpointer=saver)
         cfg = {"configurable": {"thread_id": "counted"}}
+        # the invoke runs in order: the history count relies on every task's writes being folded
         steps: list[tuple[str, Any]] = [
-            ("invoke", lambda: graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, cfg)),
+            ("invoke", lambda: graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, {**cfg, **IN_ORDER})),
             ("state", lambda: graph.get_state(cfg)),
             ("history", lambda: list(graph.get_state_history(cfg))),
             ("delete", lambda: saver.delete_thread("counted")),
@@ -245,7 +246,12 @@ def test_request_counts_on_the_wire(api: str) -> None:
                 return [s async for s in graph.aget_state_history(cfg)]
 
             steps = [
-                ("invoke", lambda: asyncio.run(graph.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, cfg))),
+                (
+                    "invoke",
+                    lambda: asyncio.run(
+                        graph.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, {**cfg, **IN_ORDER})
+                    ),
+                ),
                 ("state", lambda: asyncio.run(graph.aget_state(cfg))),
                 ("history", lambda: asyncio.run(history())),
                 ("delete", lambda: asyncio.run(saver.adelete_thread("counted"))),

@@ -36,6 +36,16 @@ def five_nodes() -> StateGraph:
     return g
 
 
+#: A run config that makes history counts exact. LangGraph hands a task's ``put_writes`` and the
+#: next ``put`` to its background executor unordered (durability "async" and "sync" alike), and
+#: the saver folds a task's writes into the head only when its ``put_writes`` lands first: when
+#: the last task's lands second, a history read fetches that writes document too (one GET more).
+#: With one executor worker (LangGraph's own ``max_concurrency``) they run in the order the loop
+#: submitted them. Found when ``test_request_counts_on_the_wire`` on RGW read 2 GETs in a loaded
+#: run; ``test_history_counts_hold_however_slow_put_writes_is`` below shows the race.
+IN_ORDER: dict[str, Any] = {"max_concurrency": 1}
+
+
 @pytest.fixture
 def counted() -> tuple[ObjectStoreSaver, CountingStore]:
     store = CountingStore(MemoryStore())
@@ -56,7 +66,7 @@ def test_get_state_and_history(counted) -> None:  # type: ignore[no-untyped-def]
     saver, store = counted
     graph = five_nodes().compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": "t"}}
-    graph.invoke({"messages": []}, cfg)
+    graph.invoke({"messages": []}, {**cfg, **IN_ORDER})
     store.reset()
     graph.get_state(cfg)
     assert store.snapshot() == {"GET": 1, "LIST": 1, "requests": 2, "round_trips": 1}
@@ -65,6 +75,61 @@ def test_get_state_and_history(counted) -> None:  # type: ignore[no-untyped-def]
     assert len(hist) == 7 and sum(len(h.tasks) for h in hist) == 6
     # every task's writes were folded into the head by the following put: no per-write GETs
     assert store.snapshot() == {"GET": 1, "LIST": 1, "requests": 2, "round_trips": 1}
+
+
+def test_history_counts_hold_however_slow_put_writes_is() -> None:
+    """A store slow to take writes documents (the delay stands for a loaded machine; with one
+    executor worker nothing runs beside it, so the outcome does not depend on its length): in
+    order, every task's writes are still folded into the head."""
+    import time
+
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store)
+    put_writes = saver.put_writes
+
+    def slow_put_writes(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.02)
+        put_writes(*args, **kwargs)
+
+    saver.put_writes = slow_put_writes  # type: ignore[method-assign]
+    cfg = {"configurable": {"thread_id": "t"}}
+    five_nodes().compile(checkpointer=saver).invoke({"messages": []}, {**cfg, **IN_ORDER})
+    store.reset()
+    assert len(list(five_nodes().compile(checkpointer=saver).get_state_history(cfg))) == 7
+    assert store.snapshot() == {"GET": 1, "LIST": 1, "requests": 2, "round_trips": 1}
+
+
+def test_without_order_a_put_can_overtake_the_writes_it_should_fold() -> None:
+    """The race ``IN_ORDER`` keeps out of the count tests, forced: each ``put_writes`` on a
+    checkpoint waits until the next checkpoint (its child) has been stored (LangGraph's executor
+    runs them on separate threads), so the last task's writes miss every head and the history
+    read fetches them."""
+    import threading
+
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store)
+    put, put_writes = saver.put, saver.put_writes
+    stored = threading.Condition()
+    parents: set[str] = set()  # checkpoints whose child has been stored
+
+    def counted_put(config: Any, *args: Any, **kwargs: Any) -> Any:
+        out = put(config, *args, **kwargs)
+        with stored:
+            parents.add(config["configurable"].get("checkpoint_id"))
+            stored.notify_all()
+        return out
+
+    def late_put_writes(config: Any, *args: Any, **kwargs: Any) -> None:
+        with stored:
+            assert stored.wait_for(lambda: config["configurable"]["checkpoint_id"] in parents, timeout=60)
+        put_writes(config, *args, **kwargs)
+
+    saver.put, saver.put_writes = counted_put, late_put_writes  # type: ignore[method-assign]
+    cfg = {"configurable": {"thread_id": "t"}}
+    five_nodes().compile(checkpointer=saver).invoke({"messages": []}, cfg)
+    store.reset()
+    assert len(list(five_nodes().compile(checkpointer=saver).get_state_history(cfg))) == 7
+    assert store.snapshot()["GET"] >= 2  # the head, and at least the last task's writes document
 
 
 def test_single_calls(counted) -> None:  # type: ignore[no-untyped-def]
