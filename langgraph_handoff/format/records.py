@@ -145,7 +145,7 @@ class Inline:
     #: set while a copy of this value is being written behind the head as a blob (its digest);
     #: the inline copy stays until a writer that saw that blob write succeed drops it
     spill: str | None = None
-    #: memo of this payload's msgpack bytes (see ``_payload_bytes``)
+    #: memo of this payload's msgpack bytes (see ``_packed_once``)
     _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
@@ -235,13 +235,22 @@ def payloads_for(records: list[Record] | Any, table: PayloadTable) -> PayloadTab
     return out
 
 
-@fast_init
 @dataclass(frozen=True)
-class Head:
+class RecordsObject:
+    """What a head and a sealed segment both are: one namespace's records and the table of the
+    payloads they reference. Never stored as such: see :class:`Head` and :class:`Segment`."""
+
     thread_id: str
     checkpoint_ns: str
     records: dict[str, Record]
     payloads: PayloadTable
+
+
+@fast_init
+@dataclass(frozen=True)
+class Head(RecordsObject):
+    """A namespace's mutable object: its newest records, inline, and its segments' ids."""
+
     #: newest first
     segments: tuple[SegmentRef, ...] = ()
     #: top-level fields written by newer versions of this package, preserved on rewrite
@@ -267,11 +276,9 @@ class Head:
 
 @fast_init
 @dataclass(frozen=True)
-class Segment:
-    thread_id: str
-    checkpoint_ns: str
-    records: dict[str, Record]
-    payloads: PayloadTable
+class Segment(RecordsObject):
+    """Older records sealed out of a head, written once (create-only) and never changed."""
+
     format_version: int = field(default=FORMAT_VERSION, compare=False)
 
 
@@ -393,26 +400,20 @@ def _key_bytes(value: Any) -> bytes:
     return _str_bytes(value) if type(value) is str else envelope.packb(value)
 
 
-def _payload_bytes(p: Payload) -> bytes:
-    packed = p._packed
+def _packed_once(obj: Payload | Record, out: Callable[[Any], Any]) -> bytes:
+    """``packb(out(obj))``, kept on ``obj``: payloads and records are immutable and carried from
+    head to head, so each is packed once, not on every put that rewrites its head."""
+    packed = obj._packed
     if packed is None:
-        packed = envelope.packb(_payload_out(p))
-        object.__setattr__(p, "_packed", packed)
-    return packed
-
-
-def _record_bytes(r: Record) -> bytes:
-    packed = r._packed
-    if packed is None:
-        packed = envelope.packb(_record_out(r))
-        object.__setattr__(r, "_packed", packed)
+        packed = envelope.packb(out(obj))
+        object.__setattr__(obj, "_packed", packed)
     return packed
 
 
 def _records_bytes(records: dict[str, Record]) -> _Packed:
     """``[_record_out(r) for r in records, by id]``, packed."""
     parts = [envelope.packb_array_header(len(records))]
-    parts += [_record_bytes(r) for _, r in sorted(records.items())]
+    parts += [_packed_once(r, _record_out) for _, r in sorted(records.items())]
     return _Packed(b"".join(parts))
 
 
@@ -425,7 +426,7 @@ def _table_bytes(table: PayloadTable) -> _Packed:
         parts.append(map_header(len(chs)))
         for ch, p in chs.items():
             parts.append(_key_bytes(ch))
-            parts.append(_payload_bytes(p))
+            parts.append(_packed_once(p, _payload_out))
     return _Packed(b"".join(parts))
 
 

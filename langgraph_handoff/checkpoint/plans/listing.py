@@ -167,7 +167,8 @@ def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan
             continue
         infos = yield from reading.writes_for(saver, cursor, rec.id)
         try:
-            tup = yield from reading.assemble(saver, stream.thread_id, stream.ns, rec, table, infos)
+            tasks, values = yield from reading.fetch(saver, stream.thread_id, stream.ns, rec, table, infos, rec.values)
+            tup = reading.checkpoint_tuple(saver, stream.thread_id, stream.ns, rec, tasks, values)
         except Vanished as gone:
             # Pruned while we listed? Then it is simply no longer part of the history.
             hkey = keys.head_key(stream.thread_id, stream.ns)
@@ -180,7 +181,11 @@ def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan
             if found is None:
                 continue
             try:
-                tup = yield from reading.assemble(saver, stream.thread_id, stream.ns, found[0], found[1], infos)
+                rec, table, _ = found
+                tasks, values = yield from reading.fetch(
+                    saver, stream.thread_id, stream.ns, rec, table, infos, rec.values
+                )
+                tup = reading.checkpoint_tuple(saver, stream.thread_id, stream.ns, rec, tasks, values)
             except Vanished:
                 raise gone.corrupt() from None
         if not current and not query.accepts(tup.metadata):

@@ -34,17 +34,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from langgraph_handoff import errors
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
-from langgraph_handoff.errors import (
-    ConflictError,
-    MigrationError,
-    PreconditionFailedError,
-    SchemaVersionError,
-    UnknownOutcomeError,
-)
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.envelope import FORMAT_VERSION
@@ -238,7 +232,7 @@ def _migrate_namespace(saver: SaverState, tid: str, ns: str, dry_run: bool) -> P
         if done:
             return counts
         yield Sleep(backoff(saver.layout, attempt))  # (the lost race is counted where it was lost)
-    raise ConflictError(
+    raise errors.ConflictError(
         f"could not migrate thread {tid!r} namespace {ns!r}: writers kept moving it "
         f"({saver.layout.max_attempts} attempts). Rerun migrate; what is done stays done."
     )
@@ -267,7 +261,7 @@ def _migrate_namespace_once(
     where.update(dict.fromkeys(head.records, head.payloads))
     for rec in everything.values():
         if rec.schema > saver._schema:
-            raise SchemaVersionError(
+            raise errors.SchemaVersionError(
                 f"checkpoint {rec.id} of thread {tid!r}" + (f" namespace {ns!r}" if ns else ""),
                 found=rec.schema,
                 supported=saver._schema,
@@ -346,7 +340,7 @@ def _migrate_namespace_once(
             try:
                 new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=saver.layout.schema_version),
                                      if_match=etag)  # fmt: skip
-            except (PreconditionFailedError, UnknownOutcomeError):
+            except (errors.PreconditionFailedError, errors.UnknownOutcomeError):
                 fresh, fresh_etag = reading.head_from(saver, (yield Get(hkey)), tid, ns)
                 ours = {k for k, _ in seg_puts}  # fresh keys no head but ours can list
                 listed = {keys.segment_key(tid, ns, r.key) for r in (fresh.segments if fresh else ())}
@@ -498,7 +492,7 @@ def _rewrite_writes(
             try:
                 new_etag = yield Put(key, body, if_match=etag)
                 memo.current_docs.add((key, new_etag))
-            except (PreconditionFailedError, UnknownOutcomeError):
+            except (errors.PreconditionFailedError, errors.UnknownOutcomeError):
                 # a task's retry merged into it (or our write landed unseen): read and redo
                 lost += 1
                 obj = yield Get(key)
@@ -515,7 +509,7 @@ def _rewrite_writes(
                 out.setdefault(doc.checkpoint_id, {})[doc.task_id] = rec_io.Folded(new_etag, doc.task_path, items)
             break
         else:
-            raise ConflictError(
+            raise errors.ConflictError(
                 f"writes document {key!r} kept changing while it was migrated; rerun migrate when it is idle"
             )
     return out, lost
@@ -574,7 +568,7 @@ def _upgraded_records(
                 origin = rid
                 taken = table.get(rid, {}).get(ch)
                 if taken is not None and not _holds(taken, typed):
-                    raise MigrationError(
+                    raise errors.MigrationError(
                         f"cannot rewrite checkpoint {rid} of thread {tid!r}: its upgraded value of {ch!r} "
                         "differs from the one a newer checkpoint still shares with it. Nothing was written; "
                         "readers keep upgrading it on read."

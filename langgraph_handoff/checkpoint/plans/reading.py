@@ -28,6 +28,9 @@ from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.records import fast_replace
 from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
 
+#: a record's pending writes as :func:`fetch` returns them: (task id, task path, items) per task
+Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
+
 
 def _in_run(config: RunnableConfig) -> bool:
     """True for reads LangGraph's run loop makes (their config carries ``__pregel_*`` entries);
@@ -169,7 +172,7 @@ def fetch(
     table: rec_io.PayloadTable,
     infos: Sequence[ObjectInfo],
     channels: Iterable[str],
-) -> Plan[tuple[list[tuple[str, str, Iterable[rec_io.WriteItem]]], dict[str, Any]]]:
+) -> Plan[tuple[Tasks, dict[str, Any]]]:
     """A record's writes documents (listed in ``infos``) and the values of ``channels``,
     fetching in one round trip only what the head does not already hold.
 
@@ -177,7 +180,7 @@ def fetch(
     about which documents exist.
     """
     by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
-    tasks: list[tuple[str, str, Iterable[rec_io.WriteItem]]] = []
+    tasks: Tasks = []
     want: list[str] = []
     for info in infos:
         hit = by_segment.get(info.key.rsplit("/", 1)[1])
@@ -215,15 +218,11 @@ def fetch(
     return tasks, values
 
 
-def assemble(
-    saver: SaverState,
-    thread_id: str,
-    ns: str,
-    rec: rec_io.Record,
-    table: rec_io.PayloadTable,
-    infos: Sequence[ObjectInfo],
-) -> Plan[CheckpointTuple]:
-    tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
+def checkpoint_tuple(
+    saver: SaverState, thread_id: str, ns: str, rec: rec_io.Record, tasks: Tasks, values: dict[str, Any]
+) -> CheckpointTuple:
+    """The tuple LangGraph gets for ``rec``, from what :func:`fetch` read for all its channels
+    (upgraded when it was written under an older state schema)."""
     checkpoint = saver.serde.loads_typed(rec.checkpoint)
     checkpoint["channel_values"] = values
     metadata = saver.serde.loads_typed(rec.metadata)
@@ -282,7 +281,8 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
             # may branch from here (fencing), unlike a run that lost a race for the latest.
             saver._cache.note_branch_point(thread_id, ns, cid)
     infos = yield from writes_for(saver, WritesCursor(wprefix, page=page), rec.id)
-    return (yield from assemble(saver, thread_id, ns, rec, table, infos))
+    tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
+    return checkpoint_tuple(saver, thread_id, ns, rec, tasks, values)
 
 
 def _plan_refresh(
