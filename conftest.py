@@ -8,7 +8,11 @@ instead of skipping them, so skipped tests are never counted as passes in CI.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +37,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``scripts/test`` (pytest-xdist, one test at a time) the short tests then fill the gaps, where
     a 45 s test started last would leave the other worker idle for most of it."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
+@pytest.fixture
+def fast_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory on tmpfs when the machine has one, for the kill-point tests: each of their
+    100-odd runs unpacks or copies a local store and writes it with fsync, which on tmpfs costs
+    nothing (durability is not what they test; the kills are)."""
+    if not Path("/dev/shm").is_dir():
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="lgh-kills-", dir="/dev/shm"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _need_s3() -> None:

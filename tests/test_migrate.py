@@ -603,7 +603,8 @@ def _die_at(root: str, target: int, when: str) -> None:
 
 
 @pytest.mark.heavy
-def test_killed_at_every_write_then_rerun_finishes_exactly_once(tmp_path: Path) -> None:
+def test_killed_at_every_write_then_rerun_finishes_exactly_once(fast_dir: Path) -> None:
+    tmp_path = fast_dir
     reference = unpack_fixture(tmp_path / "reference")
     expected = seen(ObjectStoreSaver(reference, migrations=stamped()), FIXTURE_THREADS)
     writes = [0]

@@ -8,9 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,20 +99,6 @@ class Recording(DyingStore):
 #: CAS that acks, the delete, a delivery PUT) and every other write (pending writes, the roster);
 #: reads of heads and write listings are left to the ownership chaos tests
 KILL_AT = {"inbox_list", "message_get", "head_cas", "discard", "deliver", "PUT", "DELETE"}
-
-
-@pytest.fixture
-def fast_dir(tmp_path: Path) -> Iterator[Path]:
-    """A directory on tmpfs when the machine has one: 162 runs each copy and fsync a store, and
-    fsync on tmpfs costs nothing (durability is not what this test is about; the kills are)."""
-    if not Path("/dev/shm").is_dir():
-        yield tmp_path
-        return
-    path = Path(tempfile.mkdtemp(prefix="lgh-kills-", dir="/dev/shm"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.heavy
