@@ -48,8 +48,8 @@ class Forked:
     start a worker after every kill, and a new interpreter spent most of its first seconds
     importing. Offers the part of :class:`subprocess.Popen` the drivers use. The worker runs
     ``MODULE.main()`` with ``sys.argv`` set, in this process's working directory, with ``path``
-    first on ``sys.path`` and ``env`` added to the environment (``TZ`` taking effect), stdout to
-    ``stdout`` (else ``/dev/null``) and stderr to ``stderr``.
+    first on ``sys.path``, ``env`` as its environment when given (``TZ`` taking effect; else the
+    server's), stdout to ``stdout`` (else ``/dev/null``) and stderr to ``stderr``.
     """
 
     def __init__(
@@ -62,7 +62,7 @@ class Forked:
         path: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        target = (module, list(args), str(stderr), str(stdout or os.devnull), os.getcwd(), str(path or ""), env or {})
+        target = (module, list(args), str(stderr), str(stdout or os.devnull), os.getcwd(), str(path or ""), env)
         self._proc = process_context().Process(target=_main, args=target, name=module)
         self._proc.start()
         self.pid = self._proc.pid
@@ -100,7 +100,8 @@ def run_main(
     and module state are its own); ``tests/test_cli.py`` keeps one run through the interpreter."""
     with tempfile.TemporaryDirectory(prefix="lgh-forked-") as tmp:
         out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-        proc = Forked(module, args, stdout=out, stderr=err, path=path, env=env)
+        # this process's environment now, as subprocess.run would pass it, not the server's
+        proc = Forked(module, args, stdout=out, stderr=err, path=path, env={**os.environ, **(env or {})})
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -110,14 +111,18 @@ def run_main(
         return subprocess.CompletedProcess([module, *args], code, out.read_text(), err.read_text())
 
 
-def _main(module: str, args: list[str], stderr: str, stdout: str, cwd: str, path: str, env: dict[str, str]) -> None:
+def _main(
+    module: str, args: list[str], stderr: str, stdout: str, cwd: str, path: str, env: dict[str, str] | None
+) -> None:
     out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(out, 1)
     err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(err, 2)
     os.chdir(cwd)
-    os.environ.update(env)
-    time.tzset()  # the C library reads TZ once; a new interpreter would have read the new one
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+        time.tzset()  # the C library reads TZ once; a new interpreter would have read the new one
     if path:
         sys.path.insert(0, path)
     sys.argv = [module, *args]
