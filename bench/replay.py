@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langgraph.checkpoint.memory import InMemorySaver
-from workload import build_graph, cfg, user_msg
+from workload import build_graph, cfg, take_option, user_msg
 
 from langgraph_handoff import ObjectStoreSaver
 
@@ -74,11 +74,7 @@ def _replay(saver: Any, calls: list[tuple[str, Any]]) -> None:
 
 def main() -> None:
     argv = sys.argv[1:]
-    prof_out = None
-    if "--cprofile" in argv:
-        i = argv.index("--cprofile")
-        prof_out = argv[i + 1]
-        del argv[i : i + 2]
+    prof_out = take_option(argv, "--cprofile")
     which = argv[0] if argv else "handoff"
     n = int(argv[1]) if len(argv) > 1 else 2000
     build_graph(_Recorder()).invoke(user_msg(0), cfg("recorded"), durability="sync")

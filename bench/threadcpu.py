@@ -41,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import perfwork  # noqa: E402
+from workload import take_option  # noqa: E402
 
 _CS: list = []
 _TOTAL: dict[int, list] = {}  # tid -> [comm, ns]
@@ -169,11 +170,8 @@ def main() -> None:
     import json
 
     argv = sys.argv[1:]
-    prof_out = None
-    if "--cprofile" in argv:
-        i = argv.index("--cprofile")
-        prof_out = argv[i + 1]
-        del argv[i : i + 2]
+    prof_out = take_option(argv, "--cprofile")
+    if prof_out:
         import cProfile
 
         _STATE["prof"] = cProfile.Profile(time.thread_time)  # CPU, not wall (GIL waits)

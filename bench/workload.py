@@ -104,6 +104,17 @@ def build_graph(saver, payload=None, async_nodes: bool = False):
     return builder.compile(checkpointer=saver)
 
 
+def take_option(argv: list[str], flag: str) -> str | None:
+    """Remove ``flag VALUE`` from ``argv`` and return VALUE (None when absent), for the bench
+    scripts that pass the rest of their arguments on (``--cprofile FILE``)."""
+    if flag not in argv:
+        return None
+    i = argv.index(flag)
+    value = argv[i + 1]
+    del argv[i : i + 2]
+    return value
+
+
 def cfg(thread: str) -> dict:
     return {"configurable": {"thread_id": thread}}
 
