@@ -30,6 +30,7 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from tests.race_helpers import (
+    arace_cas,
     race_cas,
 )
 from tests.store_contract import StoreContract
@@ -39,9 +40,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class TestObstoreS3StoreContract(StoreContract):
+    """The async half on the event loop (``async_io="loop"``, the default), the sync on obstore."""
+
     @pytest.fixture
     def contract_store(self, obstore_s3_store: ObstoreS3Store) -> StoreBase:
+        assert obstore_s3_store._wire is not None
         return obstore_s3_store
+
+
+class TestObstoreS3ThreadsContract(StoreContract):
+    """The async half through the thread pool (``async_io="threads"``, used behind a proxy)."""
+
+    @pytest.fixture
+    def contract_store(self) -> Iterator[StoreBase]:
+        store = make_obstore_s3_store(async_io="threads")
+        assert store._wire is None
+        yield store
+        store.close()
 
 
 def test_compare_and_swap_is_atomic_and_unretried_under_racing_threads() -> None:
@@ -54,6 +69,18 @@ def test_compare_and_swap_is_atomic_and_unretried_under_racing_threads() -> None
     finally:
         store.close()
     assert tally["won"] == 30 and tally["lost-412"] + tally["unknown-5xx"] == 150, tally
+
+
+@pytest.mark.parametrize("async_io", ["loop", "threads"])
+def test_async_compare_and_swap_is_atomic_under_racing_event_loops(async_io: str) -> None:
+    """The async API's compare-and-swap, 6 event loops in 6 threads released by one barrier
+    with their connections open: one winner per round, never two."""
+    store = make_obstore_s3_store(async_io=async_io)
+    try:
+        tally = arace_cas(store, rounds=20, racers=6)
+    finally:
+        store.close()
+    assert tally["won"] == 20 and tally["lost-412"] + tally["unknown-5xx"] == 100, tally
 
 
 async def test_etag_quoting_is_learned_async(obstore_s3_store: ObstoreS3Store) -> None:
@@ -156,8 +183,26 @@ def test_from_url_picks_obstore_by_default_and_boto3_on_request() -> None:
         ObjectStoreSaver.from_url(url + "&transport=curl")
 
 
-async def test_many_concurrent_async_runs_share_the_store_pool(obstore_s3_store: ObstoreS3Store) -> None:
-    saver = ObjectStoreSaver(obstore_s3_store)
+@pytest.mark.parametrize("async_io", ["loop", "threads"])
+async def test_many_concurrent_async_runs_share_the_store_pool(async_io: str) -> None:
+    """40 runs at once: with ``"threads"`` they share the store's thread pool (at most 32
+    threads); with ``"loop"`` no pool thread starts and the loop opens at most a connection per
+    request in flight, reused by the next request."""
+    store = make_obstore_s3_store(async_io=async_io, max_workers=32)
+    try:
+        await _forty_concurrent_runs(store)
+        pool_threads = [t for t in threading.enumerate() if t.name.startswith(store._pool._prefix)]
+        if async_io == "threads":
+            assert 0 < len(pool_threads) <= 32
+        else:
+            assert store._wire is not None
+            assert pool_threads == [] and 0 < store._wire.pool.opened <= 32
+    finally:
+        await store.aclose()
+
+
+async def _forty_concurrent_runs(store: ObstoreS3Store) -> None:
+    saver = ObjectStoreSaver(store)
     graph = five_nodes().compile(checkpointer=saver)
     results = await asyncio.gather(
         *(graph.ainvoke({"messages": []}, {"configurable": {"thread_id": f"c{i}"}}) for i in range(40))
@@ -165,8 +210,6 @@ async def test_many_concurrent_async_runs_share_the_store_pool(obstore_s3_store:
     assert all(len(r["messages"]) == 5 for r in results)
     states = await asyncio.gather(*(graph.aget_state({"configurable": {"thread_id": f"c{i}"}}) for i in range(40)))
     assert all(len(s.values["messages"]) == 5 for s in states)
-    pool_threads = [t for t in threading.enumerate() if t.name.startswith("obstore-s3")]
-    assert 0 < len(pool_threads) <= 32
 
 
 EXIT_AFTER_ASYNC = """

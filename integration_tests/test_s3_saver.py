@@ -7,6 +7,7 @@ obstore's ``ObstoreS3Store`` (``integration_tests/test_obstore_s3.py`` has obsto
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections import Counter
 from typing import Any
@@ -28,8 +29,14 @@ from tests.race_helpers import (
 )
 from tests.test_request_counts import IN_ORDER, five_nodes
 
-MAKERS = {"boto3": make_s3_store, "obstore": make_obstore_s3_store}
-SPEC_KINDS = {"boto3": "s3", "obstore": "obstore-s3"}
+#: "obstore": its async API on the event loop (the default); "obstore-threads": through its pool
+MAKERS = {
+    "boto3": make_s3_store,
+    "obstore": make_obstore_s3_store,
+    "obstore-threads": functools.partial(make_obstore_s3_store, async_io="threads"),
+}
+SPEC_KINDS = {"boto3": "s3", "obstore": "obstore-s3", "obstore-threads": "obstore-s3"}
+SPEC_EXTRA: dict[str, dict[str, str]] = {"obstore-threads": {"async_io": "threads"}}
 
 
 @pytest.fixture(params=list(MAKERS))
@@ -87,12 +94,26 @@ def test_threads_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -
     check_thread_race(any_s3_store, fresh=fresh, durability=durability)
 
 
+@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
+def test_async_runs_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -> None:
+    """4 racers, each ``ainvoke`` on an event loop of its own thread, sharing one store (on the
+    obstore transport: one loop-native connection pool per loop): one wins, history linear."""
+    check_thread_race(any_s3_store, fresh=fresh, durability=durability, api="async")
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_processes_racing_on_s3(fresh: bool, transport: str) -> None:
     racers = 4
     prefix_key = f"t-{uuid.uuid4().hex}"
-    spec = {"kind": SPEC_KINDS[transport], "bucket": S3_BUCKET, "prefix": prefix_key, "endpoint_url": S3_ENDPOINT}
+    spec = {
+        "kind": SPEC_KINDS[transport],
+        "bucket": S3_BUCKET,
+        "prefix": prefix_key,
+        "endpoint_url": S3_ENDPOINT,
+        **SPEC_EXTRA.get(transport, {}),
+    }
     store = MAKERS[transport](prefix=prefix_key)
     ctx = process_context()
     with ctx.Manager() as manager, ctx.Pool(racers) as pool:

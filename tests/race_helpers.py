@@ -10,6 +10,7 @@ Outcome per racer: ``"won"``, ``"stale"`` (StaleWriterError) or ``"error: ..."``
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 import threading
@@ -56,6 +57,13 @@ class BarrierSaver(ObjectStoreSaver):
         self._rendezvous(config)
         return tup
 
+    async def aget_tuple(self, config: Any) -> Any:
+        """The async twin: each async racer runs its own event loop in its own thread, so
+        blocking that loop on the barrier holds up no other racer."""
+        tup = await super().aget_tuple(config)
+        self._rendezvous(config)
+        return tup
+
 
 def make_store(spec: dict[str, Any]) -> StoreBase:
     if spec["kind"] == "local":
@@ -65,7 +73,12 @@ def make_store(spec: dict[str, Any]) -> StoreBase:
     if spec["kind"] == "obstore-s3":
         from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 
-        return ObstoreS3Store(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint_url"])
+        return ObstoreS3Store(
+            spec["bucket"],
+            prefix=spec["prefix"],
+            endpoint_url=spec["endpoint_url"],
+            async_io=spec.get("async_io", "auto"),
+        )
     raise ValueError(spec)
 
 
@@ -90,12 +103,31 @@ def process_racer(spec: dict[str, Any], thread_id: str, racer: str, durability: 
         saver.close()
 
 
-def race_threads(saver: ObjectStoreSaver, thread_id: str, racers: int, durability: str) -> dict[str, str]:
-    """Run ``racers`` racer threads sharing ``saver``; returns racer -> outcome."""
+async def arace_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str) -> str:
+    """:func:`race_once` through ``ainvoke``."""
+    graph = build_graph(racer).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    try:
+        await graph.ainvoke({"messages": [f"{racer}:in"]}, cfg, durability=durability)
+        return "won"
+    except StaleWriterError:
+        return "stale"
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+        return f"error: {type(exc).__name__}: {exc}"
+
+
+def race_threads(
+    saver: ObjectStoreSaver, thread_id: str, racers: int, durability: str, *, api: str = "sync"
+) -> dict[str, str]:
+    """Run ``racers`` racer threads sharing ``saver``; returns racer -> outcome. With
+    ``api="async"`` each thread runs ``ainvoke`` on an event loop of its own."""
     outcomes: dict[str, str] = {}
 
     def run(racer: str) -> None:
-        outcomes[racer] = race_once(saver, thread_id, racer, durability)
+        if api == "async":
+            outcomes[racer] = asyncio.run(arace_once(saver, thread_id, racer, durability))
+        else:
+            outcomes[racer] = race_once(saver, thread_id, racer, durability)
 
     threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(racers)]
     for t in threads:
@@ -164,7 +196,9 @@ def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
     return tally
 
 
-def check_thread_race(store: StoreBase, *, fresh: bool, durability: str = "sync", rounds: int = 3) -> None:
+def check_thread_race(
+    store: StoreBase, *, fresh: bool, durability: str = "sync", rounds: int = 3, api: str = "sync"
+) -> None:
     """4 racers run one thread at once behind a barrier, ``rounds`` times: one wins, the others
     are refused as stale, and the stored history is the winner's, linear. With ``fresh=False``
     the thread has a seeded checkpoint first, so the race is on a compare-and-swap of its head;
@@ -177,10 +211,52 @@ def check_thread_race(store: StoreBase, *, fresh: bool, durability: str = "sync"
         if not fresh:
             race_once(ObjectStoreSaver(store), thread_id, "seed", "sync")
             prefix = check_linear_history(ObjectStoreSaver(store), thread_id)
-        outcomes = race_threads(saver, thread_id, racers, durability)
+        outcomes = race_threads(saver, thread_id, racers, durability, api=api)
         assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
         winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), prefix)
         assert outcomes[winner] == "won"
+
+
+def arace_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
+    """:func:`race_cas` through the async API: each racer thread runs its own event loop, opens
+    its connection with a GET first, then waits on the barrier and sends its ``aput``, so the
+    compare-and-swaps leave together. Exactly one must win and its body be stored."""
+    tally = {"won": 0, "lost-412": 0, "unknown-5xx": 0}
+    lock = threading.Lock()
+    for rnd in range(rounds):
+        key = f"arace/{rnd}"
+        etag = store.put(key, b"start", if_none_match=True)
+        barrier = threading.Barrier(racers)
+        winners: list[int] = []
+
+        async def cas(i: int, key: str, etag: str, barrier: threading.Barrier) -> str:
+            await store.aget(key)  # the connection is open before the start
+            barrier.wait(timeout=60)
+            try:
+                await store.aput(key, f"racer-{i}".encode(), if_match=etag)
+            except PreconditionFailedError:
+                return "lost-412"
+            except UnknownOutcomeError:
+                return "unknown-5xx"
+            return "won"
+
+        def racer(
+            i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
+        ) -> None:
+            outcome = asyncio.run(cas(i, key, etag, barrier))
+            with lock:
+                tally[outcome] += 1
+                if outcome == "won":
+                    winners.append(i)
+
+        threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
+        assert store.get(key).body == f"racer-{winners[0]}".encode()  # type: ignore[union-attr]
+    return tally
 
 
 def race_create_only(store: StoreBase, rounds: int, racers: int) -> None:

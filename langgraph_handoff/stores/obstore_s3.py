@@ -19,22 +19,43 @@ Same semantics as :class:`~langgraph_handoff.stores.s3.S3Store`, and the same se
 * **Conditional writes are never retried by the client**, as on every obstore store: RGW answers
   many race losers with 500, which is :class:`~langgraph_handoff.errors.UnknownOutcomeError`.
 * **Bucket creation** (``create_bucket=True``) goes through boto3: obstore cannot create buckets.
+* **The async API runs on the event loop** (``async_io="loop"``, the default unless an HTTP proxy
+  applies to the endpoint): GET, PUT, DELETE and LIST are signed and sent by
+  :mod:`~langgraph_handoff.stores.s3_loop` over keep-alive connections of the running loop, with
+  the same outcomes as the sync API. Through obstore and a thread pool a request cost about
+  twice the process CPU, four thread hand-offs per request on a 2-core machine (README,
+  "Performance"). ``async_io="threads"`` keeps the thread-pool path; batch deletes always use it.
 
 Install with ``pip install 'langgraph-handoff[obstore]'``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError, StoreError
-from langgraph_handoff.stores.base import validate_prefix
+from langgraph_handoff.stores.base import (
+    Delete,
+    DeleteMany,
+    Get,
+    ListPage,
+    ListResult,
+    Op,
+    Put,
+    StoredObject,
+    settle,
+    validate_prefix,
+)
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
+from langgraph_handoff.stores.s3_loop import LoopS3, proxy_applies
+from langgraph_handoff.stores.sigv4 import Keys
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
 
@@ -69,6 +90,8 @@ class BotoCredentials:
         self._refreshable = hasattr(credentials, "refresh_needed")
         #: monotonic time after which :meth:`config` should be asked again (None: never)
         self.renew_at: float | None = None
+        self._keys: Keys | None = None
+        self._keys_renew_at: float | None = None
 
     def config(self) -> dict[str, Any]:
         """The current keys, as obstore ``S3Config`` entries; sets :attr:`renew_at`."""
@@ -79,6 +102,22 @@ class BotoCredentials:
         if frozen.token:
             keys["session_token"] = frozen.token
         return keys
+
+    def keys(self) -> Keys:
+        """The current keys for signing a request on the event loop (:mod:`.s3_loop`), read again
+        from boto3 every :data:`CREDENTIAL_TTL` for refreshable credentials, as :meth:`config`.
+
+        >>> import boto3
+        >>> BotoCredentials(boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="s")).keys()
+        Keys(access_key='AKID', secret_key='s', token=None)
+        """
+        cached = self._keys
+        if cached is None or (self._keys_renew_at is not None and time.monotonic() >= self._keys_renew_at):
+            frozen = self._credentials.get_frozen_credentials()
+            cached = self._keys = Keys(frozen.access_key, frozen.secret_key, frozen.token or None)
+            if self._refreshable:
+                self._keys_renew_at = time.monotonic() + CREDENTIAL_TTL.total_seconds()
+        return cached
 
 
 class ObstoreS3Store(ObstoreBase):
@@ -99,6 +138,10 @@ class ObstoreS3Store(ObstoreBase):
         max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
+        async_io: how the async API reaches S3: ``"loop"`` (requests on the event loop, no
+            threads), ``"threads"`` (obstore's sync calls in the store's thread pool), or
+            ``"auto"``: ``"loop"`` unless ``HTTPS_PROXY``/``HTTP_PROXY`` applies to the endpoint
+            (the loop client speaks to no proxy).
 
     Example (needs a reachable server)::
 
@@ -125,7 +168,10 @@ class ObstoreS3Store(ObstoreBase):
         timeout: str = "30s",
         max_workers: int = 32,
         headers: dict[str, str] | None = None,
+        async_io: str = "auto",
     ) -> None:
+        if async_io not in ("auto", "loop", "threads"):
+            raise InvalidConfigError(f"async_io must be 'auto', 'loop' or 'threads', not {async_io!r}")
         obs = import_obstore()
         import boto3
 
@@ -150,6 +196,24 @@ class ObstoreS3Store(ObstoreBase):
         self._settings = (bucket, prefix or None, config, options, max_retries)
         self._renew_lock = threading.Lock()
         self._clients = self._build_clients()
+        endpoint = self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com"
+        if async_io == "auto":
+            async_io = "threads" if proxy_applies(endpoint) else "loop"
+        #: the async API's requests on the event loop (None: through the thread pool)
+        self._wire: LoopS3 | None = None
+        if async_io == "loop":
+            self._wire = LoopS3(
+                bucket,
+                self.prefix,
+                endpoint_url=self.endpoint_url,
+                region=self.region_name,
+                keys=self._credentials.keys,
+                quoting=self.quoting,
+                headers=options.get("default_headers"),
+                max_retries=max_retries,
+                timeout=_seconds(timeout),
+                max_connections=max_workers,
+            )
         if create_bucket:
             self.ensure_bucket()
 
@@ -191,6 +255,57 @@ class ObstoreS3Store(ObstoreBase):
         finally:
             boto_store.close()
 
+    # -- the async API on the event loop (see the module docstring) ------------------------------
+    async def aget(self, key: str) -> StoredObject | None:
+        if self._wire is None:
+            return await super().aget(key)
+        return await self._wire.get(key)
+
+    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        if self._wire is None:
+            return await super().aput(key, body, if_match=if_match, if_none_match=if_none_match)
+        return await self._wire.put(key, body, if_match=if_match, if_none_match=if_none_match)
+
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
+        if self._wire is None:
+            return await super().adelete(key, if_match=if_match)
+        await self._wire.delete(self._deletable(key, if_match))
+
+    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
+        if self._wire is None:
+            return await super().alist_page(prefix, start_after=start_after, max_keys=max_keys)
+        return await self._wire.list_page(prefix, start_after=start_after, max_keys=max_keys)
+
+    async def arun(self, op: Op) -> Any:
+        wire = self._wire
+        if wire is None or isinstance(op, DeleteMany):
+            return await super().arun(op)
+        if isinstance(op, Get):
+            return await wire.get(op.key)
+        if isinstance(op, Put):
+            return await wire.put(op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match)
+        if isinstance(op, ListPage):
+            return await wire.list_page(op.prefix, start_after=op.start_after, max_keys=op.max_keys)
+        if isinstance(op, Delete):
+            return await wire.delete(self._deletable(op.key, op.if_match))
+        raise TypeError(f"not a store operation: {op!r}")
+
+    async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
+        if self._wire is None:
+            return await super().arun_many(ops, return_exceptions=return_exceptions)
+        outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
+        return settle(list(outcomes), return_exceptions)
+
+    async def aclose(self) -> None:
+        if self._wire is not None:
+            await self._wire.aclose()
+        await super().aclose()
+
+    def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+        super().close()
+
     # -- S3's quirks -----------------------------------------------------------------------------
     def _store_missing(self, exc: BaseException) -> StoreError | None:
         """obstore reports S3's ``NoSuchBucket`` as a missing object (or, on a compare-and-swap,
@@ -206,3 +321,19 @@ class ObstoreS3Store(ObstoreBase):
 
     def _matched(self) -> None:
         self.quoting.matched()
+
+
+def _seconds(timeout: str) -> float:
+    """obstore's duration string (``"30s"``, ``"500ms"``, ``"2m"``) in seconds.
+
+    >>> _seconds("30s"), _seconds("500ms"), _seconds("2m")
+    (30.0, 0.5, 120.0)
+    """
+    text = timeout.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * scale
+            except ValueError:
+                break
+    raise InvalidConfigError(f"timeout {timeout!r} is not a duration like '30s' or '500ms'")

@@ -1,0 +1,343 @@
+"""A small HTTP/1.1 client that runs on the event loop itself: keep-alive connections as asyncio
+protocols, no threads.
+
+Why it exists: an S3 request through a thread pool crosses threads four times (loop -> pool
+worker -> the HTTP library's runtime -> worker -> loop), and on this project's 2-core VMs those
+hand-offs cost more CPU than the request itself (issue 13: about 370 µs of process CPU per
+request through obstore and :class:`~.iothreads.IoThreads`). Here a request is one
+``transport.write`` and its response is parsed in ``data_received`` on the loop: no thread, no
+executor future, no cross-thread wake-up.
+
+It does exactly what the S3 store needs and no more:
+
+* one origin (scheme, host, port) per :class:`Origin`, TLS through asyncio's own SSL transport;
+* responses with ``Content-Length``, ``Transfer-Encoding: chunked``, or read until the server
+  closes; ``HEAD``, 204 and 304 have no body;
+* idle connections kept (most recent first) and dropped after :attr:`Origin.idle_seconds`, before
+  a server's own idle timeout can race a new request;
+* no redirects, no proxies, no cookies, no compression: the S3 store treats a 3xx as an error and
+  uses its thread-pool path when a proxy applies (see :mod:`.s3_loop`).
+
+A request that fails before a single byte of its response arrived raises
+:class:`ConnectionFailed` with ``sent`` telling whether the request may have reached the server;
+the caller decides whether that is safe to retry (GET: yes; a conditional PUT: an unknown outcome).
+A cancelled request closes its connection, so a half-read response never poisons the next one.
+
+>>> origin = Origin.from_url("http://127.0.0.1:7480")
+>>> origin.host_header, origin.ssl
+('127.0.0.1:7480', None)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as ssl_module
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["ConnectionFailed", "HttpPool", "Origin", "Response"]
+
+
+class ConnectionFailed(Exception):
+    """The connection failed or closed before a whole response arrived.
+
+    ``sent``: the request was written (or partly written), so the server may have acted on it.
+    """
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    #: header names lower-cased; repeated headers joined with ", "
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where requests go: ``scheme://host[:port]``."""
+
+    scheme: str
+    host: str
+    port: int
+    #: the ``Host`` header (and SigV4's ``host``): the port only when it is not the default
+    host_header: str
+    ssl: ssl_module.SSLContext | None
+    idle_seconds: float = 4.0
+
+    @classmethod
+    def from_url(cls, url: str, *, idle_seconds: float = 4.0) -> Origin:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        default = 443 if scheme == "https" else 80
+        port = parts.port or default
+        host = parts.hostname
+        shown = f"[{host}]" if ":" in host else host
+        host_header = shown if port == default else f"{shown}:{port}"
+        context = ssl_module.create_default_context() if scheme == "https" else None
+        return cls(scheme, host, port, host_header, context, idle_seconds)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; at most one request at a time."""
+
+    def __init__(self, idle_limit: float) -> None:
+        #: seconds an idle connection may wait for its next request before it is dropped
+        self.idle_limit = idle_limit
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._buf = bytearray()
+        self._waiter: asyncio.Future[Response] | None = None
+        self._head_only = False
+        self._status = 0
+        self._headers: dict[str, str] | None = None
+        self._body_start = 0
+        self._length = -1  # -1: until close; -2: chunked
+        self._keep_alive = True
+
+    # -- asyncio.Protocol --------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if self._waiter is not None:
+            self._parse()
+
+    def eof_received(self) -> bool | None:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        if self._headers is not None and self._length == -1:  # body delimited by the close
+            self._finish(bytes(self._buf[self._body_start :]))
+            return
+        self._waiter = None
+        reason = f": {exc}" if exc else ""
+        waiter.set_exception(ConnectionFailed(f"the connection closed before a whole response{reason}", sent=True))
+
+    # -- one request ---------------------------------------------------------------------------
+    def send(self, request: bytes, body: bytes, head_only: bool) -> asyncio.Future[Response]:
+        assert self.transport is not None and self._waiter is None
+        waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        self._head_only = head_only
+        self._headers = None
+        if len(body) > 65536:
+            self.transport.write(request)
+            self.transport.write(body)
+        else:
+            self.transport.write(request + body)
+        if self._buf:  # bytes that arrived while idle: the server is misbehaving or closing
+            self._parse()
+        return waiter
+
+    def _parse(self) -> None:
+        buf = self._buf
+        if self._headers is None:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            version, _, rest = lines[0].partition(" ")
+            try:
+                self._status = int(rest[:3])
+            except ValueError:
+                self._fail(f"not an HTTP response: {lines[0][:80]!r}")
+                return
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                name = name.strip().lower()
+                value = value.strip()
+                headers[name] = f"{headers[name]}, {value}" if name in headers else value
+            if 100 <= self._status < 200:  # an interim response (100 Continue): skip it
+                del buf[: end + 4]
+                self._parse()
+                return
+            self._headers = headers
+            self._body_start = end + 4
+            self._keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+            if self._head_only or self._status in (204, 304):
+                self._length = 0
+            elif "chunked" in headers.get("transfer-encoding", "").lower():
+                self._length = -2
+            elif "content-length" in headers:
+                self._length = int(headers["content-length"])
+            else:
+                self._length = -1
+                self._keep_alive = False
+        if self._length >= 0:
+            stop = self._body_start + self._length
+            if len(buf) >= stop:
+                body = bytes(buf[self._body_start : stop])
+                del buf[:stop]
+                self._finish(body)
+        elif self._length == -2:
+            self._parse_chunks()
+
+    def _parse_chunks(self) -> None:
+        buf = self._buf
+        pos = self._body_start
+        chunks: list[bytes] = []
+        while True:
+            line_end = buf.find(b"\r\n", pos)
+            if line_end < 0:
+                return
+            size = int(bytes(buf[pos:line_end]).split(b";", 1)[0], 16)
+            if size == 0:
+                trailer_end = buf.find(b"\r\n\r\n", line_end)
+                if trailer_end < 0:
+                    return
+                del buf[: trailer_end + 4]
+                self._finish(b"".join(chunks))
+                return
+            start = line_end + 2
+            if len(buf) < start + size + 2:
+                return
+            chunks.append(bytes(buf[start : start + size]))
+            pos = start + size + 2
+
+    def _finish(self, body: bytes) -> None:
+        waiter, self._waiter = self._waiter, None
+        assert self._headers is not None and waiter is not None
+        response = Response(self._status, self._headers, body)
+        if not self._keep_alive:
+            self.close()
+        if not waiter.done():
+            waiter.set_result(response)
+
+    def _fail(self, message: str) -> None:
+        waiter, self._waiter = self._waiter, None
+        self.close()
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionFailed(message, sent=True))
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class HttpPool:
+    """Keep-alive connections to one :class:`Origin`, for the event loop that uses them.
+
+    Connections belong to one event loop, so the pool keeps one set per loop (a process may run
+    ``asyncio.run`` many times); a loop's connections go with it. :meth:`aclose` closes the
+    current loop's connections, :meth:`close` every set whose loop is not running.
+    """
+
+    def __init__(self, origin: Origin, *, max_connections: int = 64, connect_timeout: float = 5.0) -> None:
+        self.origin = origin
+        self.max_connections = max_connections
+        self.connect_timeout = connect_timeout
+        #: connections opened so far, on every loop (each one reused while it stays healthy)
+        self.opened = 0
+        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, deque[_Connection]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes = b"",
+        *,
+        timeout: float = 30.0,
+    ) -> Response:
+        """Send one request and return its whole response. ``target`` is the path and query as
+        sent; ``headers`` need no ``Host`` or ``Content-Length`` (both added)."""
+        loop = asyncio.get_running_loop()
+        idle = self._idle.get(loop)
+        if idle is None:
+            idle = self._idle[loop] = deque()
+            self._slots[loop] = asyncio.Semaphore(self.max_connections)
+        lines = [f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n"]
+        lines.extend(f"{name}: {value}\r\n" for name, value in headers.items())
+        if body or method in ("PUT", "POST"):
+            lines.append(f"content-length: {len(body)}\r\n")
+        lines.append("\r\n")
+        head = "".join(lines).encode("latin-1")
+        async with self._slots[loop]:
+            connection = self._reuse(idle, loop.time())
+            if connection is None:
+                connection = await self._connect(loop)
+            try:
+                async with asyncio.timeout(timeout):
+                    response = await connection.send(head, body, method == "HEAD")
+            except TimeoutError:
+                connection.close()
+                raise ConnectionFailed(f"no response within {timeout:g} s", sent=True) from None
+            except BaseException:
+                connection.close()  # cancelled or failed half-way: never reuse it
+                raise
+            if not connection.closed:
+                connection.idle_since = loop.time()
+                idle.append(connection)
+            return response
+
+    @staticmethod
+    def _reuse(idle: deque[_Connection], now: float) -> _Connection | None:
+        while idle:
+            connection = idle.pop()
+            if not connection.closed and now - connection.idle_since < connection.idle_limit:
+                return connection
+            connection.close()
+        return None
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+        origin = self.origin
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, protocol = await loop.create_connection(
+                    lambda: _Connection(origin.idle_seconds),
+                    origin.host,
+                    origin.port,
+                    ssl=origin.ssl,
+                    server_hostname=origin.host if origin.ssl else None,
+                )
+        except (OSError, TimeoutError, ssl_module.SSLError) as exc:
+            raise ConnectionFailed(
+                f"cannot connect to {origin.scheme}://{origin.host_header}: {exc or type(exc).__name__}", sent=False
+            ) from None
+        self.opened += 1
+        return protocol
+
+    async def aclose(self) -> None:
+        """Close this event loop's idle connections."""
+        idle = self._idle.pop(asyncio.get_running_loop(), None)
+        while idle:
+            idle.pop().close()
+
+    def close(self) -> None:
+        """Close the idle connections of every loop that is not running (a running loop's are
+        closed from that loop, by :meth:`aclose`, or when it is collected)."""
+        for loop, idle in list(self._idle.items()):
+            if loop.is_running():
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_close_all, idle)
+                continue
+            if not loop.is_closed():
+                _close_all(idle)
+            self._idle.pop(loop, None)
+
+
+def _close_all(idle: deque[_Connection]) -> None:
+    while idle:
+        idle.pop().close()
