@@ -34,6 +34,7 @@ PHASE_SAVERS = {
         "handoff-local",
         "handoff-s3-boto3",
         "handoff-s3-obstore",
+        "handoff-s3-obstore-threads",
         "objectstorage",
         "s3-peer-async+shim",
         "s3-peer+shim",
@@ -47,8 +48,16 @@ PHASE_SAVERS = {
         "handoff-local",
         "handoff-s3-boto3",
         "handoff-s3-obstore",
+        "handoff-s3-obstore-threads",
     ],
-    "latency": ["handoff-s3-boto3", "handoff-s3-obstore", "objectstorage", "s3-peer-async+shim", "s3-peer+shim"],
+    "latency": [
+        "handoff-s3-boto3",
+        "handoff-s3-obstore",
+        "handoff-s3-obstore-threads",
+        "objectstorage",
+        "s3-peer-async+shim",
+        "s3-peer+shim",
+    ],
     "memory": ["handoff-local", "inmemory"],
 }
 # per-phase worker arguments (see perfwork.py for what each means)

@@ -56,7 +56,12 @@ SAVERS = {
     "handoff-memory": ("main", False, 'ours: `ObjectStoreSaver.from_url("memory://")`'),
     "handoff-local": ("main", False, 'ours: `ObjectStoreSaver.from_url("file://<temp dir>")` (fsync on)'),
     "handoff-s3-boto3": ("main", True, "ours on S3: `from_url(s3://...&transport=boto3)`"),
-    "handoff-s3-obstore": ("main", True, "ours on S3: `from_url(s3://...&transport=obstore)`"),
+    "handoff-s3-obstore": ("main", True, "ours on S3: `from_url(s3://...&transport=obstore)`, async on the loop"),
+    "handoff-s3-obstore-threads": (
+        "main",
+        True,
+        "ours on S3: `from_url(s3://...&transport=obstore&async_io=threads)`, async through the pool",
+    ),
     "objectstorage": ("main", True, "langgraph-checkpoint-objectstorage 0.1.15 (s3fs), its async API"),
     "s3-peer+shim": ("aio", True, "langgraph-checkpoint-s3 0.1.3 `S3CheckpointSaver` + serde shim"),
     "s3-peer-async+shim": (
@@ -147,8 +152,11 @@ async def open_saver(a: argparse.Namespace, info: dict, **cache: int):
             elif name == "handoff-local":
                 url = f"file://{tmp}/store"
             else:
-                transport = name.rsplit("-", 1)[1]
-                q = urllib.parse.urlencode({"endpoint_url": a.endpoint, "transport": transport})
+                transport = name.split("-")[2]
+                query = {"endpoint_url": a.endpoint, "transport": transport}
+                if name.endswith("-threads"):
+                    query["async_io"] = "threads"
+                q = urllib.parse.urlencode(query)
                 url = f"s3://{bucket}/{prefix}?{q}"
                 if transport == "obstore":
                     try:
@@ -160,7 +168,7 @@ async def open_saver(a: argparse.Namespace, info: dict, **cache: int):
                 saver = ObjectStoreSaver(saver.store, **cache)
             store = type(saver.store).__name__
             info.update(url=url.replace(a.endpoint, "<endpoint>") if a.endpoint else url, store=store)
-            if name == "handoff-s3-obstore" and store != "ObstoreS3Store":
+            if name.startswith("handoff-s3-obstore") and store != "ObstoreS3Store":
                 raise NotAvailable(f"from_url ignored transport=obstore and built a {store}")
             if name == "handoff-s3-boto3" and store != "S3Store":
                 raise NotAvailable(f"from_url built a {store} for transport=boto3")

@@ -160,9 +160,11 @@ class _Connection(asyncio.Protocol):
             headers: dict[str, str] = {}
             for line in lines[1:]:
                 name, _, value = line.partition(":")
-                name = name.strip().lower()
+                name = name.lower()  # RFC 9112: no white space between a field name and its colon
                 value = value.strip()
-                headers[name] = f"{headers[name]}, {value}" if name in headers else value
+                if name in headers:
+                    value = f"{headers[name]}, {value}"
+                headers[name] = value
             if 100 <= self._status < 200:  # an interim response (100 Continue): skip it
                 del buf[: end + 4]
                 self._parse()

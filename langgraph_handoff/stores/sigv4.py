@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
 
 _ALGORITHM = "AWS4-HMAC-SHA256"
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~/-]*")
 #: (secret, day, region, service) -> signing key; one entry per day and region in practice
 _KEY_CACHE: dict[tuple[str, str, str, str], bytes] = {}
 
@@ -60,10 +62,13 @@ def amz_now(now: float | None = None) -> str:
 
 def quote_path(path: str) -> str:
     """A path as S3 signs and sends it: every byte outside ``A-Za-z0-9-._~/`` percent-encoded.
+    Most of this package's keys need no encoding at all, so they are only checked.
 
-    >>> quote_path("/bucket/a b/c=d")
-    '/bucket/a%20b/c%3Dd'
+    >>> quote_path("/bucket/a b/c=d"), quote_path("/bucket/heads/t-1")
+    ('/bucket/a%20b/c%3Dd', '/bucket/heads/t-1')
     """
+    if _UNRESERVED.fullmatch(path):
+        return path
     return quote(path, safe="/~")
 
 

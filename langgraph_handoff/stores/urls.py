@@ -53,7 +53,8 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
     * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name);
     * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`;
     * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain. Query parameters
-      ``endpoint_url``, ``region`` and ``transport`` (``obstore`` or ``boto3``) are read, e.g.
+      ``endpoint_url``, ``region``, ``transport`` (``obstore`` or ``boto3``) and, for obstore,
+      ``async_io`` (``loop``, ``threads`` or ``auto``) are read, e.g.
       ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
     * ``az://container/prefix``: Azure Blob Storage; query parameters ``account_name`` (or
       ``account``) and ``endpoint_url`` are read, e.g.
@@ -100,6 +101,8 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
         if "region" in query:
             kwargs.setdefault("region_name", query["region"])
         if chosen == "obstore":
+            if "async_io" in query:
+                kwargs.setdefault("async_io", query["async_io"])
             from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 
             return ObstoreS3Store(parsed.netloc, parsed.path.strip("/"), **kwargs)
