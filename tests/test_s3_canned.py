@@ -15,7 +15,13 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from langgraph_handoff.errors import PreconditionFailedError, StoreError, StoreUnavailableError, UnknownOutcomeError
+from langgraph_handoff.errors import (
+    InvalidConfigError,
+    PreconditionFailedError,
+    StoreError,
+    StoreUnavailableError,
+    UnknownOutcomeError,
+)
 from langgraph_handoff.stores import ObstoreS3Store, S3Store
 from langgraph_handoff.stores.s3_compat import default_headers
 from tests.canned_s3 import canned_s3
@@ -120,3 +126,21 @@ def test_tigris_endpoints_get_the_consistency_header() -> None:
     assert default_headers("https://t3.storage.dev", {"X-Tigris-Consistent": "false"}) == {
         "X-Tigris-Consistent": "false"
     }
+
+
+def test_a_proxy_keeps_the_async_api_on_the_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop client speaks to no proxy: with ``async_io="auto"`` a proxy that applies to the
+    endpoint sends the async API through obstore (which is configured for it), and ``NO_PROXY``
+    for the endpoint brings the loop client back."""
+    session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret" * 6)
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = "http://127.0.0.1:9"
+    assert ObstoreS3Store("b", endpoint_url=endpoint, session=session)._wire is not None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    assert ObstoreS3Store("b", endpoint_url=endpoint, session=session)._wire is None
+    assert ObstoreS3Store("b", endpoint_url=endpoint, session=session, async_io="loop")._wire is not None
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert ObstoreS3Store("b", endpoint_url=endpoint, session=session)._wire is not None
+    with pytest.raises(InvalidConfigError, match="async_io"):
+        ObstoreS3Store("b", endpoint_url=endpoint, session=session, async_io="uvloop")

@@ -31,6 +31,7 @@ A cancelled request closes its connection, so a half-read response never poisons
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl as ssl_module
 import weakref
 from collections import deque
@@ -51,12 +52,43 @@ class ConnectionFailed(Exception):
         self.sent = sent
 
 
+#: one compiled pattern per header name asked for (a handful: framing, ETag, Location)
+_FIELDS: dict[str, re.Pattern[bytes]] = {}
+
+
+def _field(head: bytes, name: str) -> str | None:
+    """The value of header ``name`` (lower-case) in a response head, repeated fields joined with
+    ``", "``; None when absent. Only the fields asked for are parsed: a response carries ten or
+    so headers and the S3 client reads three of them."""
+    pattern = _FIELDS.get(name)
+    if pattern is None:
+        pattern = _FIELDS[name] = re.compile(rb"\r\n" + re.escape(name.encode()) + rb"[ \t]*:[ \t]*([^\r]*)", re.I)
+    found = pattern.search(head)
+    if found is None:
+        return None
+    value = found.group(1).decode("latin-1").rstrip(" \t")
+    again = pattern.search(head, found.end())
+    while again is not None:  # rare: a field sent twice
+        value += ", " + again.group(1).decode("latin-1").rstrip(" \t")
+        again = pattern.search(head, again.end())
+    return value
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
-    #: header names lower-cased; repeated headers joined with ", "
-    headers: dict[str, str]
+    #: the status line and header lines as received (without the blank line)
+    head: bytes
     body: bytes
+
+    def header(self, name: str, default: str = "") -> str:
+        r"""One header's value (case-insensitive name), or ``default``.
+
+        >>> Response(200, b"HTTP/1.1 200 OK\r\nETag: \"e\"\r\nX-A: 1\r\nx-a: 2", b"").header("x-a")
+        '1, 2'
+        """
+        value = _field(self.head, name.lower())
+        return default if value is None else value
 
 
 @dataclass(frozen=True)
@@ -99,7 +131,7 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[Response] | None = None
         self._head_only = False
         self._status = 0
-        self._headers: dict[str, str] | None = None
+        self._headers: bytes | None = None  # the response head, once complete
         self._body_start = 0
         self._length = -1  # -1: until close; -2: chunked
         self._keep_alive = True
@@ -150,34 +182,28 @@ class _Connection(asyncio.Protocol):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 return
-            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            version, _, rest = lines[0].partition(" ")
+            head = bytes(buf[:end])
+            version, _, rest = head[:64].partition(b" ")
             try:
                 self._status = int(rest[:3])
             except ValueError:
-                self._fail(f"not an HTTP response: {lines[0][:80]!r}")
+                self._fail(f"not an HTTP response: {head[:80]!r}")
                 return
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                name = name.lower()  # RFC 9112: no white space between a field name and its colon
-                value = value.strip()
-                if name in headers:
-                    value = f"{headers[name]}, {value}"
-                headers[name] = value
             if 100 <= self._status < 200:  # an interim response (100 Continue): skip it
                 del buf[: end + 4]
                 self._parse()
                 return
-            self._headers = headers
+            self._headers = head
             self._body_start = end + 4
-            self._keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+            connection = _field(head, "connection")
+            self._keep_alive = version == b"HTTP/1.1" and not (connection and "close" in connection.lower())
+            length = _field(head, "content-length")
             if self._head_only or self._status in (204, 304):
                 self._length = 0
-            elif "chunked" in headers.get("transfer-encoding", "").lower():
+            elif "chunked" in (_field(head, "transfer-encoding") or "").lower():
                 self._length = -2
-            elif "content-length" in headers:
-                self._length = int(headers["content-length"])
+            elif length is not None:
+                self._length = int(length)
             else:
                 self._length = -1
                 self._keep_alive = False
@@ -221,6 +247,10 @@ class _Connection(asyncio.Protocol):
         if not waiter.done():
             waiter.set_result(response)
 
+    def expire(self, message: str) -> None:
+        """The request's deadline passed: fail it (and never reuse this connection)."""
+        self._fail(message)
+
     def _fail(self, message: str) -> None:
         waiter, self._waiter = self._waiter, None
         self.close()
@@ -231,6 +261,45 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
+
+
+class _LoopConnections:
+    """One event loop's connections: the idle ones, the request slots, and the deadlines of the
+    requests in flight.
+
+    Deadlines are checked by one timer per loop, at most every second, instead of a timer per
+    request (``asyncio.timeout`` schedules and cancels one each time, and on a hot path that is a
+    tenth of a request's client CPU). So a request times out within a second of its deadline.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_connections: int) -> None:
+        self.loop = loop
+        self.idle: deque[_Connection] = deque()
+        self.slots = asyncio.Semaphore(max_connections)
+        self.busy: dict[_Connection, tuple[float, float]] = {}  # connection -> (deadline, timeout)
+        self._tick: asyncio.TimerHandle | None = None
+
+    def watch(self, connection: _Connection, timeout: float) -> None:
+        self.busy[connection] = (self.loop.time() + timeout, timeout)
+        if self._tick is None:
+            self._tick = self.loop.call_later(min(1.0, timeout), self._check, min(1.0, timeout))
+
+    def _check(self, every: float) -> None:
+        self._tick = None
+        now = self.loop.time()
+        for connection, (deadline, timeout) in list(self.busy.items()):
+            if now >= deadline:
+                del self.busy[connection]
+                connection.expire(f"no response within {timeout:g} s")
+        if self.busy:
+            self._tick = self.loop.call_later(every, self._check, every)
+
+    def close(self) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        while self.idle:
+            self.idle.pop().close()
 
 
 class HttpPool:
@@ -247,10 +316,7 @@ class HttpPool:
         self.connect_timeout = connect_timeout
         #: connections opened so far, on every loop (each one reused while it stays healthy)
         self.opened = 0
-        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, deque[_Connection]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -266,32 +332,29 @@ class HttpPool:
         """Send one request and return its whole response. ``target`` is the path and query as
         sent; ``headers`` need no ``Host`` or ``Content-Length`` (both added)."""
         loop = asyncio.get_running_loop()
-        idle = self._idle.get(loop)
-        if idle is None:
-            idle = self._idle[loop] = deque()
-            self._slots[loop] = asyncio.Semaphore(self.max_connections)
-        lines = [f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n"]
-        lines.extend(f"{name}: {value}\r\n" for name, value in headers.items())
-        if body or method in ("PUT", "POST"):
-            lines.append(f"content-length: {len(body)}\r\n")
-        lines.append("\r\n")
-        head = "".join(lines).encode("latin-1")
-        async with self._slots[loop]:
-            connection = self._reuse(idle, loop.time())
+        here = self._loops.get(loop)
+        if here is None:
+            here = self._loops[loop] = _LoopConnections(loop, self.max_connections)
+        fields = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+        length = f"content-length: {len(body)}\r\n" if body or method in ("PUT", "POST") else ""
+        head = f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n{fields}{length}\r\n".encode(
+            "latin-1"
+        )
+        async with here.slots:
+            connection = self._reuse(here.idle, loop.time())
             if connection is None:
                 connection = await self._connect(loop)
+            here.watch(connection, timeout)
             try:
-                async with asyncio.timeout(timeout):
-                    response = await connection.send(head, body, method == "HEAD")
-            except TimeoutError:
-                connection.close()
-                raise ConnectionFailed(f"no response within {timeout:g} s", sent=True) from None
+                response = await connection.send(head, body, method == "HEAD")
             except BaseException:
-                connection.close()  # cancelled or failed half-way: never reuse it
+                connection.close()  # timed out, cancelled or failed half-way: never reuse it
                 raise
+            finally:
+                here.busy.pop(connection, None)
             if not connection.closed:
                 connection.idle_since = loop.time()
-                idle.append(connection)
+                here.idle.append(connection)
             return response
 
     @staticmethod
@@ -323,23 +386,18 @@ class HttpPool:
 
     async def aclose(self) -> None:
         """Close this event loop's idle connections."""
-        idle = self._idle.pop(asyncio.get_running_loop(), None)
-        while idle:
-            idle.pop().close()
+        here = self._loops.pop(asyncio.get_running_loop(), None)
+        if here is not None:
+            here.close()
 
     def close(self) -> None:
         """Close the idle connections of every loop that is not running (a running loop's are
         closed from that loop, by :meth:`aclose`, or when it is collected)."""
-        for loop, idle in list(self._idle.items()):
+        for loop, here in list(self._loops.items()):
             if loop.is_running():
                 if not loop.is_closed():
-                    loop.call_soon_threadsafe(_close_all, idle)
+                    loop.call_soon_threadsafe(here.close)
                 continue
             if not loop.is_closed():
-                _close_all(idle)
-            self._idle.pop(loop, None)
-
-
-def _close_all(idle: deque[_Connection]) -> None:
-    while idle:
-        idle.pop().close()
+                here.close()
+            self._loops.pop(loop, None)

@@ -67,11 +67,7 @@ def error_code(body: bytes) -> str:
 def proxy_applies(url: str) -> bool:
     """True when the environment sends requests to ``url`` through an HTTP proxy
     (``HTTPS_PROXY``/``HTTP_PROXY``, not bypassed by ``NO_PROXY``): the loop client does not
-    speak to proxies, so the store keeps its thread-pool path there.
-
-    >>> proxy_applies("http://127.0.0.1:7480")  # doctest: +SKIP
-    False
-    """
+    speak to proxies, so the store keeps its thread-pool path there."""
     from urllib.request import getproxies, proxy_bypass
 
     parts = urlsplit(url)
@@ -216,7 +212,7 @@ class LoopS3:
                 f"S3 {what} was refused (HTTP {status} {code}): check the credentials and the bucket policy"
             )
         if 300 <= status < 400:
-            where = response.headers.get("location") or response.headers.get("x-amz-bucket-region") or ""
+            where = response.header("location") or response.header("x-amz-bucket-region")
             return StoreError(
                 f"S3 {what} was redirected (HTTP {status} {code} {where}): set the bucket's region "
                 "(region_name) or the right endpoint_url"
@@ -233,7 +229,7 @@ class LoopS3:
         )
         if response.status == 404:
             return None
-        return StoredObject(key=key, body=response.body, etag=strip_etag(response.headers.get("etag", "")))
+        return StoredObject(key=key, body=response.body, etag=strip_etag(response.header("etag")))
 
     async def head_etag(self, key: str) -> str | None:
         """The object's ETag, or None when a HEAD does not say (missing, or it failed)."""
@@ -241,7 +237,7 @@ class LoopS3:
             response = await self._send("HEAD", key)
         except ConnectionFailed:
             return None
-        return strip_etag(response.headers.get("etag", "")) if response.status == 200 else None
+        return strip_etag(response.header("etag")) if response.status == 200 else None
 
     async def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         validate_key(key)
@@ -291,7 +287,7 @@ class LoopS3:
         raise AssertionError("unreachable")
 
     def _etag(self, response: Response, key: str) -> str:
-        etag = response.headers.get("etag")
+        etag = response.header("etag")
         if not etag:
             raise StoreError(f"the server stored {key!r} but returned no ETag: it cannot carry compare-and-swap")
         return strip_etag(etag)

@@ -37,7 +37,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
 
 _ALGORITHM = "AWS4-HMAC-SHA256"
-_UNRESERVED = re.compile(r"[A-Za-z0-9._~/-]*")
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~/=-]*")
 #: (secret, day, region, service) -> signing key; one entry per day and region in practice
 _KEY_CACHE: dict[tuple[str, str, str, str], bytes] = {}
 
@@ -68,7 +68,7 @@ def quote_path(path: str) -> str:
     ('/bucket/a%20b/c%3Dd', '/bucket/heads/t-1')
     """
     if _UNRESERVED.fullmatch(path):
-        return path
+        return path.replace("=", "%3D")  # '=' ends many of this package's keys
     return quote(path, safe="/~")
 
 
