@@ -118,15 +118,19 @@ async def test_async_listing_and_batch_delete(obstore_s3_store: ObstoreS3Store) 
     assert [o.key async for o in store.alist("l/")] == ["l/10", "l/11"]
 
 
-def test_wrong_credentials_fail_with_a_typed_error() -> None:
+async def test_wrong_credentials_fail_with_a_typed_error() -> None:
     _need_s3()
     session = boto3.Session(aws_access_key_id="WRONGKEY0000", aws_secret_access_key="wrong" * 8)
     store = ObstoreS3Store(S3_BUCKET, prefix="t-creds", endpoint_url=S3_ENDPOINT, session=session, max_retries=0)
     try:
         with pytest.raises(StoreError, match="GET"):
             store.get("anything")
+        with pytest.raises(StoreError, match=r"GET t-creds/anything was refused .*credentials"):
+            await store.aget("anything")  # the loop client: the same typed error
+        with pytest.raises(StoreError, match="refused"):
+            await store.aput("anything", b"x", if_none_match=True)
     finally:
-        store.close()
+        await store.aclose()
 
 
 def test_profile_with_credential_process_from_the_boto3_chain(tmp_path: Path, monkeypatch: Any) -> None:
@@ -162,6 +166,12 @@ def test_profile_with_credential_process_from_the_boto3_chain(tmp_path: Path, mo
         store._credentials.renew_at = time.monotonic() - 1  # the renewal is due
         assert store.get("p").etag == etag  # type: ignore[union-attr]
         assert calls.read_text().count("x") > runs and store._clients is not clients
+        # the async API on the event loop signs with the same chain, renewed the same way
+        runs = calls.read_text().count("x")
+        assert asyncio.run(store.aget("p")).etag == etag  # type: ignore[union-attr]
+        store._credentials._keys_renew_at = time.monotonic() - 1
+        assert asyncio.run(store.aget("p")).etag == etag  # type: ignore[union-attr]
+        assert calls.read_text().count("x") > runs
     finally:
         store.close()
 
