@@ -8,7 +8,9 @@ after the request, no answer, cancellation) is hit on purpose, not by timing luc
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +260,81 @@ def test_each_event_loop_gets_its_own_connections() -> None:
     assert pool.opened == 2
     pool.close()
     assert not pool._loops
+
+
+async def test_bytes_beyond_the_response_retire_the_connection() -> None:
+    """A server that sends more than it announced: the extra bytes must never be read as the
+    next request's answer, so the connection is not reused."""
+
+    async def too_much(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(
+            writer, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbad"
+        )
+
+    async with Scripted(too_much) as server:
+        pool = pool_for(server)
+        assert (await pool.request("GET", "/", {})).body == b"ok"
+        assert (await pool.request("GET", "/", {})).body == b"ok"  # a fresh connection, not "bad"
+        await pool.aclose()
+    assert server.connections == 2
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with ``cryptography`` for this test."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+async def test_https_verifies_the_server_and_honours_aws_ca_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS through asyncio's own SSL transport: an untrusted certificate fails before anything
+    is sent; the same server is trusted with ``AWS_CA_BUNDLE`` pointing at its certificate."""
+    cert_file, key_file = _self_signed(tmp_path)
+    server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ssl.load_cert_chain(cert_file, key_file)
+
+    async def ok(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntls")
+
+    scripted = Scripted(ok)
+    scripted.server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=server_ssl)
+    url = scripted.url.replace("http://", "https://")
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    untrusted = HttpPool(Origin.from_url(url))
+    with pytest.raises(ConnectionFailed, match="certificate") as failed:
+        await untrusted.request("GET", "/", {})
+    assert failed.value.sent is False
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert_file))
+    trusted = HttpPool(Origin.from_url(url))
+    assert (await trusted.request("GET", "/", {})).body == b"tls"
+    assert (await trusted.request("GET", "/", {})).body == b"tls" and trusted.opened == 1
+    await trusted.aclose()
+    await scripted.__aexit__()

@@ -31,6 +31,7 @@ A cancelled request closes its connection, so a half-read response never poisons
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import ssl as ssl_module
 import weakref
@@ -104,7 +105,9 @@ class Origin:
     idle_seconds: float = 4.0
 
     @classmethod
-    def from_url(cls, url: str, *, idle_seconds: float = 4.0) -> Origin:
+    def from_url(cls, url: str, *, idle_seconds: float = 4.0, cafile: str | None = None) -> Origin:
+        """``cafile``: certificates to trust for ``https`` (default: ``AWS_CA_BUNDLE`` when set,
+        as boto3 does, then the system's, which ``SSL_CERT_FILE`` can point elsewhere)."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
@@ -114,7 +117,9 @@ class Origin:
         host = parts.hostname
         shown = f"[{host}]" if ":" in host else host
         host_header = shown if port == default else f"{shown}:{port}"
-        context = ssl_module.create_default_context() if scheme == "https" else None
+        context = None
+        if scheme == "https":
+            context = ssl_module.create_default_context(cafile=cafile or os.environ.get("AWS_CA_BUNDLE") or None)
         return cls(scheme, host, port, host_header, context, idle_seconds)
 
 
@@ -141,9 +146,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._waiter is None:  # bytes nobody asked for: this connection can no longer be trusted
+            self.close()
+            return
         self._buf += data
-        if self._waiter is not None:
-            self._parse()
+        self._parse()
 
     def eof_received(self) -> bool | None:
         return False  # close our side too
@@ -172,8 +179,6 @@ class _Connection(asyncio.Protocol):
             self.transport.write(body)
         else:
             self.transport.write(request + body)
-        if self._buf:  # bytes that arrived while idle: the server is misbehaving or closing
-            self._parse()
         return waiter
 
     def _parse(self) -> None:
@@ -242,7 +247,7 @@ class _Connection(asyncio.Protocol):
         waiter, self._waiter = self._waiter, None
         assert self._headers is not None and waiter is not None
         response = Response(self._status, self._headers, body)
-        if not self._keep_alive:
+        if not self._keep_alive or self._buf:  # more than one response's bytes: do not reuse
             self.close()
         if not waiter.done():
             waiter.set_result(response)
