@@ -325,3 +325,26 @@ def test_request_counts_on_the_wire(api: str) -> None:
     assert counts["state"] == {"GetObject": 1, "ListObjectsV2": 1}
     assert counts["history"] == {"GetObject": 1, "ListObjectsV2": 1}
     assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
+
+
+async def test_a_caller_header_with_inner_spaces_is_signed_correctly() -> None:
+    """``sigv4.sign`` does not collapse sequential spaces in header values (SigV4's Trimall):
+    with ``headers={"X-Amz-Meta-Note": "a  b"}`` every loop request is refused with
+    403 SignatureDoesNotMatch (StoreError "check the credentials"), while the sync API on the
+    same store, through obstore, succeeds."""
+    _need_s3()
+    store = ObstoreS3Store(
+        S3_BUCKET,
+        prefix=f"t-{uuid.uuid4().hex}",
+        endpoint_url=S3_ENDPOINT,
+        create_bucket=True,
+        headers={"X-Amz-Meta-Note": "a  b"},
+        async_io="loop",
+    )
+    try:
+        assert store._wire is not None
+        store.put("sync", b"1")  # obstore: fine
+        await store.aput("async", b"1")  # the loop path: 403 SignatureDoesNotMatch
+        assert (await store.aget("sync")) is not None
+    finally:
+        await store.aclose()

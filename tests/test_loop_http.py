@@ -8,13 +8,18 @@ after the request, no answer, cancellation) is hit on purpose, not by timing luc
 from __future__ import annotations
 
 import asyncio
+import gc
+import socket
 import ssl
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin
+from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin, _Connection
 
 #: a server's script: given the request's bytes and the writer, answer (or not)
 Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
@@ -338,3 +343,251 @@ async def test_https_verifies_the_server_and_honours_aws_ca_bundle(
     assert (await trusted.request("GET", "/", {})).body == b"tls" and trusted.opened == 1
     await trusted.aclose()
     await scripted.__aexit__()
+
+
+# -- Found in review (each test reproduced its defect before the fix; the docstrings tell what it was)
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+class FakeTransport:
+    """Enough of a transport to drive :class:`_Connection` by hand."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+
+def _connection() -> _Connection:
+    connection = _Connection(4.0)
+    connection.connection_made(FakeTransport())  # type: ignore[arg-type]
+    return connection
+
+
+# -- 1. Python 3.10 (requires-python >= 3.10) has no asyncio.timeout ----------------------------
+
+
+async def test_connecting_works_without_asyncio_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HttpPool._connect`` uses ``asyncio.timeout`` (3.11+). pyproject says
+    ``requires-python = ">=3.10"``: on 3.10 every new connection raises a bare AttributeError
+    (reproduced with /root/.pyenv/versions/3.10.13 too). Simulated here by removing it."""
+
+    async def ok(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, OK)
+
+    async with Scripted(ok) as server:
+        pool = pool_for(server)
+        monkeypatch.delattr(asyncio, "timeout")
+        response = await pool.request("GET", "/", {})
+        monkeypatch.undo()
+        await pool.aclose()
+    assert response.body == b"ok"
+
+
+# -- 2. framing: a broken response is returned as a (short) success ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [(b"Content-Length: 10\r\nContent-Length: 10", b"abcdefghij"), (b"Content-Length: 10\r\nContent-Length: 3", None)],
+    ids=["same-twice", "conflicting"],
+)
+async def test_a_repeated_content_length_is_read_strictly(lengths: bytes, expected: bytes | None) -> None:
+    """Found in review: two Content-Length fields were joined into ``"10, 10"``, ``int()`` raised
+    inside ``data_received``, asyncio's fatal-error path called ``connection_lost(exc)`` while
+    the framing still said "until close", and the 3 bytes received so far came back as a whole
+    200 body. Now the same number twice is one length (RFC 9110 allows it) and two different
+    numbers fail the request at once, before any body is taken."""
+
+    async def doubled(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, b"HTTP/1.1 200 OK\r\n" + lengths + b"\r\n\r\nabc", b"defghij")
+
+    async with Scripted(doubled) as server:
+        pool = pool_for(server)
+        if expected is None:
+            with pytest.raises(ConnectionFailed, match=r"unreadable HTTP response.*not one number"):
+                await pool.request("GET", "/", {})
+        else:
+            assert (await pool.request("GET", "/", {})).body == expected
+        await pool.aclose()
+
+
+def test_a_reset_during_a_close_delimited_body_is_a_failure() -> None:
+    """A body delimited by the close: ``connection_lost`` finishes it whatever ``exc`` is, so a
+    connection *reset* (ECONNRESET) mid-body returns the truncated body as a success."""
+    loop = asyncio.new_event_loop()
+    try:
+        connection = _connection()
+
+        async def go() -> Any:
+            waiter = connection.send(b"GET / HTTP/1.1\r\n\r\n", b"", False)
+            connection.data_received(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npart of the bo")
+            connection.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
+            return await asyncio.gather(waiter, return_exceptions=True)
+
+        (outcome,) = loop.run_until_complete(go())
+    finally:
+        loop.close()
+    assert isinstance(outcome, ConnectionFailed), outcome
+
+
+# -- 3. per-loop connections: finished loops are kept forever, their sockets never closed --------
+
+
+def _run_requests(pool: HttpPool, runs: int) -> list[_Connection]:
+    """``runs`` separate ``asyncio.run`` calls, each one GET; the connections each loop kept."""
+    kept: list[_Connection] = []
+
+    async def one() -> None:
+        await pool.request("GET", "/b/200/k", {})
+        kept.extend(pool._loops[asyncio.get_running_loop()].idle)
+
+    for _ in range(runs):
+        asyncio.run(one())
+    return kept
+
+
+@pytest.fixture
+def threaded_ok_server() -> Any:
+    from tests.canned_s3 import canned_s3
+
+    with canned_s3() as (endpoint, _):
+        yield endpoint
+
+
+def test_a_finished_event_loop_is_not_kept_alive_by_the_pool(threaded_ok_server: str) -> None:
+    """``HttpPool._loops`` is a WeakKeyDictionary whose values (``_LoopConnections``) hold the
+    loop strongly (``self.loop``, its timer, its transports): the entry can never go, so every
+    ``asyncio.run`` that touched the store leaks its loop and its idle sockets for the life of
+    the process (a service calling asyncio.run per job runs out of file descriptors)."""
+    pool = HttpPool(Origin.from_url(threaded_ok_server))
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def one() -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await pool.request("GET", "/b/200/k", {})
+
+    for _ in range(3):
+        asyncio.run(one())
+    gc.collect()
+    alive = [ref for ref in loops if ref() is not None]
+    _drop_sockets(pool)
+    assert not alive, f"{len(alive)} finished loops still referenced by the pool"
+
+
+def _drop_sockets(pool: HttpPool) -> None:
+    """Close by hand what the pool kept of finished loops, so nothing leaks past the test."""
+    for here in list(pool._loops.values()):
+        for connection in here.idle:
+            _kill(connection)
+    pool._loops.clear()
+
+
+def _kill(connection: _Connection) -> None:
+    """Close the socket of a connection whose loop is gone (the pool cannot, see above)."""
+    transport: Any = connection.transport
+    if transport._sock is not None:
+        transport._sock.close()
+        transport._sock = None
+
+
+def test_close_after_asyncio_run_closes_the_sockets_of_finished_loops(threaded_ok_server: str) -> None:
+    """``HttpPool.close`` skips a loop that ``is_closed()`` (``asyncio.run`` closes its loop), so
+    the idle sockets of every finished ``asyncio.run`` stay open: ``ObstoreS3Store.close()``
+    after ``asyncio.run(...)`` leaks them (ResourceWarning at best, CLOSE_WAIT sockets at worst)."""
+    pool = HttpPool(Origin.from_url(threaded_ok_server))
+    kept = _run_requests(pool, 2)
+    pool.close()
+    still_open = [c for c in kept if c.transport.get_extra_info("socket").fileno() != -1]
+    for connection in kept:  # clean up what the pool left behind
+        _kill(connection)
+    assert len(kept) == 2 and not still_open, f"{len(still_open)} sockets left open after close()"
+
+
+# -- 4. closing the pool while a request is in flight -------------------------------------------
+
+
+async def test_close_while_a_request_waits_keeps_its_timeout() -> None:
+    """``store.close()`` on a running loop schedules ``_LoopConnections.close``, which cancels
+    the one deadline timer of the loop: a request in flight then never times out (here it
+    would hang forever; the bound below only keeps the test from hanging)."""
+    got_request = asyncio.Event()
+    release = asyncio.Event()
+
+    async def silent(request: bytes, writer: asyncio.StreamWriter) -> None:
+        got_request.set()
+        await release.wait()
+
+    async with Scripted(silent) as server:
+        pool = pool_for(server)
+        task = asyncio.create_task(pool.request("GET", "/", {}, timeout=0.05))
+        await got_request.wait()
+        pool.close()  # e.g. ObstoreS3Store.close() / ``with store:`` inside async code
+        try:
+            outcome: BaseException | None = None
+            await asyncio.wait_for(asyncio.shield(task), 3.0)
+        except BaseException as exc:  # noqa: BLE001
+            outcome = exc
+        finally:
+            task.cancel()
+            release.set()
+            await asyncio.gather(task, return_exceptions=True)
+            await pool.aclose()
+    assert isinstance(outcome, ConnectionFailed), repr(outcome)
+
+
+async def test_aclose_while_a_request_is_in_flight_leaves_no_open_connection() -> None:
+    """``aclose`` pops this loop's ``_LoopConnections``; a request in flight then returns its
+    connection to the popped (unreachable) idle deque: nobody ever closes it."""
+    got_request = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(request: bytes, writer: asyncio.StreamWriter) -> None:
+        got_request.set()
+        await release.wait()
+        await answer(writer, OK)
+
+    async with Scripted(slow) as server:
+        pool = pool_for(server)
+        task = asyncio.create_task(pool.request("GET", "/", {}))
+        await got_request.wait()
+        (connection,) = pool._loops[asyncio.get_running_loop()].busy
+        await pool.aclose()
+        release.set()
+        assert (await task).body == b"ok"
+        await pool.aclose()  # a second close: still nothing reaches that connection
+        pool.close()
+        leaked = not connection.closed
+        connection.close()
+    assert not leaked, "the in-flight connection survived aclose()+close()"
+
+
+# -- 5. a connection that already saw EOF is still offered for reuse ----------------------------
+
+
+async def test_a_connection_that_saw_eof_is_not_reused() -> None:
+    """``eof_received`` returns False (transport closes) but ``closed`` is set only in
+    ``connection_lost``, one loop iteration later. A request picked in between writes onto a
+    connection the server already closed, and a conditional PUT then gets ``sent=True``
+    (UnknownOutcomeError) for a request the server never saw. ``_reuse`` should also check
+    ``transport.is_closing()`` (or ``eof_received`` set ``closed``)."""
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    transport, connection = await loop.create_connection(lambda: _Connection(4.0), sock=ours)
+    theirs.shutdown(socket.SHUT_WR)  # the server's idle close
+    while not transport.is_closing():  # the EOF reached the protocol ...
+        await asyncio.sleep(0)
+    connection.idle_since = loop.time()  # returned to the pool just now
+    reusable = HttpPool._reuse(deque([connection]), loop.time())  # ... connection_lost not yet
+    transport.abort()
+    theirs.close()
+    assert reusable is None, "a connection already half-closed by the server was offered for reuse"

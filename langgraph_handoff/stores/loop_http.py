@@ -31,12 +31,16 @@ A cancelled request closes its connection, so a half-read response never poisons
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import ssl as ssl_module
+import threading
 import weakref
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["ConnectionFailed", "HttpPool", "Origin", "Response"]
@@ -123,6 +127,27 @@ class Origin:
         return cls(scheme, host, port, host_header, context, idle_seconds)
 
 
+class _Framing(ValueError):
+    """A response whose framing cannot be trusted (length, chunk sizes)."""
+
+
+def _content_length(value: str) -> int:
+    """``Content-Length``, strictly: digits only; a repeated field must repeat the same number
+    (RFC 9110, 8.6). Anything else could cut a body short or read into the next response.
+
+    >>> _content_length("10"), _content_length("10, 10")
+    (10, 10)
+    >>> _content_length("10, 11")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.stores.loop_http._Framing: Content-Length '10, 11' is not one number
+    """
+    values = {v.strip() for v in value.split(",")}
+    if len(values) != 1 or not next(iter(values)).isdigit():
+        raise _Framing(f"Content-Length {value!r} is not one number")
+    return int(next(iter(values)))
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; at most one request at a time."""
 
@@ -140,6 +165,8 @@ class _Connection(asyncio.Protocol):
         self._body_start = 0
         self._length = -1  # -1: until close; -2: chunked
         self._keep_alive = True
+        self._chunks: list[bytes] = []  # a chunked body so far, and where its next chunk starts
+        self._chunk_at = 0
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,9 +177,13 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self._buf += data
-        self._parse()
+        try:
+            self._parse()
+        except (_Framing, ValueError) as exc:  # a malformed head or chunk size: fail, never guess
+            self._fail(f"unreadable HTTP response: {exc}")
 
     def eof_received(self) -> bool | None:
+        self.closed = True  # never handed out again, even before connection_lost arrives
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -160,7 +191,7 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
-        if self._headers is not None and self._length == -1:  # body delimited by the close
+        if exc is None and self._headers is not None and self._length == -1:  # body delimited by the close
             self._finish(bytes(self._buf[self._body_start :]))
             return
         self._waiter = None
@@ -189,29 +220,29 @@ class _Connection(asyncio.Protocol):
                 return
             head = bytes(buf[:end])
             version, _, rest = head[:64].partition(b" ")
-            try:
-                self._status = int(rest[:3])
-            except ValueError:
-                self._fail(f"not an HTTP response: {head[:80]!r}")
-                return
+            status = rest[:3]
+            if not version.startswith(b"HTTP/1.") or not status.isdigit():
+                raise _Framing(f"not an HTTP/1.x response: {head[:80]!r}")
+            self._status = int(status)
             if 100 <= self._status < 200:  # an interim response (100 Continue): skip it
                 del buf[: end + 4]
                 self._parse()
                 return
-            self._headers = head
-            self._body_start = end + 4
             connection = _field(head, "connection")
-            self._keep_alive = version == b"HTTP/1.1" and not (connection and "close" in connection.lower())
+            keep_alive = version == b"HTTP/1.1" and not (connection and "close" in connection.lower())
             length = _field(head, "content-length")
             if self._head_only or self._status in (204, 304):
                 self._length = 0
             elif "chunked" in (_field(head, "transfer-encoding") or "").lower():
                 self._length = -2
+                self._chunks, self._chunk_at = [], end + 4
             elif length is not None:
-                self._length = int(length)
+                self._length = _content_length(length)
             else:
                 self._length = -1
-                self._keep_alive = False
+                keep_alive = False
+            # only now, with the framing known to be sound, is the head taken
+            self._headers, self._body_start, self._keep_alive = head, end + 4, keep_alive
         if self._length >= 0:
             stop = self._body_start + self._length
             if len(buf) >= stop:
@@ -222,26 +253,32 @@ class _Connection(asyncio.Protocol):
             self._parse_chunks()
 
     def _parse_chunks(self) -> None:
+        """Take the chunks that are complete, from where the last packet stopped."""
         buf = self._buf
-        pos = self._body_start
-        chunks: list[bytes] = []
+        pos = self._chunk_at
         while True:
             line_end = buf.find(b"\r\n", pos)
             if line_end < 0:
-                return
-            size = int(bytes(buf[pos:line_end]).split(b";", 1)[0], 16)
+                break
+            size_field = bytes(buf[pos:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_field, 16)
+            except ValueError:
+                raise _Framing(f"chunk size {size_field[:20]!r} is not hexadecimal") from None
             if size == 0:
                 trailer_end = buf.find(b"\r\n\r\n", line_end)
                 if trailer_end < 0:
-                    return
+                    break
                 del buf[: trailer_end + 4]
-                self._finish(b"".join(chunks))
+                body, self._chunks = b"".join(self._chunks), []
+                self._finish(body)
                 return
             start = line_end + 2
             if len(buf) < start + size + 2:
-                return
-            chunks.append(bytes(buf[start : start + size]))
+                break
+            self._chunks.append(bytes(buf[start : start + size]))
             pos = start + size + 2
+        self._chunk_at = pos
 
     def _finish(self, body: bytes) -> None:
         waiter, self._waiter = self._waiter, None
@@ -262,6 +299,9 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(ConnectionFailed(message, sent=True))
 
+    def reusable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
@@ -275,44 +315,79 @@ class _LoopConnections:
     Deadlines are checked by one timer per loop, at most every second, instead of a timer per
     request (``asyncio.timeout`` schedules and cancels one each time, and on a hot path that is a
     tenth of a request's client CPU). So a request times out within a second of its deadline.
+
+    When the loop shuts down (``asyncio.run`` ends, which calls ``loop.shutdown_asyncgens()``),
+    an asynchronous generator registered with the loop closes the idle connections: a finished
+    loop keeps no sockets open, and nothing here holds the loop once it is gone.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, max_connections: int) -> None:
-        self.loop = loop
+        self._loop = weakref.ref(loop)
         self.idle: deque[_Connection] = deque()
         self.slots = asyncio.Semaphore(max_connections)
         self.busy: dict[_Connection, tuple[float, float]] = {}  # connection -> (deadline, timeout)
+        #: set by :meth:`close`: connections still in flight are closed when they finish
+        self.closed = False
         self._tick: asyncio.TimerHandle | None = None
+        self._every = 1.0
+        self._sentinel: Any = None
+
+    async def start(self) -> None:
+        """Register the shutdown hook with the running loop (once, before the first request)."""
+        if getattr(asyncio.get_running_loop(), "_asyncgens_shutdown_called", False):
+            return  # the loop is already shutting down: nothing would call the hook
+        self._sentinel = self._until_shutdown()
+        await self._sentinel.__anext__()
+
+    async def _until_shutdown(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self._sentinel = None  # a finished generator still holds the loop's finalizer
+            self.close()
 
     def watch(self, connection: _Connection, timeout: float) -> None:
-        self.busy[connection] = (self.loop.time() + timeout, timeout)
+        loop = self._loop()
+        assert loop is not None
+        self.busy[connection] = (loop.time() + timeout, timeout)
+        every = min(1.0, timeout)
+        if self._tick is not None and every < self._every:  # a shorter timeout than the timer's period
+            self._tick.cancel()
+            self._tick = None
         if self._tick is None:
-            self._tick = self.loop.call_later(min(1.0, timeout), self._check, min(1.0, timeout))
+            self._every = every
+            self._tick = loop.call_later(every, self._check)
 
-    def _check(self, every: float) -> None:
+    def _check(self) -> None:
         self._tick = None
-        now = self.loop.time()
+        loop = self._loop()
+        if loop is None:
+            return
+        now = loop.time()
         for connection, (deadline, timeout) in list(self.busy.items()):
             if now >= deadline:
                 del self.busy[connection]
                 connection.expire(f"no response within {timeout:g} s")
         if self.busy:
-            self._tick = self.loop.call_later(every, self._check, every)
+            self._tick = loop.call_later(self._every, self._check)
 
     def close(self) -> None:
-        if self._tick is not None:
-            self._tick.cancel()
-            self._tick = None
+        """Close the idle connections; requests in flight keep their deadlines and close their
+        connections when they end."""
+        self.closed = True
         while self.idle:
             self.idle.pop().close()
+        if not self.busy and self._tick is not None:  # the timer holds the loop
+            self._tick.cancel()
+            self._tick = None
 
 
 class HttpPool:
     """Keep-alive connections to one :class:`Origin`, for the event loop that uses them.
 
     Connections belong to one event loop, so the pool keeps one set per loop (a process may run
-    ``asyncio.run`` many times); a loop's connections go with it. :meth:`aclose` closes the
-    current loop's connections, :meth:`close` every set whose loop is not running.
+    ``asyncio.run`` many times). A loop's idle connections are closed when it shuts down,
+    by :meth:`aclose` from that loop, or by :meth:`close` from anywhere.
     """
 
     def __init__(self, origin: Origin, *, max_connections: int = 64, connect_timeout: float = 5.0) -> None:
@@ -324,6 +399,18 @@ class HttpPool:
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
             weakref.WeakKeyDictionary()
         )
+        self._lock = threading.Lock()  # loops of several threads may add entries at once
+
+    async def _here(self, loop: asyncio.AbstractEventLoop) -> _LoopConnections:
+        here = self._loops.get(loop)
+        if here is None or here.closed:
+            here = _LoopConnections(loop, self.max_connections)
+            await here.start()
+            with self._lock:
+                for other in [other for other in self._loops if other.is_closed()]:
+                    self._loops.pop(other).close()
+                self._loops[loop] = here
+        return here
 
     async def request(
         self,
@@ -338,8 +425,8 @@ class HttpPool:
         sent; ``headers`` need no ``Host`` or ``Content-Length`` (both added)."""
         loop = asyncio.get_running_loop()
         here = self._loops.get(loop)
-        if here is None:
-            here = self._loops[loop] = _LoopConnections(loop, self.max_connections)
+        if here is None or here.closed:
+            here = await self._here(loop)
         fields = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
         length = f"content-length: {len(body)}\r\n" if body or method in ("PUT", "POST") else ""
         head = f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n{fields}{length}\r\n".encode(
@@ -357,7 +444,9 @@ class HttpPool:
                 raise
             finally:
                 here.busy.pop(connection, None)
-            if not connection.closed:
+            if here.closed:
+                connection.close()
+            elif not connection.closed:
                 connection.idle_since = loop.time()
                 here.idle.append(connection)
             return response
@@ -366,7 +455,7 @@ class HttpPool:
     def _reuse(idle: deque[_Connection], now: float) -> _Connection | None:
         while idle:
             connection = idle.pop()
-            if not connection.closed and now - connection.idle_since < connection.idle_limit:
+            if connection.reusable() and now - connection.idle_since < connection.idle_limit:
                 return connection
             connection.close()
         return None
@@ -374,15 +463,17 @@ class HttpPool:
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         origin = self.origin
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                _, protocol = await loop.create_connection(
+            _, protocol = await asyncio.wait_for(
+                loop.create_connection(
                     lambda: _Connection(origin.idle_seconds),
                     origin.host,
                     origin.port,
                     ssl=origin.ssl,
                     server_hostname=origin.host if origin.ssl else None,
-                )
-        except (OSError, TimeoutError, ssl_module.SSLError) as exc:
+                ),
+                self.connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError, ssl_module.SSLError) as exc:
             raise ConnectionFailed(
                 f"cannot connect to {origin.scheme}://{origin.host_header}: {exc or type(exc).__name__}", sent=False
             ) from None
@@ -390,19 +481,21 @@ class HttpPool:
         return protocol
 
     async def aclose(self) -> None:
-        """Close this event loop's idle connections."""
-        here = self._loops.pop(asyncio.get_running_loop(), None)
+        """Close this event loop's idle connections (those in flight close when they end)."""
+        with self._lock:
+            here = self._loops.pop(asyncio.get_running_loop(), None)
         if here is not None:
             here.close()
 
     def close(self) -> None:
-        """Close the idle connections of every loop that is not running (a running loop's are
-        closed from that loop, by :meth:`aclose`, or when it is collected)."""
-        for loop, here in list(self._loops.items()):
+        """Close the idle connections of every loop: a running loop's from that loop (thread
+        safe), any other's now."""
+        with self._lock:
+            entries = list(self._loops.items())
+            self._loops.clear()
+        for loop, here in entries:
             if loop.is_running():
-                if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # closed in between: its hook already ran
                     loop.call_soon_threadsafe(here.close)
-                continue
-            if not loop.is_closed():
+            elif not loop.is_closed():
                 here.close()
-            self._loops.pop(loop, None)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -111,12 +112,21 @@ class BotoCredentials:
         >>> BotoCredentials(boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="s")).keys()
         Keys(access_key='AKID', secret_key='s', token=None)
         """
-        cached = self._keys
-        if cached is None or (self._keys_renew_at is not None and time.monotonic() >= self._keys_renew_at):
+        cached = self.cached()
+        if cached is None:
             frozen = self._credentials.get_frozen_credentials()
             cached = self._keys = Keys(frozen.access_key, frozen.secret_key, frozen.token or None)
             if self._refreshable:
                 self._keys_renew_at = time.monotonic() + CREDENTIAL_TTL.total_seconds()
+        return cached
+
+    def cached(self) -> Keys | None:
+        """The keys of the last :meth:`keys`, or None when they are due to be read again: the
+        loop client calls :meth:`keys` in a worker thread then, since boto3 may refresh (STS,
+        IMDS, ``credential_process``) synchronously."""
+        cached = self._keys
+        if cached is None or (self._keys_renew_at is not None and time.monotonic() >= self._keys_renew_at):
+            return None
         return cached
 
 
@@ -207,7 +217,7 @@ class ObstoreS3Store(ObstoreBase):
                 self.prefix,
                 endpoint_url=self.endpoint_url,
                 region=self.region_name,
-                keys=self._credentials.keys,
+                keys=self._credentials,
                 quoting=self.quoting,
                 headers=options.get("default_headers"),
                 max_retries=max_retries,
@@ -323,17 +333,30 @@ class ObstoreS3Store(ObstoreBase):
         self.quoting.matched()
 
 
-def _seconds(timeout: str) -> float:
-    """obstore's duration string (``"30s"``, ``"500ms"``, ``"2m"``) in seconds.
+_DURATION_UNITS = {
+    "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "µs": 1e-6, "ms": 1e-3, "msec": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}  # fmt: skip
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)")
 
-    >>> _seconds("30s"), _seconds("500ms"), _seconds("2m")
-    (30.0, 0.5, 120.0)
+
+def _seconds(timeout: str) -> float:
+    """obstore's duration string (humantime: ``"30s"``, ``"500ms"``, ``"1m30s"``, ``"2min"``) in
+    seconds, so the loop client times out exactly when obstore would.
+
+    >>> _seconds("30s"), _seconds("500ms"), _seconds("1m30s"), _seconds("2 min"), _seconds("30sec")
+    (30.0, 0.5, 90.0, 120.0, 30.0)
     """
-    text = timeout.strip().lower()
-    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * scale
-            except ValueError:
-                break
-    raise InvalidConfigError(f"timeout {timeout!r} is not a duration like '30s' or '500ms'")
+    text, total, at = timeout.strip().lower(), 0.0, 0
+    while at < len(text):
+        part = _DURATION_PART.match(text, at)
+        if part is None or part.group(2) not in _DURATION_UNITS:
+            raise InvalidConfigError(f"timeout {timeout!r} is not a duration like '30s', '500ms' or '1m30s'")
+        total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
+        at = part.end()
+    if not text:
+        raise InvalidConfigError("timeout is empty: give a duration like '30s'")
+    return total

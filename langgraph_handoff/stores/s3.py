@@ -225,7 +225,12 @@ class S3Store(StoreBase):
                 if code == "NoSuchBucket":
                     raise self._no_bucket() from None
                 if code in _RACE_CODES or status in (409, 412):
-                    if if_match is not None and self.quoting.learn(if_match, lambda: self._head_etag(full)):
+                    # only a 412 can mean "the other quoting": a 409 is a concurrent conditional write
+                    if (
+                        if_match is not None
+                        and status == 412
+                        and self.quoting.learn(if_match, lambda: self._head_etag(full))
+                    ):
                         continue
                     raise PreconditionFailedError(key, f"HTTP {status} {code}") from None
                 if if_match is not None and (code in _MISSING_CODES or status == 404):

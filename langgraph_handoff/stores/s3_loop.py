@@ -32,7 +32,7 @@ import random
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from langgraph_handoff.errors import (
@@ -46,7 +46,7 @@ from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origi
 from langgraph_handoff.stores.s3_compat import EtagQuoting, no_such_bucket, strip_etag
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
 
-__all__ = ["LoopS3", "proxy_applies"]
+__all__ = ["KeySource", "LoopS3", "StaticKeys", "proxy_applies"]
 
 _RETRYABLE_STATUS = {500, 502, 503, 504, 429}
 _THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
@@ -66,29 +66,40 @@ def error_code(body: bytes) -> str:
 
 def proxy_applies(url: str) -> bool:
     """True when the environment sends requests to ``url`` through an HTTP proxy
-    (``HTTPS_PROXY``/``HTTP_PROXY``, not bypassed by ``NO_PROXY``): the loop client does not
+    (``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``, not bypassed by ``NO_PROXY``): the loop client does not
     speak to proxies, so the store keeps its thread-pool path there."""
     from urllib.request import getproxies, proxy_bypass
 
     parts = urlsplit(url)
     proxies = getproxies()
-    if parts.scheme not in proxies:
+    if not (proxies.get(parts.scheme) or proxies.get("all")):  # ALL_PROXY too, as obstore reads it
         return False
     return not proxy_bypass(parts.hostname or "")
 
 
 def parse_list(body: bytes, strip: int) -> ListResult:
     """A ListObjectsV2 response as a page of keys, ``strip`` leading characters (the store's
-    prefix) removed from each.
+    prefix) removed from each. Anything but a ``ListBucketResult`` document is an error, never
+    an empty page: an empty page would read as a thread without checkpoints.
 
     >>> xml = (b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><IsTruncated>true'
     ...        b'</IsTruncated><Contents><Key>p/a</Key><ETag>&quot;e1&quot;</ETag><Size>3</Size></Contents>'
     ...        b'</ListBucketResult>')
     >>> parse_list(xml, 2)
     ListResult(items=[ObjectInfo(key='a', etag='e1', size=3)], truncated=True)
+    >>> parse_list(b"<Error><Code>InternalError</Code></Error>", 2)
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.StoreError: not a ListObjectsV2 listing (root element 'Error')
     """
-    root = ET.fromstring(body)
-    ns = _S3_NS if root.tag.startswith(_S3_NS) else ""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise StoreError(f"unreadable ListObjectsV2 listing: {exc}") from None
+    ns, _, name = root.tag.rpartition("}")
+    if name != "ListBucketResult":
+        raise StoreError(f"not a ListObjectsV2 listing (root element {name!r})")
+    ns = ns + "}" if ns else ""
     items = [
         ObjectInfo(
             key=(entry.findtext(f"{ns}Key") or "")[strip:],
@@ -101,6 +112,33 @@ def parse_list(body: bytes, strip: int) -> ListResult:
     return ListResult(items=items, truncated=truncated)
 
 
+class KeySource(Protocol):
+    """Where :class:`LoopS3` gets its credentials: ``cached()`` without blocking (None when
+    they must be fetched again), ``keys()`` possibly blocking (STS, IMDS, SSO,
+    ``credential_process``), so it is called in a worker thread, never on the loop."""
+
+    def cached(self) -> Keys | None: ...
+
+    def keys(self) -> Keys: ...
+
+
+class StaticKeys:
+    """Fixed credentials as a :class:`KeySource`.
+
+    >>> StaticKeys(Keys("AKID", "secret")).cached()
+    Keys(access_key='AKID', secret_key='secret', token=None)
+    """
+
+    def __init__(self, keys: Keys) -> None:
+        self._keys = keys
+
+    def cached(self) -> Keys:
+        return self._keys
+
+    def keys(self) -> Keys:
+        return self._keys
+
+
 class LoopS3:
     """The async S3 primitives of one bucket and prefix, on the running event loop.
 
@@ -110,7 +148,8 @@ class LoopS3:
         endpoint_url: an S3-compatible server (path-style addressing), or None for AWS
             (virtual-hosted addressing, ``https://BUCKET.s3.REGION.amazonaws.com``).
         region: the signing region.
-        keys: returns the credentials to sign with now (renewed by its owner).
+        keys: the credentials to sign with (:class:`KeySource`; renewed by their owner, fetched
+            in a worker thread when due, so no refresh ever blocks the loop).
         quoting: the store's ETag quoting, shared with its sync path.
         headers: extra headers on every request (signed too).
         max_retries: retries of an idempotent request.
@@ -124,7 +163,7 @@ class LoopS3:
         *,
         endpoint_url: str | None,
         region: str,
-        keys: Callable[[], Keys],
+        keys: KeySource,
         quoting: EtagQuoting,
         headers: Mapping[str, str] | None = None,
         max_retries: int = 4,
@@ -173,7 +212,10 @@ class LoopS3:
         else:
             payload = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
         wanted = {**self._extra, **headers} if headers else self._extra
-        signed = sign(self._keys(), self.region, method, self.origin.host_header, path, canonical, wanted, payload)
+        keys = self._keys.cached()
+        if keys is None:
+            keys = await asyncio.to_thread(self._keys.keys)
+        signed = sign(keys, self.region, method, self.origin.host_header, path, canonical, wanted, payload)
         del signed["host"]  # the pool writes it
         target = f"{path}?{canonical}" if canonical else path
         return await self.pool.request(method, target, signed, body, timeout=self.timeout)
@@ -258,7 +300,8 @@ class LoopS3:
             if code == "NoSuchBucket":
                 raise no_such_bucket(self.bucket, self.endpoint_url)
             if status in (409, 412):
-                if if_match is not None and self.quoting.detect:
+                # only a 412 can mean "the other quoting": a 409 is a concurrent conditional write
+                if status == 412 and if_match is not None and self.quoting.detect:
                     current = await self.head_etag(key)
                     if self.quoting.learn(if_match, lambda current=current: current):  # type: ignore[misc]
                         continue

@@ -115,7 +115,8 @@ def sign(
     """
     amz_date = amz_date or amz_now()
     day = amz_date[:8]
-    signed = {k.lower(): str(v).strip() for k, v in headers.items()}
+    # canonical values: trimmed, inner runs of spaces folded to one (what the server computes)
+    signed = {k.lower(): " ".join(str(v).split()) for k, v in headers.items()}
     signed["host"] = host
     signed["x-amz-date"] = amz_date
     signed["x-amz-content-sha256"] = payload_hash
