@@ -26,38 +26,16 @@ from perfwork import SAVERS  # noqa: E402 - stdlib-only at import time
 PHASES = ["cpu", "concurrency", "latency", "memory"]
 CPU_REFERENCE = "inmemory"
 CONC_REFERENCE = "handoff-s3-boto3"
+#: every saver that runs in-process or on S3 without a peer's cost (the concurrency phase's list)
+LOCAL_AND_OURS = ["inmemory", "sqlite-async", "handoff-memory", "handoff-local"]
+OURS_ON_S3 = ["handoff-s3-boto3", "handoff-s3-obstore", "handoff-s3-obstore-threads"]
+PEERS_ON_S3 = ["objectstorage", "s3-peer-async+shim", "s3-peer+shim"]
 PHASE_SAVERS = {
-    "cpu": [
-        "inmemory",
-        "sqlite-async",
-        "handoff-memory",
-        "handoff-local",
-        "handoff-s3-boto3",
-        "handoff-s3-obstore",
-        "handoff-s3-obstore-threads",
-        "objectstorage",
-        "s3-peer-async+shim",
-        "s3-peer+shim",
-    ],
+    "cpu": LOCAL_AND_OURS + OURS_ON_S3 + PEERS_ON_S3,
     # peers left out: objectstorage needs ~0.1 s of CPU per invoke and the aioboto3 peer ~0.7 s, so
     # 128 in flight would take minutes each (their CPU table says why)
-    "concurrency": [
-        "inmemory",
-        "sqlite-async",
-        "handoff-memory",
-        "handoff-local",
-        "handoff-s3-boto3",
-        "handoff-s3-obstore",
-        "handoff-s3-obstore-threads",
-    ],
-    "latency": [
-        "handoff-s3-boto3",
-        "handoff-s3-obstore",
-        "handoff-s3-obstore-threads",
-        "objectstorage",
-        "s3-peer-async+shim",
-        "s3-peer+shim",
-    ],
+    "concurrency": LOCAL_AND_OURS + OURS_ON_S3,
+    "latency": OURS_ON_S3 + PEERS_ON_S3,
     "memory": ["handoff-local", "inmemory"],
 }
 # per-phase worker arguments (see perfwork.py for what each means)

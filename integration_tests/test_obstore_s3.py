@@ -30,7 +30,6 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from tests.race_helpers import (
-    arace_cas,
     race_cas,
 )
 from tests.store_contract import StoreContract
@@ -77,7 +76,7 @@ def test_async_compare_and_swap_is_atomic_under_racing_event_loops(async_io: str
     with their connections open: one winner per round, never two."""
     store = make_obstore_s3_store(async_io=async_io)
     try:
-        tally = arace_cas(store, rounds=20, racers=6)
+        tally = race_cas(store, rounds=20, racers=6, api="async")
     finally:
         store.close()
     assert tally["won"] == 20 and tally["lost-412"] + tally["unknown-5xx"] == 100, tally

@@ -160,13 +160,30 @@ def winner_messages(messages: list[str], prefix: list[str]) -> str:
     return owner
 
 
-def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
+def race_cas(store: StoreBase, rounds: int, racers: int, *, api: str = "sync") -> dict[str, int]:
     """``racers`` threads compare-and-swap one key from the same ETag, each round behind a barrier;
-    exactly one must win and its body be stored. Returns the outcome counts."""
+    exactly one must win and its body be stored. Returns the outcome counts.
+
+    With ``api="async"`` each racer thread runs its own event loop, opens its connection with a
+    GET first, then waits on the barrier and sends its ``aput``, so the compare-and-swaps leave
+    together."""
     tally = {"won": 0, "lost-412": 0, "unknown-5xx": 0}
     lock = threading.Lock()
+
+    async def acas(i: int, key: str, etag: str, barrier: threading.Barrier) -> None:
+        await store.aget(key)  # the connection is open before the start
+        barrier.wait(timeout=60)
+        await store.aput(key, f"racer-{i}".encode(), if_match=etag)
+
+    def cas(i: int, key: str, etag: str, barrier: threading.Barrier) -> None:
+        if api == "async":
+            asyncio.run(acas(i, key, etag, barrier))
+            return
+        barrier.wait(timeout=60)
+        store.put(key, f"racer-{i}".encode(), if_match=etag)
+
     for rnd in range(rounds):
-        key = f"race/{rnd}"
+        key = f"race-{api}/{rnd}"
         etag = store.put(key, b"start", if_none_match=True)
         barrier = threading.Barrier(racers)
         winners: list[int] = []
@@ -174,17 +191,17 @@ def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
         def racer(
             i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
         ) -> None:
-            barrier.wait()
             try:
-                store.put(key, f"racer-{i}".encode(), if_match=etag)
+                cas(i, key, etag, barrier)
                 outcome = "won"
-                winners.append(i)
             except PreconditionFailedError:
                 outcome = "lost-412"
             except UnknownOutcomeError:
                 outcome = "unknown-5xx"
             with lock:
                 tally[outcome] += 1
+                if outcome == "won":
+                    winners.append(i)
 
         threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
         for t in threads:
@@ -192,7 +209,7 @@ def race_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
         for t in threads:
             t.join()
         assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
-        assert store.get(key).body == f"racer-{winners[0]}".encode()
+        assert store.get(key).body == f"racer-{winners[0]}".encode()  # type: ignore[union-attr]
     return tally
 
 
@@ -215,48 +232,6 @@ def check_thread_race(
         assert sorted(outcomes.values()) == ["stale"] * (racers - 1) + ["won"], outcomes
         winner = winner_messages(check_linear_history(ObjectStoreSaver(store), thread_id), prefix)
         assert outcomes[winner] == "won"
-
-
-def arace_cas(store: StoreBase, rounds: int, racers: int) -> dict[str, int]:
-    """:func:`race_cas` through the async API: each racer thread runs its own event loop, opens
-    its connection with a GET first, then waits on the barrier and sends its ``aput``, so the
-    compare-and-swaps leave together. Exactly one must win and its body be stored."""
-    tally = {"won": 0, "lost-412": 0, "unknown-5xx": 0}
-    lock = threading.Lock()
-    for rnd in range(rounds):
-        key = f"arace/{rnd}"
-        etag = store.put(key, b"start", if_none_match=True)
-        barrier = threading.Barrier(racers)
-        winners: list[int] = []
-
-        async def cas(i: int, key: str, etag: str, barrier: threading.Barrier) -> str:
-            await store.aget(key)  # the connection is open before the start
-            barrier.wait(timeout=60)
-            try:
-                await store.aput(key, f"racer-{i}".encode(), if_match=etag)
-            except PreconditionFailedError:
-                return "lost-412"
-            except UnknownOutcomeError:
-                return "unknown-5xx"
-            return "won"
-
-        def racer(
-            i: int, key: str = key, etag: str = etag, barrier: threading.Barrier = barrier, winners: list[int] = winners
-        ) -> None:
-            outcome = asyncio.run(cas(i, key, etag, barrier))
-            with lock:
-                tally[outcome] += 1
-                if outcome == "won":
-                    winners.append(i)
-
-        threads = [threading.Thread(target=racer, args=(i,)) for i in range(racers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(winners) == 1, f"round {rnd}: {len(winners)} winners"
-        assert store.get(key).body == f"racer-{winners[0]}".encode()  # type: ignore[union-attr]
-    return tally
 
 
 def race_create_only(store: StoreBase, rounds: int, racers: int) -> None:

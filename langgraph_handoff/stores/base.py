@@ -188,6 +188,13 @@ class StoreBase(ABC):
     #: where the async primitives run the sync ones (None: asyncio's default executor)
     _executor: Executor | None = None
 
+    @property
+    def _ops_in_threads(self) -> bool:
+        """Whether ``arun``/``arun_many`` hand whole operations to :attr:`_executor` (one hop
+        per operation) rather than awaiting the async primitives; False for a store whose async
+        primitives are natively async although it has an executor for its sync batches."""
+        return self._executor is not None
+
     # -- sync primitives (subclasses implement) --------------------------------------------------
     @abstractmethod
     def get(self, key: str) -> StoredObject | None:
@@ -260,7 +267,7 @@ class StoreBase(ABC):
     async def arun(self, op: Op) -> Any:
         """Perform one :data:`Op` asynchronously. A store with an :attr:`_executor` runs the sync
         operation there directly: one hop, no coroutine or task per operation in between."""
-        if self._executor is not None:
+        if self._ops_in_threads:
             return await self._threaded(self.run, op)
         if isinstance(op, Get):
             return await self.aget(op.key)
@@ -293,7 +300,7 @@ class StoreBase(ABC):
         return settle(outcomes, return_exceptions)
 
     async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        if self._executor is not None:  # executor futures, not a task per operation
+        if self._ops_in_threads:  # executor futures, not a task per operation
             runs = [self._threaded(self.run, op) for op in ops]
             outcomes = await asyncio.gather(*runs, return_exceptions=True)
         else:

@@ -31,28 +31,15 @@ Install with ``pip install 'langgraph-handoff[obstore]'``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import threading
 import time
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError, StoreError
-from langgraph_handoff.stores.base import (
-    Delete,
-    DeleteMany,
-    Get,
-    ListPage,
-    ListResult,
-    Op,
-    Put,
-    StoredObject,
-    settle,
-    validate_prefix,
-)
+from langgraph_handoff.stores.base import ListResult, StoredObject, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_loop import LoopS3, proxy_applies
@@ -286,25 +273,9 @@ class ObstoreS3Store(ObstoreBase):
             return await super().alist_page(prefix, start_after=start_after, max_keys=max_keys)
         return await self._wire.list_page(prefix, start_after=start_after, max_keys=max_keys)
 
-    async def arun(self, op: Op) -> Any:
-        wire = self._wire
-        if wire is None or isinstance(op, DeleteMany):
-            return await super().arun(op)
-        if isinstance(op, Get):
-            return await wire.get(op.key)
-        if isinstance(op, Put):
-            return await wire.put(op.key, op.body, if_match=op.if_match, if_none_match=op.if_none_match)
-        if isinstance(op, ListPage):
-            return await wire.list_page(op.prefix, start_after=op.start_after, max_keys=op.max_keys)
-        if isinstance(op, Delete):
-            return await wire.delete(self._deletable(op.key, op.if_match))
-        raise TypeError(f"not a store operation: {op!r}")
-
-    async def arun_many(self, ops: Sequence[Op], *, return_exceptions: bool = False) -> list[Any]:
-        if self._wire is None:
-            return await super().arun_many(ops, return_exceptions=return_exceptions)
-        outcomes = await asyncio.gather(*(self.arun(op) for op in ops), return_exceptions=True)
-        return settle(list(outcomes), return_exceptions)
+    @property
+    def _ops_in_threads(self) -> bool:
+        return self._wire is None  # on the loop, arun and arun_many await the primitives above
 
     async def aclose(self) -> None:
         if self._wire is not None:
