@@ -35,8 +35,11 @@ MAKERS = {
     "obstore": make_obstore_s3_store,
     "obstore-threads": functools.partial(make_obstore_s3_store, async_io="threads"),
 }
-SPEC_KINDS = {"boto3": "s3", "obstore": "obstore-s3", "obstore-threads": "obstore-s3"}
-SPEC_EXTRA: dict[str, dict[str, str]] = {"obstore-threads": {"async_io": "threads"}}
+SPEC_KINDS = {"boto3": "s3", "obstore": "obstore-s3"}
+
+
+#: the sync API is the same code on both obstore paths (``async_io`` only routes the async one)
+SYNC_PATHS = ["boto3", "obstore"]
 
 
 @pytest.fixture(params=list(MAKERS))
@@ -51,8 +54,18 @@ def any_s3_store(transport: str) -> Any:
     store.close()
 
 
+@pytest.fixture(params=SYNC_PATHS)
+def sync_s3_store(request: Any) -> Any:
+    store = MAKERS[str(request.param)]()
+    yield store
+    store.close()
+
+
 @pytest.mark.heavy
-@pytest.mark.parametrize("api", ["async", "sync"])
+@pytest.mark.parametrize(
+    ("api", "transport"),
+    [("async", t) for t in MAKERS] + [("sync", t) for t in SYNC_PATHS],
+)
 async def test_conformance_on_s3(api: str, transport: str) -> None:
     cls = ObjectStoreSaver if api == "async" else SyncRoutedSaver
     counts = await run_conformance(f"s3-{transport}-{api}", lambda: cls(MAKERS[transport]()))
@@ -61,8 +74,8 @@ async def test_conformance_on_s3(api: str, transport: str) -> None:
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("durability", DURABILITIES)
-def test_graph_runs_match_inmemory_on_s3(durability: str, any_s3_store: Any) -> None:
-    saver = ObjectStoreSaver(any_s3_store)
+def test_graph_runs_match_inmemory_on_s3(durability: str, sync_s3_store: Any) -> None:
+    saver = ObjectStoreSaver(sync_s3_store)
     for name, run in SYNC_SCENARIOS.items():
         assert run(saver, durability, f"g-{name}") == run(InMemorySaver(), durability, f"g-{name}"), name
 
@@ -90,8 +103,8 @@ async def test_many_concurrent_async_runs_share_one_boto3_client(s3_store: Any) 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
-def test_threads_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any) -> None:
-    check_thread_race(any_s3_store, fresh=fresh, durability=durability)
+def test_threads_racing_on_s3(fresh: bool, durability: str, sync_s3_store: Any) -> None:
+    check_thread_race(sync_s3_store, fresh=fresh, durability=durability)
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
@@ -103,6 +116,7 @@ def test_async_runs_racing_on_s3(fresh: bool, durability: str, any_s3_store: Any
 
 
 @pytest.mark.heavy
+@pytest.mark.parametrize("transport", SYNC_PATHS)
 @pytest.mark.parametrize("fresh", [False, True], ids=["existing-thread", "new-thread"])
 def test_processes_racing_on_s3(fresh: bool, transport: str) -> None:
     racers = 4
@@ -112,7 +126,6 @@ def test_processes_racing_on_s3(fresh: bool, transport: str) -> None:
         "bucket": S3_BUCKET,
         "prefix": prefix_key,
         "endpoint_url": S3_ENDPOINT,
-        **SPEC_EXTRA.get(transport, {}),
     }
     store = MAKERS[transport](prefix=prefix_key)
     ctx = process_context()

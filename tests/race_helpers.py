@@ -73,12 +73,7 @@ def make_store(spec: dict[str, Any]) -> StoreBase:
     if spec["kind"] == "obstore-s3":
         from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 
-        return ObstoreS3Store(
-            spec["bucket"],
-            prefix=spec["prefix"],
-            endpoint_url=spec["endpoint_url"],
-            async_io=spec.get("async_io", "auto"),
-        )
+        return ObstoreS3Store(spec["bucket"], prefix=spec["prefix"], endpoint_url=spec["endpoint_url"])
     raise ValueError(spec)
 
 
