@@ -309,30 +309,22 @@ def _spill(
     write loses nothing. The latest checkpoint's own values always stay inline: reading it is
     one GET.
     """
-    threshold = saver.layout.spill_threshold
-    keep: set[tuple[str, str]] | None = None
+    keep = latest.origins()
     out: PayloadTable = {}
     writes: list[tuple[str, bytes]] = []
     for origin, chs in table.items():
-        moved: dict[str, Payload] | None = None  # a copy of chs, made at its first change
+        moved: dict[str, Payload] = {}
         for ch, p in chs.items():
-            if not (isinstance(p, Inline) and len(p.data) >= threshold):
-                continue
-            if keep is None:
-                keep = latest.origins()
-            if (origin, ch) in keep:
-                continue
-            digest = p.spill or content_digest(p.data)
-            key = keys.blob_key(thread_id, ns, origin, digest)
-            if key in confirmed:
-                p = BlobRef(p.type, digest, len(p.data))
-            else:
-                p = Inline(p.type, p.data, digest)
-                writes.append((key, rec_io.encode_blob(p.data, schema_version=saver.layout.schema_version)))
-            if moved is None:
-                moved = dict(chs)
+            if isinstance(p, Inline) and len(p.data) >= saver.layout.spill_threshold and (origin, ch) not in keep:
+                digest = p.spill or content_digest(p.data)
+                key = keys.blob_key(thread_id, ns, origin, digest)
+                if key in confirmed:
+                    p = BlobRef(p.type, digest, len(p.data))
+                else:
+                    p = Inline(p.type, p.data, digest)
+                    writes.append((key, rec_io.encode_blob(p.data, schema_version=saver.layout.schema_version)))
             moved[ch] = p
-        out[origin] = chs if moved is None else moved
+        out[origin] = moved
     return out, writes
 
 
