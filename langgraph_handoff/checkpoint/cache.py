@@ -58,11 +58,7 @@ _STATE_OVERHEAD = 1024
 
 
 def _writes_size(folded: Folded) -> int:
-    size = folded._approx_size
-    if size is None:
-        size = sum(_VALUE_OVERHEAD + 2 * len(w.data) for w in folded.items)
-        object.__setattr__(folded, "_approx_size", size)
-    return size
+    return sum(_VALUE_OVERHEAD + 2 * len(w.data) for w in folded.items)
 
 
 def _record_size(rec: Record) -> int:
@@ -82,13 +78,10 @@ def _head_size(head: Head) -> int:
     if size is None:
         size = 0
         for rec in head.records.values():
-            rec_size = rec._approx_size
-            size += rec_size if rec_size is not None else _record_size(rec)
+            size += _record_size(rec)
         for chs in head.payloads.values():
-            size += _VALUE_OVERHEAD * len(chs)
             for p in chs.values():
-                if type(p) is Inline:
-                    size += 2 * len(p.data)
+                size += _VALUE_OVERHEAD + (2 * len(p.data) if isinstance(p, Inline) else 0)
         object.__setattr__(head, "_approx_size", size)
     return size
 
@@ -96,14 +89,10 @@ def _head_size(head: Head) -> int:
 def approx_size(state: NsState) -> int:
     """Bytes a cached state keeps alive, roughly (see :data:`_RECORD_OVERHEAD`)."""
     size = _STATE_OVERHEAD
-    head = state.head
-    if head is not None:
-        head_size = head._approx_size
-        size += head_size if head_size is not None else _head_size(head)
+    if state.head is not None:
+        size += _head_size(state.head)
     for tasks in state.unfolded.values():
-        for f in tasks.values():
-            f_size = f._approx_size
-            size += f_size if f_size is not None else _writes_size(f)
+        size += sum(_writes_size(f) for f in tasks.values())
     return size
 
 

@@ -184,9 +184,6 @@ class Folded:
     etag: str
     task_path: str
     items: tuple[WriteItem, ...]
-    #: memo of this copy's share of ``cache.approx_size`` (counted on every cache update while
-    #: it waits to be folded, and in every head that carries it)
-    _approx_size: int | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @fast_init
@@ -232,14 +229,9 @@ def payloads_for(records: list[Record] | Any, table: PayloadTable) -> PayloadTab
     out: PayloadTable = {}
     for rec in records:
         for ch, (origin, _v) in rec.values.items():
-            chs = table.get(origin)
-            payload = chs.get(ch) if chs is not None else None
+            payload = table.get(origin, {}).get(ch)
             if payload is not None:
-                sub = out.get(origin)
-                if sub is None:
-                    out[origin] = {ch: payload}
-                else:
-                    sub[ch] = payload
+                out.setdefault(origin, {})[ch] = payload
     return out
 
 
@@ -339,9 +331,13 @@ def _decoded(data: bytes, key: str, kind: Kind, build: Callable[[Any, int], T]) 
 
 
 def _record_out(r: Record) -> dict[str, Any]:
-    # msgpack packs a tuple as the array of its items, so the (type, bytes) pairs and the
-    # channel -> (origin, version) map go in as they are: the same bytes as lists, without copies
-    out: dict[str, Any] = {"i": r.id, "p": r.parent, "c": r.checkpoint, "m": r.metadata, "v": r.values}
+    out: dict[str, Any] = {
+        "i": r.id,
+        "p": r.parent,
+        "c": list(r.checkpoint),
+        "m": list(r.metadata),
+        "v": {ch: [origin, version] for ch, (origin, version) in r.values.items()},
+    }
     if r.writes:
         out["w"] = {t: [f.etag, f.task_path, _items_out(f.items)] for t, f in r.writes.items()}
     if r.schema:
@@ -414,49 +410,32 @@ def _packed_once(obj: Payload | Record, out: Callable[[Any], Any]) -> bytes:
     return packed
 
 
-#: the packed headers of maps and arrays of fewer than 16 entries, the sizes every head uses
-#: (msgpack's fixmap and fixarray: one byte), so they cost no call into the packer
-_SMALL_MAP = tuple(bytes([0x80 | n]) for n in range(16))
-_SMALL_ARRAY = tuple(bytes([0x90 | n]) for n in range(16))
-
-
-def _map_header(n: int) -> bytes:
-    return _SMALL_MAP[n] if n < 16 else envelope.packb_map_header(n)
-
-
 def _records_bytes(records: dict[str, Record]) -> _Packed:
     """``[_record_out(r) for r in records, by id]``, packed."""
-    n = len(records)
-    parts = [_SMALL_ARRAY[n] if n < 16 else envelope.packb_array_header(n)]
-    for _, r in sorted(records.items()):
-        packed = r._packed
-        parts.append(packed if packed is not None else _packed_once(r, _record_out))
+    parts = [envelope.packb_array_header(len(records))]
+    parts += [_packed_once(r, _record_out) for _, r in sorted(records.items())]
     return _Packed(b"".join(parts))
 
 
 def _table_bytes(table: PayloadTable) -> _Packed:
-    """``_table_out(table)``, packed. (The hottest loop of a put: the calls it makes are inlined
-    and the memos read directly.)"""
-    str_bytes, packb = _str_bytes, envelope.packb
-    parts = [_map_header(len(table))]
-    append = parts.append
+    """``_table_out(table)``, packed."""
+    map_header = envelope.packb_map_header
+    parts = [map_header(len(table))]
     for origin, chs in table.items():
-        append(str_bytes(origin) if type(origin) is str else packb(origin))
-        n = len(chs)
-        append(_SMALL_MAP[n] if n < 16 else envelope.packb_map_header(n))
+        parts.append(_key_bytes(origin))
+        parts.append(map_header(len(chs)))
         for ch, p in chs.items():
-            append(str_bytes(ch) if type(ch) is str else packb(ch))
-            packed = p._packed
-            append(packed if packed is not None else _packed_once(p, _payload_out))
+            parts.append(_key_bytes(ch))
+            parts.append(_packed_once(p, _payload_out))
     return _Packed(b"".join(parts))
 
 
 def _pack_body(obj: dict[str, Any]) -> bytes:
     """``packb(obj)`` for a top-level map whose values may be :class:`_Packed`."""
-    parts = [_map_header(len(obj))]
+    parts = [envelope.packb_map_header(len(obj))]
     for k, v in obj.items():
         parts.append(_key_bytes(k))
-        parts.append(v.data if type(v) is _Packed else envelope.packb(v))
+        parts.append(v.data if isinstance(v, _Packed) else envelope.packb(v))
     return b"".join(parts)
 
 
