@@ -9,8 +9,8 @@ noisy: runs of the same code spread by up to 1.5x, so compare alternated runs.
 
 Usage: ``.venv/bin/python bench/replay.py {inmemory,handoff} [N] [--cprofile FILE]``
 
-Measured 2026-12-01 (N = 2000, 6 alternated runs, medians): ``InMemorySaver`` 0.18 ms, ours 2.34 ms
-(2.62 ms before that day's cuts to the head body, the cache's size estimate and ``_spill``). The
+Measured 2026-12-01 (N = 2000, 6 alternated runs, medians): ``InMemorySaver`` 0.18 ms, ours 2.62 ms
+(2.34 ms with cuts to the head body, the cache's size estimate and ``_spill``, not landed). The
 largest single cost is zlib on each head (level 1: about 265 µs for one invoke's six heads),
 then the garbage collector walking the cached heads' objects (0.1-0.35 ms per invoke).
 """
