@@ -78,6 +78,8 @@ class BotoCredentials:
         self._refreshable = hasattr(credentials, "refresh_needed")
         #: monotonic time after which :meth:`config` should be asked again (None: never)
         self.renew_at: float | None = None
+        # the loop client's keys keep their own renewal time: when either consumer refreshes,
+        # the other must still see that its own copy (obstore's clients, or these) is due
         self._keys: Keys | None = None
         self._keys_renew_at: float | None = None
 
