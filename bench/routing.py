@@ -49,6 +49,7 @@ from langgraph_handoff.routing import (
     recommended_encoder,
 )
 from langgraph_handoff.routing import semantic as semantic_module
+from langgraph_handoff.routing.text import script_of
 
 LANGS = ["en", "zh", "he"]
 Test = tuple[str, "str | None", str]
@@ -92,8 +93,11 @@ def rss_mb() -> float:
 def configs(e5: Any) -> dict[str, Callable[[], SemanticRouter]]:
     """name -> a factory of a fresh router (the e5 encoder is shared: one model, one cache)."""
 
-    def make(encoder_factory: Callable[[], Any], top_k: int | None = None) -> Callable[[], SemanticRouter]:
-        return lambda: SemanticRouter(routes(), encoder=encoder_factory(), fallback="fallback_desk", top_k=top_k)
+    def make(encoder_factory: Callable[[], Any], top_k: int | None = None, **kw: Any) -> Callable[[], SemanticRouter]:
+        return lambda: SemanticRouter(routes(), encoder=encoder_factory(), fallback="fallback_desk", top_k=top_k, **kw)
+
+    def mix(wc: float, we: float) -> Callable[[], Any]:
+        return lambda: CombinedEncoder([CharNgramEncoder(), e5], [wc, we])
 
     out = {
         "char n-grams (default)": make(lambda: None, 1),
@@ -102,10 +106,15 @@ def configs(e5: Any) -> dict[str, Callable[[], SemanticRouter]]:
     if e5 is not None:
         out |= {
             "e5": make(lambda: e5, 1),
+            "e5, one bar for all scripts": make(lambda: e5, 1, per_script=False),
             "e5, top-3": make(lambda: e5, 3),
-            "0.2 char + 0.8 e5": make(lambda: CombinedEncoder([CharNgramEncoder(), e5], [0.2, 0.8]), 1),
-            "0.35 char + 0.65 e5, top-3 (recommended)": make(lambda: _recommended(e5)),
-            "0.5 char + 0.5 e5, top-3": make(lambda: CombinedEncoder([CharNgramEncoder(), e5], [0.5, 0.5]), 3),
+            "0.2 char + 0.8 e5": make(mix(0.2, 0.8), 1),
+            "0.35 char + 0.65 e5, top-3": make(mix(0.35, 0.65), 3),
+            "0.35 char + 0.65 e5, top-5": make(mix(0.35, 0.65), 5),
+            "0.35 char + 0.65 e5, top-8 (recommended)": make(lambda: _recommended(e5)),
+            "recommended, one bar for all scripts": make(lambda: _recommended(e5), per_script=False),
+            "0.2 char + 0.8 e5, top-8": make(mix(0.2, 0.8), 8),
+            "0.5 char + 0.5 e5, top-3": make(mix(0.5, 0.5), 3),
         }
     return out
 
@@ -149,7 +158,7 @@ class Cached:
         self.router.thresholds, self.router.margin = dict(self.auto[0]), self.auto[1]
 
     def route(self, text: str) -> Any:
-        return self.router.decide(self.table[text])
+        return self.router.decide(self.table[text], script_of(text))
 
 
 def per_lang(router: Any, tests: list[Test]) -> dict[str, tuple[float, float]]:
@@ -290,7 +299,7 @@ def main() -> None:
     print("\n### Oracle decider on the uncertain band (auto thresholds, test halves, mean over the splits)\n")
     print("band = width of the uncertain band, in units of the router's spread; share = messages sent to the decider")
     for name, curve in curves.items():
-        if not any(k in name for k in ("recommended", "default")) and name != "e5":
+        if not name.endswith(("(recommended)", "(default)")) and name != "e5":
             continue
         print(f"\n{name}:\n")
         print("| band | " + " | ".join(f"{lg} in-scope / off-topic / share" for lg in LANGS) + " |")

@@ -4,8 +4,10 @@ decisions, the hybrid's decider band and its counts, fit's report and evaluate's
 from __future__ import annotations
 
 import logging
+import zlib
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from langgraph_handoff.routing import (
     HybridRouter,
@@ -190,3 +192,129 @@ def test_without_measurable_noise_the_threshold_is_a_fraction_of_the_paraphrase_
     assert cal.noise is None and cal.paraphrase is not None
     assert r.thresholds["orders"] == pytest.approx(semantic.NO_NOISE_FACTOR * cal.paraphrase, abs=1e-6)
     assert r.route("tell me a poem about cats").target == "human"
+
+
+class _SameLanguagePull(Embeddings):
+    """Meaning from keywords, plus a pull between any two texts of the same script that is much
+    stronger for Chinese: what multilingual e5 does, exaggerated so the test is exact."""
+
+    MEANING = {"orders": ("order", "parcel", "订单", "包裹"), "refunds": ("refund", "money back", "退款", "退钱")}
+
+    def _vec(self, text: str) -> list[float]:
+        from langgraph_handoff.routing.text import script_of
+
+        meaning = [1.0 if any(k in text.lower() for k in kws) else 0.0 for kws in self.MEANING.values()]
+        meaning.append(0.0 if any(meaning) else 1.0)  # about something else
+        pull = [0.3, 0.0] if script_of(text) == "latin" else [0.0, 1.5]
+        wobble = [((zlib.crc32(text.encode()) >> s) % 7) / 20 for s in range(0, 16, 4)]  # paraphrases differ a little
+        return [*meaning, *pull, *wobble]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vec(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vec(text)
+
+
+PULL_ROUTES = [
+    Route(
+        "orders",
+        examples=[
+            "where is my order",
+            "track my parcel",
+            "my order is late",
+            "order status",
+            "我的订单呢",
+            "包裹到哪了",
+            "订单什么时候到",
+            "查一下订单",
+        ],
+    ),
+    Route(
+        "refunds",
+        examples=[
+            "I want a refund",
+            "give my money back",
+            "refund status",
+            "refund not received",
+            "我要退款",
+            "退钱给我",
+            "退款到账了吗",
+            "怎么申请退款",
+        ],
+    ),
+]
+
+
+def test_thresholds_are_calibrated_per_script_when_an_encoder_pulls_same_language_text_together() -> None:
+    """A Chinese off-topic message scores high on every route under a same-language pull; the
+    Chinese bar sits higher, so it is rejected, while English keeps its lower bar."""
+    per = SemanticRouter(PULL_ROUTES, encoder=_SameLanguagePull(), fallback="human")
+    flat = SemanticRouter(PULL_ROUTES, encoder=_SameLanguagePull(), fallback="human", per_script=False)
+    assert per.per_script is None  # the default: on, because this encoder relates the two scripts
+    assert flat.script_offsets == {} and flat.script_calibration == {}
+    assert set(per.script_offsets) == {"latin", "cjk"}
+    for route in ("orders", "refunds"):
+        assert per.script_offsets["cjk"][route] > 0 > per.script_offsets["latin"][route]
+        assert per.threshold_for(route, "cjk") == pytest.approx(
+            per.thresholds[route] + per.script_offsets["cjk"][route]
+        )
+        cal = per.script_calibration["cjk"][route]
+        assert cal.noise is not None and cal.noise > per.calibration[route].noise  # type: ignore[operator]
+    off_topic_zh = "今天天气怎么样"
+    assert flat.route(off_topic_zh).target != "human"  # one bar for all: the pull alone gets it in
+    d = per.route(off_topic_zh)
+    best = max(d.scores, key=d.scores.__getitem__)
+    assert d.target == "human" and d.threshold == pytest.approx(per.threshold_for(best, "cjk"))
+    assert per.route("where is my parcel").target == "orders"
+    assert per.route("包裹到哪了呢").target == "orders"
+    # without a script, decide() uses the route's own threshold (callers that only have scores)
+    scores = per.scores(off_topic_zh)
+    assert per.decide(scores).threshold == pytest.approx(per.thresholds[max(scores, key=scores.__getitem__)])
+
+
+def test_explicit_thresholds_turn_per_script_offsets_off_for_the_routes_they_name() -> None:
+    everyone = SemanticRouter(PULL_ROUTES, encoder=_SameLanguagePull(), threshold=0.5)
+    assert everyone.script_offsets == {} and everyone.threshold_for("orders", "cjk") == 0.5
+    one = SemanticRouter(PULL_ROUTES, encoder=_SameLanguagePull(), threshold={"orders": 0.5})
+    assert all("orders" not in offsets and "refunds" in offsets for offsets in one.script_offsets.values())
+
+
+def test_fit_keeps_the_script_offsets_and_moves_each_route_bar_in_every_script() -> None:
+    r = SemanticRouter(PULL_ROUTES, encoder=_SameLanguagePull(), fallback="human")
+    offsets = {k: dict(v) for k, v in r.script_offsets.items()}
+    labelled = [
+        ("where's my order", "orders"),
+        ("订单到了吗", "orders"),
+        ("refund please", "refunds"),
+        ("退款呢", "refunds"),
+        ("今天天气怎么样", None),
+        ("nice weather today", None),
+    ]
+    report = r.fit(labelled)
+    assert r.script_offsets == offsets
+    assert report.accuracy == 1.0 and report.off_topic == 1.0
+    assert [r.route(t).matched for t, _ in labelled] == [lab for _, lab in labelled]
+
+
+def test_the_char_ngrams_keep_one_bar_per_route_since_scripts_share_no_ngram() -> None:
+    """Per-script calibration corrects a pull between languages; the char n-grams have none
+    (cross-script cosines are 0), so by default they keep the one calibration on all examples."""
+    auto = SemanticRouter(PULL_ROUTES)
+    assert auto.script_offsets == {}
+    forced = SemanticRouter(PULL_ROUTES, per_script=True)
+    assert set(forced.script_offsets) == {"latin", "cjk"}
+    assert forced.thresholds == auto.thresholds  # the routes' own bars do not move, only the offsets
+
+
+def test_a_shared_latin_word_does_not_switch_the_char_ngrams_to_per_script() -> None:
+    """Chinese support messages often hold a Latin word ("App", "Wi-Fi"): a few cross-script
+    n-gram matches are not a pull between languages."""
+    routes = [
+        Route("orders", examples=["where is my order", "track my parcel", "order status",
+                                  "我的订单呢", "App里看不到订单", "查一下订单"]),
+        Route("tech", examples=["the app crashes", "wifi will not connect", "app login fails",
+                                "App打不开", "Wi-Fi连不上", "蓝牙连不上"]),
+    ]  # fmt: skip
+    assert SemanticRouter(routes).script_offsets == {}
+    assert set(SemanticRouter(routes, per_script=True).script_offsets) == {"latin", "cjk"}

@@ -45,7 +45,7 @@ def test_e5_vectors_are_unit_length_and_cross_lingual() -> None:
 
 def test_routes_a_chinese_and_a_hebrew_message_with_the_recommended_encoder() -> None:
     r = SemanticRouter(ROUTES, encoder=recommended_encoder(), fallback="human")
-    assert r.top_k == 3  # the encoder's preferred scoring
+    assert r.top_k == recommended_module.RECOMMENDED_TOP_K == 8  # the encoder's preferred scoring
     assert r.route("退款什么时候到").target == "refunds"
     assert r.route("מתי ההזמנה תגיע?").target == "orders"
 
@@ -135,11 +135,11 @@ def test_recommended_encoder_says_which_it_chose(
 ) -> None:
     with caplog.at_level(logging.INFO, logger="langgraph_handoff.routing"):
         enc = recommended_encoder()
-    assert isinstance(enc, CombinedEncoder) and enc.top_k == 3
+    assert isinstance(enc, CombinedEncoder) and enc.top_k == 8
     assert [type(p) for p in enc.parts] == [CharNgramEncoder, E5Encoder]
     assert enc.weights == pytest.approx(list(recommended_module.RECOMMENDED_WEIGHTS))
     assert "multilingual-e5-small" in caplog.text
-    assert describe_encoder(enc) == "0.35 char n-grams + 0.65 multilingual-e5-small, top-3"
+    assert describe_encoder(enc) == "0.35 char n-grams + 0.65 multilingual-e5-small, top-8"
 
     caplog.clear()
     monkeypatch.setattr(recommended_module, "e5_available", lambda: False)
@@ -159,5 +159,45 @@ def test_the_support_desk_demo_routes_with_the_recommended_encoder(capsys: pytes
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
     semantic = demo.NAVIGATOR.semantic
-    assert describe_encoder(semantic.encoder) == "0.35 char n-grams + 0.65 multilingual-e5-small, top-3"
+    assert describe_encoder(semantic.encoder) == "0.35 char n-grams + 0.65 multilingual-e5-small, top-8"
     assert semantic.route("איפה ההזמנה שלי? הזמנתי לפני שבוע").target == "orders"
+
+
+def test_under_e5_the_chinese_bar_sits_above_the_english_one() -> None:
+    """e5 scores unrelated Chinese sentences closer to each other than English ones, so the
+    per-script calibration raises the Chinese bar and lowers the English one (bench/routing.py:
+    with one bar for all, e5 alone routed 53.5 % of English in-scope messages right; per script, 64.2 %)."""
+    routes = [
+        Route(
+            "orders",
+            examples=[
+                "where is my order",
+                "when will my parcel arrive",
+                "change my delivery address",
+                "我的订单到哪了",
+                "包裹什么时候到",
+                "修改收货地址",
+            ],
+        ),
+        Route(
+            "refunds",
+            examples=[
+                "I want my money back",
+                "how do I return this",
+                "my refund has not arrived",
+                "我要退款",
+                "这个怎么退货",
+                "退款还没到账",
+            ],
+        ),
+    ]
+    r = SemanticRouter(routes, encoder=E5Encoder(), fallback="human")
+    for name in ("orders", "refunds"):
+        assert r.script_offsets["cjk"][name] > 0 > r.script_offsets["latin"][name]
+    assert [r.route(t).target for t in ("where's my package", "refund please", "我的包裹呢", "退钱")] == [
+        "orders",
+        "refunds",
+        "orders",
+        "refunds",
+    ]
+    assert r.route("what's the weather today").target == r.route("今天天气怎么样").target == "human"

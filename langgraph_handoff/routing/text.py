@@ -6,6 +6,7 @@ Routing must not depend on case, accents, Unicode width, Hebrew niqqud or runs o
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -66,6 +67,44 @@ def char_ngrams(text: str, low: int, high: int, cjk: tuple[int, int] = (1, 2)) -
                     break
                 grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
     return grams
+
+
+# Scripts whose characters each carry about a syllable or a word count this many times when
+# deciding a text's script, so that "my order 还没到" is Chinese as much as it is English
+_DENSE_SCRIPTS = {"cjk": 3, "hangul": 2}
+_SCRIPT_OF_NAME = {"CJK": "cjk", "HIRAGANA": "cjk", "KATAKANA": "cjk", "HANGUL": "hangul"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _letter_script(ch: str) -> str:
+    name = unicodedata.name(ch, "")
+    head = name.split(" ", 1)[0]
+    return _SCRIPT_OF_NAME.get(head, head.lower())
+
+
+def script_of(text: str) -> str:
+    """The writing system most of ``text``'s letters are in ("latin", "cjk", "hebrew",
+    "cyrillic", "arabic", ...), or ``""`` for a text without letters.
+
+    The semantic router calibrates its thresholds per script: a multilingual encoder scores two
+    unrelated sentences of the same language higher than two of different languages, so the
+    bar that rejects off-topic English is too low for off-topic Chinese (``bench/routing.py``).
+    Chinese, Japanese and Korean characters count several times each, since one stands for
+    about a syllable or a word.
+
+    >>> script_of("Where is my order?"), script_of("我的订单到哪了？"), script_of("איפה ההזמנה שלי?")
+    ('latin', 'cjk', 'hebrew')
+    >>> script_of("my order 还没到"), script_of("12345 ?!")
+    ('cjk', '')
+    """
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            script = _letter_script(ch)
+            counts[script] = counts.get(script, 0) + _DENSE_SCRIPTS.get(script, 1)
+    if not counts:
+        return ""
+    return max(sorted(counts), key=counts.__getitem__)
 
 
 def require_text(text: object) -> str:
