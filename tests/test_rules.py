@@ -86,3 +86,17 @@ def test_re_put_of_the_same_checkpoint_is_an_upsert() -> None:
     head = _head(_rec(C1, None), _rec(C2, C1))
     assert check_put(head, PutIntent("t", "", C2, C1, "loop")) is None
     assert isinstance(check_put(head, PutIntent("t", "", C2, C3, "loop")), StaleWriterError)
+
+
+def test_a_rider_put_may_not_discard_an_input_that_has_not_run() -> None:
+    """New input on top of an input checkpoint that still holds ``__start__`` would discard it
+    (and whatever rode with it: a team turn's acked messages). Refused for a rider-carrying
+    writer; finishing the input (a loop put) and writers without a rider are unaffected."""
+    pending = Record(C2, C1, ("null", b""), ("null", b""), {"__start__": (C2, "1")})
+    head = _head(_rec(C1, None), pending)
+    stale = check_put(head, PutIntent("t", "", C3, C2, "input", keeps_pending_input=True))
+    assert isinstance(stale, StaleWriterError) and "has not run" in str(stale)
+    assert check_put(head, PutIntent("t", "", C3, C2, "loop", keeps_pending_input=True)) is None
+    assert check_put(head, PutIntent("t", "", C3, C2, "input")) is None  # plain LangGraph semantics
+    ran = _head(_rec(C1, None), _rec(C2, C1))
+    assert check_put(ran, PutIntent("t", "", C3, C2, "input", keeps_pending_input=True)) is None

@@ -16,6 +16,10 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
   parent. So may a run that LangGraph *addressed* at a superseded checkpoint (new input or a
   resume on an old checkpoint id): its first put branches from there (``branches_from_history``).
 * Re-putting the id that is already stored (a retry whose first attempt landed) is an upsert.
+* A writer carrying a **head rider** (a team turn acking its messages) may not put new input on
+  top of an input checkpoint whose input has not run yet (it still holds ``__start__``): LangGraph
+  would discard that input, and with it the messages another turn acked in that checkpoint's
+  compare-and-swap. Finishing it first (``invoke(None)``, source ``"loop"``) is allowed.
 * Every new id must sort after the latest: "latest" means "greatest id", and a checkpoint that
   sorts before it could never become visible (:class:`CheckpointOrderError`, a clock-skew symptom).
 * A writer **bound to a session lease** (``saver.with_lease(lease)``) may not write a head that
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from langgraph.constants import START
 
 from langgraph_handoff.checkpoint.ttl import swept_of
 from langgraph_handoff.errors import (
@@ -64,6 +70,9 @@ class PutIntent:
     branches_from_history: bool = False
     #: the session lease epoch this writer holds (``None``: not bound to a lease)
     fence: int | None = None
+    #: the writer carries a head rider (``with_head_rider``): its new input may not discard an
+    #: input that is stored and has not run (whatever rode with that input would be lost)
+    keeps_pending_input: bool = False
 
     @property
     def continues_lineage(self) -> bool:
@@ -118,6 +127,16 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
         conflict = _lineage_conflict(head, intent, latest)
         if conflict is not None:
             return conflict
+        if intent.keeps_pending_input and intent.source == "input" and head is not None and intent.parent_id:
+            parent = head.records.get(intent.parent_id)
+            if parent is not None and START in parent.values:
+                return _stale(
+                    intent,
+                    latest,
+                    f"checkpoint {intent.parent_id!r} holds input that has not run yet (another turn's, "
+                    "which died or is still running): new input would discard it; finish it first "
+                    "(invoke(None))",
+                )
     if latest is not None and cid < latest:
         return CheckpointOrderError(intent.thread_id, intent.checkpoint_ns, cid, latest)
     return None

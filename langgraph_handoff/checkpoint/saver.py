@@ -235,7 +235,9 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         commit together or not at all (:mod:`langgraph_handoff.teams`). ``rider`` is called again
         on every retry against the head as re-read, must be idempotent, and may raise a
         :class:`~langgraph_handoff.errors.ConflictError` to refuse the write. Combines with
-        :meth:`with_lease`.
+        :meth:`with_lease`. A put of new input through this saver is refused
+        (:class:`~langgraph_handoff.errors.StaleWriterError`) when the latest checkpoint still
+        holds input that has not run: LangGraph would discard it, and what rode with it.
         """
         clone = copy.copy(self)
         clone._rider = (keys.validate_thread_id(thread_id), rider)

@@ -7,6 +7,12 @@ checkpoint put of that thread already compare-and-swaps. A turn that ingests mes
 the conversation, or in the conversation but still pending. The ack costs no request of its own,
 and a fenced (superseded) worker cannot ack, because its checkpoint put is refused.
 
+The input checkpoint holds the messages as input that has not run yet (``__start__``) until the
+turn's next put moves them into ``messages``. New input on top of it would make LangGraph
+discard them, so a put through a rider saver is refused (``StaleWriterError``) when its parent
+still holds unrun input: a second consumer without a lease waits, or finishes that step first
+(``invoke(None)``), as :meth:`TeamWorker.settle` does after a takeover.
+
 The record::
 
     {"hwm": {stream: highest seq ingested},      # agent senders: permanent, O(senders)

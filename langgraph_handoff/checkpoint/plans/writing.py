@@ -362,13 +362,15 @@ def plan_put(
         # and again after it (see _undo_if_fenced).
         yield from _check_root_fence(saver, thread_id, ns, fence)
     memo: dict[str, tuple[Payload, bytes | None]] = {}
+    rides = saver._rider is not None and not ns and saver._rider[0] == thread_id
     for attempt in range(saver.layout.max_attempts):
         state = saver._cache.get(thread_id, ns)
         saw_empty = parent_id is None and state.empty_reads > 0
         branches = parent_id is not None and parent_id in state.branch_points
         intent = PutIntent(
-            thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence
-        )
+            thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence,
+            keeps_pending_input=rides,
+        )  # fmt: skip
         conflict = check_put(head, intent)
         if conflict is not None and not fresh:
             head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
