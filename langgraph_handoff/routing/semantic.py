@@ -290,8 +290,8 @@ class SemanticRouter:
         ``per_script=None`` this is skipped unless most pairs of examples in different scripts
         score above 0. With the char n-grams they score 0 (only a shared "App" or "Wi-Fi"
         relates a Chinese example to an English one): the scripts are separate already, and
-        measuring each on fewer examples only adds noise (on the bench it moved Hebrew off-topic rejection from 51 to 36 %
-        and English from 32 to 40 %, for no gain on average).
+        measuring each on fewer examples only adds noise (on the bench it moved Hebrew off-topic
+        rejection from 51 to 36 % and English from 32 to 40 %, for no gain on average).
         """
         vectors = [vec for _, vec in self._index]
         pair = [[cosine(a, b) for b in vectors] for a in vectors]  # every example against every example
@@ -299,8 +299,9 @@ class SemanticRouter:
         everything = range(len(vectors))
         out: dict[str, float] = {}
         cal: dict[str, tuple[float | None, float | None]] = {}
+        own_of = {r.name: [i for i in everything if routes_of[i] == r.name] for r in self.routes}
         for route in self.routes:
-            own = [i for i in everything if routes_of[i] == route.name]
+            own = own_of[route.name]
             others = [i for i in everything if routes_of[i] != route.name]
             noise, paraphrase = self._levels(pair, own, own, others)
             cal[route.name] = (noise, paraphrase)
@@ -322,7 +323,7 @@ class SemanticRouter:
         if per_script and len(scripts) > 1:
             for script in scripts:
                 for route in self.routes:
-                    own = [i for i in everything if routes_of[i] == route.name]
+                    own = own_of[route.name]
                     mine = [i for i in own if self._scripts[i] == script]
                     others = [i for i in everything if routes_of[i] != route.name and self._scripts[i] == script]
                     if min(len(mine), len(others)) < SCRIPT_MIN_EXAMPLES:
@@ -353,7 +354,10 @@ class SemanticRouter:
     def threshold_for(self, route: str, script: str = "") -> float:
         """The bar a message in ``script`` (see :func:`~langgraph_handoff.routing.text.script_of`)
         must reach on ``route``: the route's threshold plus its offset for that script, if any."""
-        return self.thresholds.get(route, 0.0) + self.script_offsets.get(script, {}).get(route, 0.0)
+        return self.thresholds.get(route, 0.0) + self._offset(script, route)
+
+    def _offset(self, script: str, route: str) -> float:
+        return self.script_offsets.get(script, {}).get(route, 0.0)
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -366,7 +370,7 @@ class SemanticRouter:
         self, scores: Mapping[str, float], thresholds: Mapping[str, float], margin: float, script: str = ""
     ) -> RouteDecision:
         best, s1, second, s2 = _top2(scores)
-        thr = thresholds.get(best, 0.0) + self.script_offsets.get(script, {}).get(best, 0.0)
+        thr = thresholds.get(best, 0.0) + self._offset(script, best)
         lead = s1 - s2
         # how far the best score is from the nearest decision boundary: the threshold, or the
         # point where the second route would come within the margin
