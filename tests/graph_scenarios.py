@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, Send, StateUpdate, interrupt
 from typing_extensions import TypedDict
 
 DURABILITIES = ("sync", "async", "exit")
@@ -322,17 +322,109 @@ def scenario_run_from_old_checkpoint(saver: BaseCheckpointSaver, durability: str
     return out
 
 
+def scenario_update_state_as_input_copy_and_bulk(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    """``update_state`` as ``__input__`` (on the latest checkpoint and on a superseded one),
+    as ``__copy__``, and ``bulk_update_state`` from a superseded checkpoint whose first superstep
+    is ``__input__``: explicit writes, each accepted wherever it starts."""
+    graph = ask_graph().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    out: list[Any] = []
+    graph.invoke({"trail": ["in"]}, cfg, durability=durability)
+    graph.invoke(Command(resume="yes"), cfg, durability=durability)
+    past = next(h for h in graph.get_state_history(cfg) if h.next == ("ask",)).config
+    graph.update_state(cfg, {"trail": ["latest-as-input"]}, as_node="__input__")
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke(None, cfg, durability=durability)))
+    graph.update_state(past, {"trail": ["past-as-input"]}, as_node="__input__")
+    out.append(snapshot(graph, cfg))
+    graph.update_state(past, None, as_node="__copy__")
+    out.append(snapshot(graph, cfg))
+    graph.bulk_update_state(
+        past, [[StateUpdate({"trail": ["bulk-input"]}, "__input__")], [StateUpdate({"trail": ["bulk-a"]}, "a")]]
+    )
+    out.append(snapshot(graph, cfg))
+    out.append(_norm(graph.invoke(None, cfg, durability=durability)))
+    out.append(history(graph, cfg))
+    return out
+
+
+class Counted(TypedDict, total=False):
+    seen: Annotated[list[str], operator.add]
+    rounds: int
+
+
+def stateful_subgraph_graph(loop: bool = False) -> Any:
+    """parent: p -> sub (compile(checkpointer=True): its state persists across invocations of the
+    thread) [-> p again while ``loop`` and fewer than 2 rounds]."""
+    sub = StateGraph(Counted)
+    sub.add_node("s", lambda s: {"seen": [f"s{len(s.get('seen', []))}"]})
+    sub.add_edge(START, "s")
+    g = StateGraph(Counted)
+    g.add_node("p", lambda s: {"rounds": s.get("rounds", 0) + 1})
+    g.add_node("sub", sub.compile(checkpointer=True))
+    g.add_edge(START, "p")
+    g.add_edge("p", "sub")
+    if loop:
+        g.add_conditional_edges("sub", lambda s: "p" if s["rounds"] % 2 else END, ["p", END])
+    return g
+
+
+def scenario_stateful_subgraph_replay_and_fork(saver: BaseCheckpointSaver, durability: str, thread: str) -> list[Any]:
+    """Time travel through a stateful subgraph: LangGraph loads the subgraph's state as of the
+    replay point with ``list(before=...)`` and writes on from that superseded checkpoint. The
+    subgraph must run again, from its old state, on a replay, on a fork, and in a loop. (The two
+    runs that make the history are durable per step: with ``exit`` there is no step to go back to.)"""
+    out: list[Any] = []
+    for loop in (False, True):
+        graph = stateful_subgraph_graph(loop).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": f"{thread}-{loop}"}}
+        graph.invoke({"seen": []}, cfg, durability="sync")
+        graph.invoke({"seen": []}, cfg, durability="sync")
+        second = next(h for h in graph.get_state_history(cfg) if h.next == ("p",))  # the 2nd run's start
+        out.append(_norm(graph.invoke(None, second.config, durability=durability)))  # replay
+        out.append(snapshot(graph, cfg))
+        forked = graph.update_state(second.config, {"seen": ["forked"]})
+        out.append(_norm(graph.invoke(None, forked, durability=durability)))  # fork
+        out.append(snapshot(graph, cfg))
+        out.append(history(graph, cfg))
+    return out
+
+
+async def ascenario_stateful_subgraph_replay_and_fork(
+    saver: BaseCheckpointSaver, durability: str, thread: str
+) -> list[Any]:
+    """The async twin: LangGraph loads the replayed subgraph's state with ``alist(before=...)``."""
+    out: list[Any] = []
+    for loop in (False, True):
+        graph = stateful_subgraph_graph(loop).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": f"{thread}-{loop}"}}
+        await graph.ainvoke({"seen": []}, cfg, durability="sync")
+        await graph.ainvoke({"seen": []}, cfg, durability="sync")
+        starts = [h async for h in graph.aget_state_history(cfg) if h.next == ("p",)]
+        second = starts[0]  # the 2nd run's start
+        out.append(_norm(await graph.ainvoke(None, second.config, durability=durability)))
+        out.append(await asnapshot(graph, cfg))
+        forked = await graph.aupdate_state(second.config, {"seen": ["forked"]})
+        out.append(_norm(await graph.ainvoke(None, forked, durability=durability)))
+        out.append(await asnapshot(graph, cfg))
+        out.append(await ahistory(graph, cfg))
+    return out
+
+
 SYNC_SCENARIOS: dict[str, Callable[[BaseCheckpointSaver, str, str], list[Any]]] = {
     "interrupt_resume": scenario_interrupt_resume,
     "update_and_time_travel": scenario_update_and_time_travel,
     "parallel_error_retry": scenario_parallel_error_retry,
     "send_fanout": scenario_send_fanout,
     "run_from_old_checkpoint": scenario_run_from_old_checkpoint,
+    "update_state_as_input_copy_and_bulk": scenario_update_state_as_input_copy_and_bulk,
+    "stateful_subgraph_replay_and_fork": scenario_stateful_subgraph_replay_and_fork,
 }
 
 ASYNC_SCENARIOS = {
     "interrupt_resume": ascenario_interrupt_resume,
     "parallel_error_retry": ascenario_parallel_error_retry,
+    "stateful_subgraph_replay_and_fork": ascenario_stateful_subgraph_replay_and_fork,
 }
 
 

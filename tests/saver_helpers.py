@@ -18,14 +18,24 @@ from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.base import Op, Put
 from langgraph_handoff.stores.counting import CountingStore
 
+#: the entry LangGraph's run loop adds to every config it hands a saver (its runtime): a put whose
+#: config carries one is a run's, which the write rule holds to its lineage
+AS_RUN: dict[str, Any] = {"__pregel_runtime": None}
+
+
+def as_run(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as a LangGraph run passes it to the saver."""
+    return {**config, "configurable": {**config["configurable"], **AS_RUN}}
+
 
 def put(saver: Any, thread: str, parent: str | None, step: int, *, ns: str = "", values: dict | None = None,
         versions: dict | None = None, new_versions: dict | None = None, source: str = "loop",
-        cid: str | None = None, **md: Any) -> str:  # fmt: skip
+        cid: str | None = None, by_run: bool = True, **md: Any) -> str:  # fmt: skip
     """One checkpoint on ``thread`` (namespace ``ns``) after ``parent``, as LangGraph's loop would
-    put it; ``md`` is extra metadata (``run_id=...``). Returns its id."""
+    put it (``by_run=False``: as ``update_state`` or a direct API call would); ``md`` is extra
+    metadata (``run_id=...``). Returns its id."""
     cid = cid or str(uuid6(clock_seq=step))
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns, **(AS_RUN if by_run else {})}
     if parent:
         conf["checkpoint_id"] = parent
     values = {"x": "v", "step": step} if values is None else values

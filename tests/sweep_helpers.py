@@ -28,6 +28,7 @@ from langgraph_handoff.format import keys
 from langgraph_handoff.inspect import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import DeleteMany, Op, Put
+from tests.saver_helpers import as_run
 
 TTL = {"default_ttl": 60}
 
@@ -248,13 +249,13 @@ def subgraph_revived_after_the_root_swap(inner: StoreBase, mode: str) -> None:
     assert root is not None
     sub = {"configurable": {"thread_id": "t", "checkpoint_ns": ns}}
     first = _checkpoint({"n": 1})
-    s.writer.put(sub, first, {"source": "loop", "step": 0, "parents": {"": root.config["configurable"]["checkpoint_id"]}}, {"n": 1})  # fmt: skip
+    s.writer.put(as_run(sub), first, {"source": "loop", "step": 0, "parents": {"": root.config["configurable"]["checkpoint_id"]}}, {"n": 1})  # fmt: skip
     s.clock.advance(61)  # both namespaces idle past the TTL
     second = _checkpoint({"n": 2})
 
     def write_in_subgraph() -> None:
         parent = {"configurable": {**sub["configurable"], "checkpoint_id": first["id"]}}
-        s.writer.put(parent, second, {"source": "loop", "step": 1}, {"n": 2})
+        s.writer.put(as_run(parent), second, {"source": "loop", "step": 1}, {"n": 2})
 
     s.hooked.before(is_cas(ns), write_in_subgraph, "subgraph swap")
     result = s.sweep(mode)
@@ -264,7 +265,7 @@ def subgraph_revived_after_the_root_swap(inner: StoreBase, mode: str) -> None:
     assert reader.get_tuple(cfg()) is None
     assert [t.checkpoint["id"] for t in reader.list(sub)] == [second["id"], first["id"]]
     with pytest.raises(ThreadExpiredError):
-        s.writer.put(root.config, _checkpoint({"messages": ["late"]}), {"source": "loop", "step": 5}, {})
+        s.writer.put(as_run(root.config), _checkpoint({"messages": ["late"]}), {"source": "loop", "step": 5}, {})
     no_problems(inner)
 
 

@@ -6,6 +6,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver, StaleWriterError
 from langgraph_handoff.stores import CountingStore
+from tests.saver_helpers import as_run
 
 
 def _cp(step: int) -> dict:
@@ -18,24 +19,24 @@ def test_a_lagging_cache_never_causes_a_false_stale_writer_error() -> None:
     older read can land after our newer write. The next put must re-read before refusing."""
     store = CountingStore(MemoryStore())
     saver = ObjectStoreSaver(store)
-    cfg1 = saver.put({"configurable": {"thread_id": "t"}}, _cp(1), {"source": "input"}, {"n": 2})
+    cfg1 = saver.put(as_run({"configurable": {"thread_id": "t"}}), _cp(1), {"source": "input"}, {"n": 2})
     lagging = saver._cache.get("t", "")  # what an older concurrent read would have recorded
-    cfg2 = saver.put(cfg1, _cp(2), {"source": "loop"}, {"n": 3})
+    cfg2 = saver.put(as_run(cfg1), _cp(2), {"source": "loop"}, {"n": 3})
     saver._cache.observe("t", "", lagging.head, lagging.etag)  # ... landing late
     store.reset()
-    cfg3 = saver.put(cfg2, _cp(3), {"source": "loop"}, {"n": 4})
+    cfg3 = saver.put(as_run(cfg2), _cp(3), {"source": "loop"}, {"n": 4})
     assert saver.get_tuple({"configurable": {"thread_id": "t"}}).config == cfg3
     assert [k for k, _ in store.log][:2] == ["GET", "PUT"]  # one re-read, then the CAS
 
 
 def test_a_real_conflict_is_still_refused_after_the_re_read() -> None:
     saver = ObjectStoreSaver(MemoryStore())
-    cfg1 = saver.put({"configurable": {"thread_id": "t"}}, _cp(1), {"source": "input"}, {"n": 2})
+    cfg1 = saver.put(as_run({"configurable": {"thread_id": "t"}}), _cp(1), {"source": "input"}, {"n": 2})
     lagging = saver._cache.get("t", "")
-    saver.put(cfg1, _cp(2), {"source": "loop"}, {"n": 3})
+    saver.put(as_run(cfg1), _cp(2), {"source": "loop"}, {"n": 3})
     saver._cache.observe("t", "", lagging.head, lagging.etag)  # the cache now agrees with cfg1...
     try:
-        saver.put(cfg1, _cp(3), {"source": "loop"}, {"n": 4})  # ... but the store does not
+        saver.put(as_run(cfg1), _cp(3), {"source": "loop"}, {"n": 4})  # ... but the store does not
         raise AssertionError("a stale continuation was accepted")
     except StaleWriterError as exc:
         assert exc.expected_parent == cfg1["configurable"]["checkpoint_id"]

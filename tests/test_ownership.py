@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import StateUpdate
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
@@ -158,6 +159,26 @@ def test_superseded_worker_cannot_write_and_nothing_is_stored(setup) -> None:  #
     state = graph(saver.with_lease(b), "B").invoke({"steps": ["b"]}, cfg())
     assert state["steps"] == ["in", "A:a", "A:b", "b", "B:a", "B:b"]
     check_linear_history(saver, "chat")
+
+
+@pytest.mark.parametrize("as_node", ["a", "__input__", "__copy__", "bulk"])
+def test_a_superseded_lease_makes_no_explicit_write_either(setup, as_node: str) -> None:  # type: ignore[no-untyped-def]
+    """Explicit writes (``update_state`` as any node, ``__copy__``, ``bulk_update_state``) may
+    start from any checkpoint, but the fence comes first: a superseded worker stores nothing."""
+    saver, sessions, clock = setup
+    a = sessions.acquire("chat", "a", ttl=10)
+    zombie = graph(saver.with_lease(a), "A")
+    zombie.invoke({"steps": ["in"]}, cfg())
+    past = list(zombie.get_state_history(cfg()))[-2].config
+    clock.t += 11
+    sessions.acquire("chat", "b", ttl=10)
+    before = len(list(saver.list(cfg())))
+    with pytest.raises(OwnershipLostError):
+        if as_node == "bulk":
+            zombie.bulk_update_state(past, [[StateUpdate({"steps": ["x"]}, "__input__")]])
+        else:
+            zombie.update_state(past, None if as_node == "__copy__" else {"steps": ["x"]}, as_node=as_node)
+    assert len(list(saver.list(cfg()))) == before
 
 
 def test_zombie_with_a_warm_cache_is_refused_atomically(setup) -> None:  # type: ignore[no-untyped-def]

@@ -3,13 +3,17 @@ loser gets StaleWriterError. Threads share one saver; processes each build their
 
 from __future__ import annotations
 
+import operator
 import threading
 import uuid
 from pathlib import Path
+from typing import Annotated, Any
 
 import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
-from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
+from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver, StaleWriterError
 from tests.processes import process_context
 from tests.race_helpers import (
     BarrierSaver,
@@ -70,3 +74,67 @@ def test_processes_racing_on_one_thread(fresh: bool, durability: str, tmp_path: 
             tally["won"] += 1
             tally["stale"] += RACERS - 1
     assert tally == {"won": 3, "stale": 3 * (RACERS - 1)}
+
+
+class _Who(TypedDict, total=False):
+    who: str
+    trail: Annotated[list[str], operator.add]
+
+
+@pytest.mark.parametrize("read", ["get_state_by_id", "state_history", "list_before"])
+def test_a_users_read_of_the_losers_parent_never_lets_the_loser_commit(read: str) -> None:
+    """Only a run's own addressed read (``get_tuple`` by id, a replay's ``list(before=...)``) lets
+    its next put branch from a superseded checkpoint. A user reading that checkpoint while the
+    race is on (``get_state`` by id, the history, ``list(before=...)``) makes no run's put an
+    explicit one: the run that lost is still refused, and the thread stays linear.
+
+    Run A holds in its node (an Event) after storing its input checkpoint; run B commits on top
+    of it; the user reads A's parent; then A goes on."""
+    saver = ObjectStoreSaver(MemoryStore())
+    holding, go_on = threading.Event(), threading.Event()
+
+    def node(state: _Who) -> dict[str, Any]:
+        if state["who"] == "A":
+            holding.set()
+            assert go_on.wait(10), "the test never released run A"
+        return {"trail": [state["who"]]}
+
+    graph = StateGraph(_Who).add_node("n", node).add_edge(START, "n").add_edge("n", END).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"who": "seed"}, cfg, durability="sync")
+    outcome: dict[str, BaseException | None] = {}
+
+    def run_a() -> None:
+        try:
+            graph.invoke({"who": "A"}, cfg, durability="sync")
+            outcome["A"] = None
+        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
+            outcome["A"] = exc
+
+    racer = threading.Thread(target=run_a)
+    racer.start()
+    assert holding.wait(10)
+    a_parent = graph.get_state(cfg).config  # A's input checkpoint, which A's next put names
+    graph.invoke({"who": "B"}, cfg, durability="sync")  # B commits on top of it
+    if read == "get_state_by_id":
+        graph.get_state(a_parent)
+    elif read == "state_history":
+        list(graph.get_state_history(cfg))
+    else:
+        list(
+            saver.list(
+                cfg,
+                before={
+                    "configurable": {"checkpoint_id": graph.get_state(cfg).config["configurable"]["checkpoint_id"]}
+                },
+            )
+        )
+    go_on.set()
+    racer.join(10)
+    assert isinstance(outcome["A"], StaleWriterError), outcome
+    assert graph.get_state(cfg).values["trail"] == ["seed", "B"]
+    ids = [h.config["configurable"]["checkpoint_id"] for h in graph.get_state_history(cfg)]
+    parents = [
+        h.parent_config["configurable"]["checkpoint_id"] for h in graph.get_state_history(cfg) if h.parent_config
+    ]
+    assert parents == ids[1:], "the history forked"

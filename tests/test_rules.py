@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put
@@ -62,6 +63,21 @@ def test_forks_may_start_anywhere() -> None:
     head = _head(_rec(C1, None), _rec(C2, C1))
     assert check_put(head, PutIntent("t", "", C3, parent_id=C1, source="fork")) is None
     assert check_put(head, PutIntent("t", "", C3, parent_id=C1, source="update")) is None
+
+
+@pytest.mark.parametrize("source", ["input", "loop"])
+def test_a_put_that_is_not_a_runs_may_start_anywhere(source: str) -> None:
+    """``update_state(past, as_node="__input__")`` writes source "input" outside any run: the
+    caller named the checkpoint, so it is a fork, as every explicit write is."""
+    head = _head(_rec(C1, None), _rec(C2, C1))
+    assert check_put(head, PutIntent("t", "", C3, parent_id=C1, source=source, by_run=False)) is None
+    assert isinstance(check_put(head, PutIntent("t", "", C3, parent_id=C1, source=source)), StaleWriterError)
+
+
+def test_a_run_addressed_at_a_superseded_checkpoint_may_branch_from_it() -> None:
+    head = _head(_rec(C1, None), _rec(C2, C1))
+    branch = PutIntent("t", "", C3, parent_id=C1, source="input", branches_from_history=True)
+    assert check_put(head, branch) is None
 
 
 def test_parentless_put_after_seeing_empty_is_stale() -> None:

@@ -4,17 +4,22 @@ The head moves only by compare-and-swap, so two writers can never both succeed f
 head. What this module decides is whether a ``put`` is *allowed* against the head as it is now,
 both on the first attempt and after a lost race (when the saver re-reads and decides again):
 
-* **Runs stepping forward** (metadata ``source`` ``"input"`` or ``"loop"``) extend a lineage. A put
-  naming parent ``P`` is allowed only if ``P`` is still the latest checkpoint. Otherwise another run
-  committed first and this one is stale: :class:`StaleWriterError`. Of two runs racing on one
-  thread, exactly one commits each step; the other fails loudly instead of forking the thread.
+* **Runs stepping forward** (a put LangGraph's run loop makes, metadata ``source`` ``"input"`` or
+  ``"loop"``) extend a lineage. A put naming parent ``P`` is allowed only if ``P`` is still the
+  latest checkpoint. Otherwise another run committed first and this one is stale:
+  :class:`StaleWriterError`. Of two runs racing on one thread, exactly one commits each step; the
+  other fails loudly instead of forking the thread.
 * A put with **no parent** means "I started from an empty namespace". If this saver saw the
   namespace empty (a ``get_tuple`` found no head) and a head exists now, someone else created it
   meanwhile: stale. Callers that never read first (direct API use, the conformance suite) may add
   parentless checkpoints to an existing namespace.
-* **Explicit forks** (``"fork"``, ``"update"``: time travel, ``update_state``) may start from any
-  parent. So may a run that LangGraph *addressed* at a superseded checkpoint (new input or a
-  resume on an old checkpoint id): its first put branches from there (``branches_from_history``).
+* **Explicit writes** may start from any parent: forks and updates (``"fork"``, ``"update"``), and
+  every put that is not a run's (``update_state`` and ``bulk_update_state`` as any node,
+  ``__input__`` included, and direct API calls): the caller named the checkpoint it writes on.
+  So may a run that LangGraph *addressed* at a superseded checkpoint: new input or a resume on
+  an old checkpoint id (read by ``get_tuple``), or a stateful subgraph replayed from its state
+  as of the replay point (read by ``list(before=...)``). Its first put branches from there
+  (``branches_from_history``).
 * Re-putting the id that is already stored (a retry whose first attempt landed) is an upsert.
 * A writer carrying a **head rider** (a team turn acking its messages) may not put new input on
   top of an input checkpoint whose input has not run yet (it still holds ``__start__``): LangGraph
@@ -52,7 +57,8 @@ __all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put"
 LEASE_KEY = "lease"
 FENCE_KEY = "fence"
 
-#: Metadata sources of a run continuing its own lineage; everything else is an explicit fork.
+#: Metadata sources of a run continuing its own lineage; everything else is an explicit fork
+#: (and so is every put that is not a run's, whatever its source).
 LINEAGE_SOURCES = frozenset({"input", "loop"})
 
 
@@ -70,13 +76,16 @@ class PutIntent:
     branches_from_history: bool = False
     #: the session lease epoch this writer holds (``None``: not bound to a lease)
     fence: int | None = None
+    #: a LangGraph run makes this put (its config carries the run's ``__pregel_*`` entries); other
+    #: puts are explicit writes (``update_state``, ``bulk_update_state``, direct API calls)
+    by_run: bool = True
     #: the writer carries a head rider (``with_head_rider``): its new input may not discard an
     #: input that is stored and has not run (whatever rode with that input would be lost)
     keeps_pending_input: bool = False
 
     @property
     def continues_lineage(self) -> bool:
-        return self.source in LINEAGE_SOURCES and not self.branches_from_history
+        return self.by_run and self.source in LINEAGE_SOURCES and not self.branches_from_history
 
 
 def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:

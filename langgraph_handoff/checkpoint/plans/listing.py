@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
 from langgraph_handoff.checkpoint.plans import reading
-from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, target_of
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, MigrationError
 from langgraph_handoff.format import keys
@@ -34,6 +34,8 @@ class _ListQuery:
     filter: dict[str, Any] | None
     before_id: str | None
     limit: int | None
+    #: a LangGraph run lists (a replaying subgraph loading its state as of the replay point)
+    by_run: bool = False
     emitted: int = 0
 
     @property
@@ -97,7 +99,7 @@ def plan_list(
         before_id = ((before.get("configurable") or {}).get("checkpoint_id")) or None
     if limit is not None and limit <= 0:
         return None
-    query = _ListQuery(only_id, filter, before_id, limit)
+    query = _ListQuery(only_id, filter, before_id, limit, by_run=made_by_run(config))
     if config is not None and ns is not None:
         yield from _list_thread(saver, [keys.head_key(thread_id, ns)], query)
         return None
@@ -190,6 +192,11 @@ def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan
                 raise gone.corrupt() from None
         if not current and not query.accepts(tup.metadata):
             continue
+        if query.by_run and rec.id != stream.head.latest_id:
+            # A run handed a superseded checkpoint (LangGraph replays a stateful subgraph from
+            # ``list(before=<replay point>, limit=1)``): its first put may branch from there,
+            # as after a get_tuple by id (fencing, ``branches_from_history``).
+            saver._cache.note_branch_point(stream.thread_id, stream.ns, rec.id)
         yield Emit(tup)
         query.emitted += 1
         if query.done:

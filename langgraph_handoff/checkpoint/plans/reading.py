@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import upgrading
-from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, target_of, tuple_config
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
@@ -30,12 +30,6 @@ from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo,
 
 #: a record's pending writes as :func:`fetch` returns them: (task id, task path, items) per task
 Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
-
-
-def _in_run(config: RunnableConfig) -> bool:
-    """True for reads LangGraph's run loop makes (their config carries ``__pregel_*`` entries);
-    ``get_state`` and direct API calls carry none."""
-    return any(str(k).startswith("__pregel_") for k in (config.get("configurable") or {}))
 
 
 class WritesCursor:
@@ -263,7 +257,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     saver._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
     if head is None or empty:
         return None
-    if saver.ttl is not None and saver.ttl.refresh_on_read and not _in_run(config):
+    if saver.ttl is not None and saver.ttl.refresh_on_read and not made_by_run(config):
         # A run's own read is not refreshed: the run's put re-stamps the head anyway, and a
         # refresh would be a second write of the same object right before it (GCS throttles
         # that: one write per object name per second).
@@ -276,7 +270,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         if found is None:
             return None
         rec, table, _ = found
-        if cid != head.latest_id and _in_run(config):
+        if cid != head.latest_id and made_by_run(config):
             # A LangGraph run addressed at a superseded checkpoint: time travel. Its first put
             # may branch from here (fencing), unlike a run that lost a race for the latest.
             saver._cache.note_branch_point(thread_id, ns, cid)

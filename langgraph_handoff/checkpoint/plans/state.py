@@ -117,6 +117,17 @@ def target_of(config: RunnableConfig | None, what: str) -> tuple[str, str | None
     return thread_id, ns, cid
 
 
+def made_by_run(config: RunnableConfig | None) -> bool:
+    """True for calls LangGraph's run loop makes: their config carries its ``__pregel_*`` entries
+    (every run sets at least ``__pregel_runtime``). ``update_state``, ``bulk_update_state``,
+    ``get_state`` and direct API calls carry none.
+
+    The write rule needs the difference: only runs race each other for the next step of a
+    thread; an update or a direct put names the checkpoint it writes on explicitly.
+    """
+    return any(str(k).startswith("__pregel_") for k in ((config or {}).get("configurable") or {}))
+
+
 def tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 

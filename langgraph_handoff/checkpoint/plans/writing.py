@@ -25,7 +25,7 @@ from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
-from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, target_of, tuple_config
+from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, restamp, swept_mark, swept_of
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items
 from langgraph_handoff.errors import (
@@ -363,13 +363,14 @@ def plan_put(
         yield from _check_root_fence(saver, thread_id, ns, fence)
     memo: dict[str, tuple[Payload, bytes | None]] = {}
     rides = saver._rider is not None and not ns and saver._rider[0] == thread_id
+    by_run = made_by_run(config)
     for attempt in range(saver.layout.max_attempts):
         state = saver._cache.get(thread_id, ns)
         saw_empty = parent_id is None and state.empty_reads > 0
         branches = parent_id is not None and parent_id in state.branch_points
         intent = PutIntent(
             thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence,
-            keeps_pending_input=rides,
+            by_run=by_run, keeps_pending_input=rides,
         )  # fmt: skip
         conflict = check_put(head, intent)
         if conflict is not None and not fresh:
