@@ -24,9 +24,9 @@ them:
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -88,7 +88,7 @@ class _Timer:
 
 
 def _scratch() -> str:
-    return f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    return f"{PROBE_PREFIX}{secrets.token_hex(16)}"
 
 
 def _conditions(report: ProbeReport, key: str, timer: _Timer) -> driver.Plan[None]:
@@ -153,7 +153,7 @@ def plan_report(store_name: str = "the store", *, rounds: int = 5, quoting: Any 
     store's :class:`~langgraph_handoff.stores.s3_compat.EtagQuoting`, read after the probe."""
     report = ProbeReport(store=store_name)
     timer = _Timer()
-    run = uuid.uuid4().hex
+    run = secrets.token_hex(16)
     base = f"{PROBE_PREFIX}{run}/"
     written = [f"{base}cas"]
     try:
