@@ -323,3 +323,42 @@ def test_missing_team_and_member_are_typed() -> None:
     team.spawn("alice", role="echo")
     with pytest.raises(UnknownRecipientError, match="no member 'bob'"):
         team.require("bob")
+
+
+def test_at_capacity_a_member_another_worker_holds_costs_one_get_per_third_of_its_lease() -> None:
+    from langgraph_handoff.stores import CountingStore
+
+    store = CountingStore(MemoryStore())
+    clock = Clock()
+    team = make_team(store, clock=clock)
+    team.spawn("lead", role="echo")
+    team.spawn("alice", role="echo")
+    TeamWorker(team, "w2", {"echo": echo_build}, members=["alice"], auto_reply=False).step()
+    w1 = TeamWorker(team, "w1", {"echo": echo_build}, capacity=1, auto_reply=False)
+    w1.step()
+    assert sorted(w1.leases) == ["t/lead"]
+    store.reset()
+    assert w1.step() == 0
+    assert store.counts == {"GET": 1, "LIST": 1}  # roster, lead's inbox: alice is not looked at again
+    clock.now += w1.ttl / 3
+    store.reset()
+    assert w1.step() == 0 and store.counts == {"GET": 2, "LIST": 1}  # + alice's head, once per ttl / 3
+
+
+def test_an_immediate_send_from_a_turn_is_one_put_one_hop_further() -> None:
+    from langgraph_handoff.stores import CountingStore
+    from langgraph_handoff.teams import team_tools
+    from langgraph_handoff.teams.outbox import CHAIN_KEY
+
+    store = CountingStore(MemoryStore())
+    team = make_team(store)
+    team.spawn("lead", role="echo")
+    team.spawn("alice", role="echo")
+    send = team_tools(team, "lead", mode="immediate")[0]
+    store.reset()
+    chain = {"conversation": "m0", "hop": 2, "causes": {"ops": "m0"}}
+    send.invoke({"type": "tool_call", "id": "c1", "name": "send_message", "args": {"to": "alice", "content": "go"}},
+                config={"configurable": {CHAIN_KEY: chain}})  # fmt: skip
+    assert store.counts == {"PUT": 1}
+    [m] = team.inbox("alice")
+    assert (m.conversation, m.hop, m.causes) == ("m0", 3, {"ops": "m0"})

@@ -55,8 +55,8 @@ MessageType = Literal[
     "plan_request",
     "plan_response",
 ]
-#: Messages the runtime generates. An automatic reply never answers one of these (or another
-#: automatic reply), so two agents can never loop on each other through auto-replies.
+#: Messages the runtime generates (and automatic replies). None of them is ever answered
+#: automatically; what else is not, and why every conversation ends: :mod:`teams.chains`.
 EVENT_TYPES = frozenset(
     {"auto_reply", "event", "shutdown_request", "shutdown_response", "plan_request", "plan_response"}
 )

@@ -461,7 +461,9 @@ class Team(TeamViews, TeamRequests):
                                 asks)  # fmt: skip
         if chain is None:
             return (yield from self._plan_put_message(message))
-        yield from self._plan_deliver([message])
+        with self._lock:
+            roster = self._roster  # _plan_check left it current for ``to``: no second roster read
+        yield from self._plan_deliver([message], roster=roster)
         return message
 
     def send(
@@ -619,12 +621,16 @@ class Team(TeamViews, TeamRequests):
         for i in range(0, len(ks), 1000):
             yield DeleteMany(ks[i : i + 1000])
 
-    def _plan_deliver(self, messages: Sequence[Message], outside: Collection[str] = ()) -> Plan[int]:
+    def _plan_deliver(
+        self, messages: Sequence[Message], outside: Collection[str] = (), roster: Roster | None = None
+    ) -> Plan[int]:
         """Deliver messages sent from turns: in ``seq`` order per recipient (so a dispatcher that
         dies mid-way leaves no gap), recipients in parallel. A removed recipient's copy goes to
         dead/; ids in ``outside`` are answers to outside requesters (``outside/``). A message past
-        the hop budget is not delivered: the first hop past it becomes an event (``teams.chains``)."""
-        roster, _ = yield from self._plan_roster()
+        the hop budget is not delivered: the first hop past it becomes an event (``teams.chains``).
+        ``roster``: one the caller just read (else it is read here)."""
+        if roster is None:
+            roster, _ = yield from self._plan_roster()
         members = roster.members if roster is not None else {}
         deliver: list[Message] = []
         events: list[tuple[Message, str]] = []

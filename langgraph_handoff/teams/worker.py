@@ -256,11 +256,15 @@ class TeamWorker(SessionWorker):
 
     def _left_unserved(self, name: str, now: float) -> bool:
         """At capacity: has ``name`` had messages waiting, with no live lease, for ``2 * max_poll``
-        seconds (so the workers with room had their chance)? One head GET and one inbox LIST,
-        at most once per ``max_poll`` per member."""
+        seconds (so the workers with room had their chance)? One head GET (once per third of the
+        lease of a member another worker holds, as for an acquire) and one inbox LIST, at most
+        once per ``max_poll`` per free member."""
         lease = self.sessions.get(self.team.thread_id(name))
-        free = lease is None or lease.state != "active" or lease.expired(now)
-        waiting = free and bool(self.team._run(plan_list(keys.team_inbox_prefix(self.team.team_id, name))))
+        if lease is not None and lease.state == "active" and not lease.expired(now):
+            self._unserved.pop(name, None)
+            self._skip_until[name] = min(lease.expires_at, now + self.ttl / 3)
+            return False
+        waiting = bool(self.team._run(plan_list(keys.team_inbox_prefix(self.team.team_id, name))))
         if not waiting:
             self._unserved.pop(name, None)
             self._skip_until[name] = now + self.max_poll
