@@ -57,6 +57,7 @@ from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint.plans.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import ThreadSweep
+from langgraph_handoff.cli_team import register as register_team_commands
 from langgraph_handoff.errors import InvalidConfigError, LangGraphHandoffError
 from langgraph_handoff.format import envelope, keys, records
 from langgraph_handoff.migrations import SchemaMigrations
@@ -581,6 +582,7 @@ team_app = typer.Typer(
 )
 app.add_typer(team_app, name="team")
 TeamId = Annotated[str, typer.Argument(help="the team id")]
+register_team_commands(team_app, _saver, _out)  # team spawn, remove, revive, discard (cli_team.py)
 
 
 @team_app.command("status")

@@ -15,6 +15,9 @@ broadly or as narrowly as they need::
     │   ├── ThreadExistsError            copy_thread target already has checkpoints
     │   ├── MemberExistsError            a team already has a member of that name
     │   └── MessageIngestedError         another consumer already ingested these team messages
+    ├── TeamReplyError                   a team request got no answer
+    │   ├── ReplyTimeoutError (TimeoutError)  none within the timeout
+    │   └── HopBudgetExceededError       its conversation ran past the team's hop budget
     ├── StoreError                       the object store failed
     │   ├── UnknownOutcomeError          a conditional write may or may not have happened
     │   ├── StoreUnavailableError        throttled or unreachable after retries
@@ -33,6 +36,7 @@ broadly or as narrowly as they need::
         ├── InvalidRouteError            a router was built or asked with routes it does not have
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
         ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
+        ├── UnknownTeamError             a team that does not exist on the store
         └── UnknownRecipientError        a team message to a name that is not on the roster
     MissingExtraError (ImportError)      a feature needs an optional extra that is not installed
 
@@ -47,6 +51,7 @@ __all__ = [
     "CorruptObjectError",
     "EnvelopeError",
     "EnvelopeVersionError",
+    "HopBudgetExceededError",
     "InvalidCheckpointIdError",
     "InvalidConfigError",
     "InvalidHandoffError",
@@ -63,16 +68,19 @@ __all__ = [
     "MigrationError",
     "MissingExtraError",
     "PreconditionFailedError",
+    "ReplyTimeoutError",
     "SchemaVersionError",
     "StaleWriterError",
     "StoreError",
     "StoreNotFoundError",
     "StoreUnavailableError",
+    "TeamReplyError",
     "ThreadExistsError",
     "ThreadExpiredError",
     "TransferError",
     "UnknownOutcomeError",
     "UnknownRecipientError",
+    "UnknownTeamError",
     "UnsafeStoreError",
 ]
 
@@ -417,6 +425,34 @@ class MessageIngestedError(ConflictError):
         )
 
 
+class TeamReplyError(LangGraphHandoffError):
+    """``Team.request`` / ``Team.wait_reply`` did not get the answer it waited for."""
+
+
+class ReplyTimeoutError(TeamReplyError, TimeoutError):
+    """No answer to a team request within the timeout. Nothing is lost: the request stays in the
+    member's inbox (or was ingested), and its answer, when it comes, waits under ``outside/``."""
+
+    def __init__(self, team_id: str, to: str, sender: str, request_id: str, timeout: float) -> None:
+        self.team_id, self.to, self.sender, self.request_id = team_id, to, sender, request_id
+        super().__init__(
+            f"no answer from {to!r} to request #{request_id} of {sender!r} within {timeout:g} s. Check that a "
+            f"TeamWorker serves {to!r} (`langgraph-handoff team status URL {team_id}`: stalled, failed or "
+            f"waiting_input say why), then wait again: team.wait_reply({request_id!r}, sender={sender!r}, "
+            "timeout=...). The answer is kept until it is collected."
+        )
+
+
+class HopBudgetExceededError(TeamReplyError):
+    """The conversation a request started ran past the team's hop budget (``Team(max_hops=...)``):
+    a message in it was not delivered, so its answer will not come. ``event`` is the typed record
+    (``teams.chains.HopBudgetExceeded``)."""
+
+    def __init__(self, request_id: str, event: object, description: str) -> None:
+        self.request_id, self.event = request_id, event
+        super().__init__(f"request #{request_id} will get no answer: {description}")
+
+
 # --------------------------------------------------------------------------------------------------
 # Bad input
 # --------------------------------------------------------------------------------------------------
@@ -476,6 +512,17 @@ class InvalidHistoryError(InvalidInputError):
             f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
         )
         super().__init__(f"invalid message history: {shown}")
+
+
+class UnknownTeamError(InvalidInputError):
+    """An operation on a team that does not exist on this store (it has no roster yet)."""
+
+    def __init__(self, team_id: str) -> None:
+        self.team_id = team_id
+        super().__init__(
+            f"no team {team_id!r} on this store: check the URL and the team id, or create it by spawning "
+            f"its first member (Team.spawn, or `langgraph-handoff team spawn URL {team_id} NAME --role ROLE`)."
+        )
 
 
 class UnknownRecipientError(InvalidInputError):

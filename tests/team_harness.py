@@ -7,7 +7,8 @@ Used by ``tests/test_team_kills.py`` (deterministic kill points, local store),
 
 **The delegation workload.** An external "human" gives the lead tasks ``task k``. For each, the
 lead's scripted model messages one teammate ``do k.1``; the teammate answers ``done k.1`` (its
-automatic reply goes back to the lead), and the lead asks for ``do k.2``, then ``do k.3``. Tool
+automatic reply goes back to the lead), and the lead asks for ``do k.2``, then ``do k.3`` (with
+``expects_reply=True``: a message sent in answer to the teammate's is otherwise not answered). Tool
 call ids are derived from ``(k, round)``, so a re-executed model call sends the same message id.
 A delegation is complete when the lead has ingested ``done k.3``.
 
@@ -173,8 +174,9 @@ def lead_model(rounds: int) -> Any:
                     k, r = int(done.group(1)), int(done.group(2)) + 1
                 else:
                     continue
-                calls.append({"name": "send_message", "args": {"to": mate_of(k), "content": f"do {k}.{r}"},
-                              "id": f"c{k}-{r}", "type": "tool_call"})  # fmt: skip
+                # a follow-up answers the mate's answer: it asks for a reply explicitly (teams.chains)
+                args = {"to": mate_of(k), "content": f"do {k}.{r}", **({"expects_reply": True} if r > 1 else {})}
+                calls.append({"name": "send_message", "args": args, "id": f"c{k}-{r}", "type": "tool_call"})
         return AIMessage("", tool_calls=calls) if calls else AIMessage("noted")
 
     return step
@@ -190,13 +192,13 @@ class FunctionChatModel(ScriptedChatModel):
 
 
 def lead_build(team: Team, rounds: int) -> Any:
-    def build(checkpointer: Any) -> Any:
+    def build(checkpointer: Any, member: Any = None) -> Any:
         return react_graph(checkpointer, FunctionChatModel([lead_model(rounds)]), team_tools(team, "lead"))
 
     return build
 
 
-def mate_build(checkpointer: Any) -> Any:
+def mate_build(checkpointer: Any, member: Any = None) -> Any:
     def node(state: TeamState) -> dict[str, Any]:
         lines = []
         for m in _incoming(state["messages"]):

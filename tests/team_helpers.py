@@ -17,7 +17,7 @@ from langgraph_handoff.teams import Team, TeamState, team_tools
 from langgraph_handoff.testing import ScriptedChatModel
 
 
-def echo_build(checkpointer: Any) -> Any:
+def echo_build(checkpointer: Any, member: Any = None) -> Any:
     """A member that answers every turn with ``ack <last line of each message>``."""
 
     def node(state: TeamState) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def agent_build(
 ) -> Callable[[Any], Any]:
     """A tool-calling agent with the team tools, driven by a script."""
 
-    def build(checkpointer: Any) -> Any:
+    def build(checkpointer: Any, member: Any = None) -> Any:
         model = ScriptedChatModel(script if isinstance(script, list) else [script], cycle=not isinstance(script, list))
         return react_graph(checkpointer, model, team_tools(team, me, **kw))
 
@@ -91,7 +91,7 @@ class Clock:
         return self.now
 
 
-def ask_build(checkpointer: Any) -> Any:
+def ask_build(checkpointer: Any, member: Any = None) -> Any:
     """A member that pauses at ``interrupt("Approve?")`` and answers ``plan <answer>``."""
 
     def ask(state: TeamState) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def ask_build(checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
-def boom_build(checkpointer: Any) -> Any:
+def boom_build(checkpointer: Any, member: Any = None) -> Any:
     """A member whose every turn fails (a poison message)."""
 
     def node(state: TeamState) -> dict[str, Any]:

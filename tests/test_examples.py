@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def demo(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``examples/<script>`` and check it succeeded."""
+    # the package of this checkout, not whichever one the interpreter has installed (a worktree)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True, timeout=120
+        [sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True, timeout=120, env=env
     )
     assert out.returncode == 0, out.stdout + out.stderr
     return out
@@ -83,4 +86,6 @@ def test_team_demo(tmp_path: Path) -> None:
     assert "status once A's leases expired: alice=stalled" in out.stdout
     assert "worker B took the members over: alice epoch 2" in out.stdout
     assert "alice <- lead" in out.stdout and "lead  <- alice" in out.stdout and "[auto_reply]" in out.stdout
+    # the person who asked gets the lead's report, not its "delegated" (the lead waited for both)
+    assert "human <- lead" in out.stdout and "Release 42 is unblocked: alice fixed test_io.py and bob" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1] == "result: OK: 5 messages, each ingested exactly once"

@@ -515,7 +515,7 @@ def test_create_agent_with_team_middleware() -> None:
     team.spawn("lead", role="lead")
     team.spawn("alice", role="echo")
 
-    def lead(checkpointer: Any) -> Any:
+    def lead(checkpointer: Any, member: Any = None) -> Any:
         model = ScriptedChatModel([tool_call("send_message", {"to": "alice", "content": "go"}, id="c1"), "sent"])
         return create_agent(model, tools=[], middleware=[TeamMiddleware(team, "lead")], checkpointer=checkpointer)
 
@@ -564,7 +564,7 @@ def test_shutdown_is_a_request_and_a_response() -> None:
     assert worker.step() == 0 and "t/alice" not in worker.leases  # not re-acquired
 
 
-def ask_build(checkpointer: Any) -> Any:
+def ask_build(checkpointer: Any, member: Any = None) -> Any:
     def ask(state: TeamState) -> dict[str, Any]:
         answer = interrupt("Plan: rewrite the cache. Approve?")
         return {"messages": [("ai", f"plan {answer}: cache rewritten")]}
@@ -715,7 +715,7 @@ def test_create_agent_member_owes_and_pays_automatic_replies() -> None:
     team.spawn("lead", role="echo")
     team.spawn("alice", role="agent")
 
-    def alice(checkpointer: Any) -> Any:
+    def alice(checkpointer: Any, member: Any = None) -> Any:
         model = ScriptedChatModel(["fixed it"])
         return create_agent(model, tools=[], middleware=[TeamMiddleware(team, "alice")], checkpointer=checkpointer)
 

@@ -299,3 +299,16 @@ def team_inbox_key(team_id: str, member: str, message_id: str) -> str:
 def team_dead_prefix(team_id: str, member: str | None = None) -> str:
     base = team_prefix(team_id) + "dead/"
     return base if member is None else base + encode_segment(member) + "/"
+
+
+def team_outside_prefix(team_id: str, sender: str | None = None, request_id: str | None = None) -> str:
+    """Answers for senders outside the team (``Team.request``), under the request they answer.
+
+    >>> team_outside_prefix("t", "ops", "ab12")
+    'teams/t/outside/ops/ab12/'
+    """
+    base = team_prefix(team_id) + "outside/"
+    if sender is None:
+        return base
+    base += encode_segment(sender) + "/"
+    return base if request_id is None else base + request_id + "/"

@@ -55,8 +55,8 @@ MessageType = Literal[
     "plan_request",
     "plan_response",
 ]
-#: Messages the runtime generates. An automatic reply never answers one of these (or another
-#: automatic reply), so two agents can never loop on each other through auto-replies.
+#: Messages the runtime generates (and automatic replies). None of them is ever answered
+#: automatically; what else is not, and why every conversation ends: :mod:`teams.chains`.
 EVENT_TYPES = frozenset(
     {"auto_reply", "event", "shutdown_request", "shutdown_response", "plan_request", "plan_response"}
 )
@@ -131,6 +131,8 @@ class Member(Record):
     stop_request: dict[str, str] | None = None
     #: new at every spawn: a re-spawned name starts fresh sequence numbers at its recipients
     incarnation: str = Field(default_factory=lambda: secrets.token_hex(4))
+    #: the last unfinished step an operator discarded (``Team.discard``): checkpoint, messages, why
+    discard: dict[str, Any] | None = None
 
 
 class Roster(Record):
@@ -176,6 +178,25 @@ class Message(Record):
     #: the sender's lease epoch when its outbox was committed (diagnostics)
     sender_epoch: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    # The chain (``teams.chains``). Messages stored before these fields existed read as the start
+    # of their own conversation at hop 0, owing what the rules owed then: backward compatible,
+    # no format step (an older reader ignores them).
+    #: the id of the message that started the conversation (``None``: this one did)
+    conversation: str | None = None
+    #: turns between the start of the conversation and this message (0: sent from outside)
+    hop: int = 0
+    #: the messages whose turn sent this one, sender -> id (an answer is not answered automatically)
+    causes: dict[str, str] = Field(default_factory=dict)
+    #: does the sender want an answer? ``None``: derived (a new request yes, an answer no)
+    expects_reply: bool | None = None
+    #: the outside requests this message descends from that wait for an answer (``Team.request``):
+    #: request id -> requester. Told if the conversation is cut by the hop budget.
+    origins: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this message belongs to (its own id if it started one)."""
+        return self.conversation or self.id
 
     def header(self) -> str:
         """The provenance line a model reads before the content.

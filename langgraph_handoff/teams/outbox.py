@@ -17,12 +17,21 @@ in one model turn get the same numbers on every replay.
 
 Channel value::
 
-    {"next": {recipient: last seq}, "pending": [entry, ...], "owed": {member: message id}}
+    {"next": {recipient: last seq}, "pending": [entry, ...], "owed": {member: message id},
+     "chain": {conversation, hop, causes, origins}, "awaiting": {member: message id}}
 
-An update is a list of new entries, or a dict with ``"dispatched": {recipient: seq}`` (the
-worker's note that everything up to ``seq`` was delivered, which drops those entries) and/or
-``"owe": {member: message id}`` (members owed an automatic reply by this turn). Any entry to a
-member pays what is owed to it, so a reply the agent sent itself cancels the automatic one.
+An update is a list of new entries, or a dict of the worker's notes: ``"dispatched": {recipient:
+seq}`` (everything up to ``seq`` was delivered: those entries are dropped), ``"owe": {member:
+message id}`` (members owed an automatic reply by this turn; an outside requester is owed under
+``"outside:<request id>"`` with ``{"to", "id"}``), ``"chain"`` (the turn's chain,
+:mod:`teams.chains`) and ``"heard": [member, ...]`` (the senders this turn ingested).
+
+Any entry to a member pays what is owed to it, so a reply the agent sent itself cancels the
+automatic one. Each new entry is stamped with the turn's chain (one hop further), in the reducer,
+so a replayed step stamps the same. An entry that asks a teammate something (see
+:func:`teams.chains.asks_for_answer`) makes the member *await* that teammate until a message from
+it is ingested; the automatic reply the member owes waits until it awaits nobody, so a lead that
+delegates answers its requester once its teammates answered, not with "delegated, waiting".
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from pydantic import BaseModel, Field, create_model
 from typing_extensions import NotRequired
 
 from langgraph_handoff.errors import UnknownRecipientError
+from langgraph_handoff.teams.chains import Chain, asks_for_answer
 from langgraph_handoff.teams.model import message_id
 
 if TYPE_CHECKING:
@@ -49,6 +59,9 @@ __all__ = ["OUTBOX_CHANNEL", "TURN_KEY", "TeamMiddleware", "TeamState", "outbox_
 OUTBOX_CHANNEL = "team_outbox"
 #: ``config["configurable"][TURN_KEY]``: the token of the turn the worker is running
 TURN_KEY = "team_turn"
+#: ``config["configurable"][CHAIN_KEY]``: the turn's chain (``Chain.as_dict``), for sends that do
+#: not go through the outbox (``mode="immediate"``)
+CHAIN_KEY = "team_chain"
 
 
 def _stream_key(entry: dict[str, Any]) -> str:
@@ -56,7 +69,7 @@ def _stream_key(entry: dict[str, Any]) -> str:
 
 
 def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any]:
-    """Append entries with dense numbers per stream, or drop the delivered ones.
+    """Append entries with dense numbers per stream, or apply the worker's notes.
 
     A stream is ``sender@incarnation>recipient@incarnation``: a member spawned again (or a
     recipient removed and spawned again) starts a new stream at 1, so no recipient ever waits for
@@ -70,11 +83,19 @@ def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any
     [('b', 1), ('a', 2)]
     >>> outbox_reducer(outbox_reducer({}, {"owe": {"a": "m7", "b": "m8"}}), [{"to": "a"}])["owed"]
     {'b': 'm8'}
+    >>> box = outbox_reducer({}, {"chain": {"conversation": "m0", "hop": 2, "causes": {"a": "m2"}}})
+    >>> box = outbox_reducer(box, [{"to": "b", "id": "q", "type": "message"}])
+    >>> box["pending"][0]["hop"], box["awaiting"]
+    (3, {'b': 'q'})
+    >>> outbox_reducer(box, {"heard": ["b"]})["awaiting"]
+    {}
     """
     current = current or {}
     nxt = dict(current.get("next") or {})
     pending = list(current.get("pending") or [])
     owed = dict(current.get("owed") or {})
+    chain_raw = dict(current.get("chain") or {})
+    awaiting = dict(current.get("awaiting") or {})
     for item in update if isinstance(update, list) else [update]:
         if not item:
             continue
@@ -82,13 +103,23 @@ def outbox_reducer(current: dict[str, Any] | None, update: Any) -> dict[str, Any
             marks = item.get("dispatched") or {}
             pending = [e for e in pending if e["seq"] > int(marks.get(_stream_key(e), 0))]
             owed.update(item.get("owe") or {})
+            if "chain" in item:
+                chain_raw = dict(item["chain"] or {})
+            for sender in item.get("heard") or ():
+                awaiting.pop(sender, None)
             continue
         key = _stream_key(item)
         seq = int(nxt.get(key, 0)) + 1
         nxt[key] = seq
-        pending.append({**item, "seq": seq})
-        owed.pop(item["to"], None)
-    return {"next": nxt, "pending": pending, "owed": owed}
+        chain = Chain.from_dict(chain_raw)
+        entry = {**chain.next(), **item, "seq": seq}  # an entry stamped already keeps its chain
+        pending.append(entry)
+        owed.pop(item.get("pays") or item["to"], None)
+        if entry.get("type") in ("message", "broadcast") and asks_for_answer(
+            item["to"], chain, item.get("reply_to"), item.get("expects_reply")
+        ):
+            awaiting[item["to"]] = item.get("id")
+    return {"next": nxt, "pending": pending, "owed": owed, "chain": chain_raw, "awaiting": awaiting}
 
 
 def stream_name(team: Team, sender: str, to: str) -> str:
@@ -105,11 +136,23 @@ class TeamState(MessagesState):
 
 
 def _entry(
-    to: str, content: str, kind: str, reply_to: str | None, msg_id: str, config: RunnableConfig | None, stream: str
-) -> dict[str, Any]:
+    to: str, content: str, kind: str, reply_to: str | None, msg_id: str, config: RunnableConfig | None, stream: str,
+    expects_reply: bool | None = None,
+) -> dict[str, Any]:  # fmt: skip
     turn = ((config or {}).get("configurable") or {}).get(TURN_KEY)
     return {"id": msg_id, "to": to, "content": content, "type": kind, "reply_to": reply_to,
-            "turn": turn, "created_at": time.time(), "stream": stream}  # fmt: skip
+            "turn": turn, "created_at": time.time(), "stream": stream, "expects_reply": expects_reply}  # fmt: skip
+
+
+def config_chain(config: RunnableConfig | None) -> Chain:
+    """The chain of the turn a tool runs in (hop 0 outside a worker's turn)."""
+    return Chain.from_dict(((config or {}).get("configurable") or {}).get(CHAIN_KEY))
+
+
+def _message_ref(value: str | None) -> str | None:
+    """Models write ids as they read them (``#m12``): the id is what follows the ``#``."""
+    value = (value or "").strip().lstrip("#").strip()
+    return value or None
 
 
 def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox") -> list[BaseTool]:
@@ -142,8 +185,11 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
         to=(ToType, Field(description="The teammate to message (exact name from list_teammates).")),
         content=(str, Field(description="What you want them to know or do. They see only this text.")),
         reply_to=(str | None, Field(default=None, description="The #id of the message you answer, if any.")),
+        expects_reply=(bool | None, Field(default=None, description=(
+            "Leave unset: a new request is answered, and an answer (a reply to their message) is not. Set true "
+            "to get an answer to a follow-up question; false for a note that needs none."))),
         tool_call_id=(Annotated[str, InjectedToolCallId], ...),
-    )
+    )  # fmt: skip
 
     def _check(to: str) -> str | None:
         if to == me:
@@ -155,17 +201,21 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
         return None
 
     def send_message(to: str, content: str, tool_call_id: str, reply_to: str | None = None,
+                     expects_reply: bool | None = None,
                      config: RunnableConfig = None) -> Any:  # type: ignore[assignment]  # fmt: skip
         error = _check(to)
         if error is not None:
             return ToolMessage(error, tool_call_id=tool_call_id, status="error")
+        reply_to = _message_ref(reply_to)
         msg_id = message_id(team.team_id, me, to, tool_call_id)
         if mode == "immediate":
-            team.send(to, content, sender=me, reply_to=reply_to, idempotency_key=f"tool:{tool_call_id}")
+            team._run(team._send(to, content, me, reply_to, f"tool:{tool_call_id}", "message", None,
+                                 chain=config_chain(config), expects_reply=expects_reply))  # fmt: skip
             return ToolMessage(f"Sent to {to}. The reply will arrive as a new message; end your turn to wait for it.",
                                tool_call_id=tool_call_id)  # fmt: skip
+        entry = _entry(to, content, "message", reply_to, msg_id, config, stream_name(team, me, to), expects_reply)
         return Command(update={
-            OUTBOX_CHANNEL: [_entry(to, content, "message", reply_to, msg_id, config, stream_name(team, me, to))],
+            OUTBOX_CHANNEL: [entry],
             "messages": [ToolMessage(
                 f"Queued for {to} as #{msg_id}; it is delivered when this step is saved. The reply will arrive "
                 "as a new message: end your turn to wait for it.", tool_call_id=tool_call_id)],
@@ -183,7 +233,8 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
             )
         if mode == "immediate":
             for to in targets:
-                team.send(to, content, sender=me, kind="broadcast", idempotency_key=f"tool:{tool_call_id}")
+                team._run(team._send(to, content, me, None, f"tool:{tool_call_id}", "broadcast", None,
+                                     chain=config_chain(config)))  # fmt: skip
             return ToolMessage(f"Sent to {', '.join(targets)}.", tool_call_id=tool_call_id)
         entries = [_entry(to, content, "broadcast", None, message_id(team.team_id, me, to, tool_call_id), config,
                           stream_name(team, me, to))
@@ -209,21 +260,36 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
     ]  # fmt: skip
 
 
-def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox") -> Any:
-    """Middleware for ``langchain.agents.create_agent``: the team tools plus the outbox channel.
+def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "outbox",
+                   prompt: bool = True) -> Any:  # fmt: skip
+    """Middleware for ``langchain.agents.create_agent``: the team tools, the outbox channel, and
+    (``prompt=True``) the team prompt (:func:`~langgraph_handoff.teams.team_prompt`: who the agent
+    is, its role, its teammates and how messages work) appended to the system prompt of every
+    model call. Without it a model does not know its own name, so it cannot tell which messages
+    are its own or whom to answer.
 
     ``pip install langchain`` is needed for this one function; nothing else here imports it.
 
-    Example::
+    Example (inside a ``TeamWorker`` build, which gets the member)::
 
-        from langchain.agents import create_agent
-        coder = create_agent(model, tools=[run_tests], middleware=[TeamMiddleware(team, "alice")],
-                             checkpointer=saver)
+        def coder(checkpointer, member):
+            return create_agent(model, tools=[run_tests], middleware=[member.middleware()],
+                                checkpointer=checkpointer)
     """
     from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain_core.messages import SystemMessage
+
+    from langgraph_handoff.teams.context import team_prompt
 
     class TeamAgentState(AgentState):  # type: ignore[misc]
         team_outbox: NotRequired[Annotated[dict[str, Any], outbox_reducer]]
+
+    def with_prompt(request: Any) -> Any:
+        if not prompt:
+            return request
+        current = request.system_message.text if request.system_message is not None else ""
+        text = (current + "\n\n" if current else "") + team_prompt(team, me)
+        return request.override(system_message=SystemMessage(content=text))
 
     class _TeamMiddleware(AgentMiddleware):  # type: ignore[misc]
         state_schema = TeamAgentState
@@ -231,5 +297,15 @@ def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] 
         def __init__(self) -> None:
             super().__init__()
             self.tools = team_tools(team, me, mode=mode)
+
+        @property
+        def name(self) -> str:
+            return "TeamMiddleware"
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(with_prompt(request))
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(with_prompt(request))
 
     return _TeamMiddleware()

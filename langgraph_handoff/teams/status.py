@@ -13,6 +13,9 @@ spawning        on the roster, no checkpoint yet
 working         lease live, and messages pending or a step unfinished
 waiting_input   the latest checkpoint waits at an ``interrupt()`` (plan approval, a human)
 idle            nothing pending, nothing unfinished
+handed_over     its worker stopped cleanly and handed it over with work pending: the next
+                worker to step accepts it (if none does within the transfer timeout, it
+                becomes ``stalled``)
 stalled         lease expired (or never taken) with work pending: a worker should reclaim it
 failed          its turns kept failing (roster state ``failed``)
 stopping        shutdown requested, its worker still holds the lease (or it expired with
@@ -32,7 +35,9 @@ from langgraph_handoff.teams.model import Member
 
 __all__ = ["ATTENTION", "MemberStatus", "Status", "derive_status", "has_next", "pending_interrupt"]
 
-Status = Literal["spawning", "working", "waiting_input", "idle", "stalled", "failed", "stopping", "shutdown"]
+Status = Literal[
+    "spawning", "working", "waiting_input", "idle", "handed_over", "stalled", "failed", "stopping", "shutdown"
+]
 #: statuses that need a person or a worker to act (the CLI exits 1 while any member has one)
 ATTENTION = frozenset({"stalled", "failed"})
 
@@ -89,7 +94,10 @@ def derive_status(
     >>> derive_status(m, None, has_checkpoint=True, next_tasks=False, interrupted=False, pending=1, now=0).status
     'stalled'
     """
-    live = lease is not None and lease.owner is not None and lease.state != "released" and lease.expires_at > now
+    # A lease being transferred is not live: its worker stopped cleanly (it may not write any more)
+    # and no worker has accepted it yet; any worker that steps accepts it.
+    live = lease is not None and lease.owner is not None and lease.state == "active" and lease.expires_at > now
+    handed = lease is not None and lease.state == "transferring" and not lease.expired(now)
     work = pending > 0 or next_tasks
     status: Status
     if member.state == "failed":
@@ -102,7 +110,7 @@ def derive_status(
     elif not has_checkpoint and not (work and lease is not None and not live):
         status = "spawning"
     elif work:
-        status = "working" if live else "stalled"
+        status = "working" if live else "handed_over" if handed else "stalled"
     else:
         status = "idle"
     return MemberStatus(

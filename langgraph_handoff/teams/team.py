@@ -27,7 +27,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +43,14 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
     UnknownRecipientError,
+    UnknownTeamError,
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.memory import ObjectStoreMemory
-from langgraph_handoff.ownership.manager import lease_of
-from langgraph_handoff.stores.base import Delete, DeleteMany, Get, ListPage, Put
+from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put
 from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState, Selection, select
+from langgraph_handoff.teams.chains import DEFAULT_MAX_HOPS, Chain, HopBudgetExceeded, budget_verdict
 from langgraph_handoff.teams.model import (
     Member,
     Message,
@@ -64,7 +65,10 @@ from langgraph_handoff.teams.model import (
     next_order,
     validate_name,
 )
-from langgraph_handoff.teams.status import MemberStatus, derive_status, has_next, pending_interrupt
+from langgraph_handoff.teams.requests import TeamRequests
+from langgraph_handoff.teams.status import has_next
+from langgraph_handoff.teams.views import DeadLetter, InboxEntry, TeamViews, conversation_of, last_turn_inputs
+from langgraph_handoff.teams.views import plan_list as _plan_list
 
 __all__ = ["DeadLetter", "InboxEntry", "Receipt", "Team"]
 
@@ -90,29 +94,11 @@ class Receipt:
     keys_listed: int = 0
 
 
-@dataclass(frozen=True)
-class InboxEntry:
-    message: Message
-    #: "pending", "held" (waits for an earlier seq), or "ingested" (acked, delete pending)
-    state: str
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A message nobody will ingest: its recipient was removed. Kept, never dropped."""
-
-    member: str
-    key: str
-    message: Message | None
-    #: "dead" (moved by ``remove``) or "orphaned" (sent to the old inbox after the remove)
-    where: str
-
-
 def _backoff(attempt: int) -> float:
     return min(0.02 * (2**attempt), 1.0)
 
 
-class Team:
+class Team(TeamViews, TeamRequests):
     """The roster and mailboxes of one team, on ``saver``'s store.
 
     Each member is an ordinary LangGraph thread ``"{team_id}/{name}"`` (its memory across
@@ -140,13 +126,19 @@ class Team:
         team_id: str,
         *,
         window: float = DEFAULT_WINDOW,
+        max_hops: int = DEFAULT_MAX_HOPS,
         clock: Callable[[], float] = time.time,
     ):
+        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or max_hops < 1:
+            raise InvalidInputError(f"Team(max_hops={max_hops!r}): use an integer of at least 1")
         self.saver = saver
         self.store = saver.store
         self.team_id = validate_name(team_id, "team id")
         #: how long ingested external message ids are remembered (see :mod:`teams.acks`)
         self.window = float(window)
+        #: the hop budget of a conversation (:mod:`teams.chains`): messages further than this many
+        #: turns from where the conversation started are not delivered. Give every process the same.
+        self.max_hops = max_hops
         self.clock = clock
         self._roster: Roster | None = None
         self._lock = threading.Lock()
@@ -246,8 +238,67 @@ class Team:
         return self._run(self._set_state(name, "failed", reason))
 
     def revive(self, name: str) -> Member:
-        """Put a failed or stopped member back to work (after fixing what made it fail)."""
+        """Put a failed or stopped member back to work (after fixing what made it fail). Its
+        unfinished step runs again; if that step is what fails, :meth:`discard` it instead."""
         return self._run(self._set_state(name, "active", ""))
+
+    async def arevive(self, name: str) -> Member:
+        return await self._arun(self._set_state(name, "active", ""))
+
+    def _plan_require(self, name: str | None = None) -> Plan[Roster]:
+        """The roster, or :class:`UnknownTeamError`; with ``name``, also that member, or
+        :class:`UnknownRecipientError`."""
+        roster, _ = yield from self._plan_roster()
+        if roster is None:
+            raise UnknownTeamError(self.team_id)
+        if name is not None and name not in roster.members:
+            raise UnknownRecipientError(self.team_id, name, roster.names())
+        return roster
+
+    def require(self, name: str | None = None) -> Roster:
+        """Check that the team exists on the store (and has member ``name``): typed errors that say
+        "no team 'x'" or "no member 'x'" instead of an empty answer."""
+        return self._run(self._plan_require(name))  # type: ignore[no-any-return]
+
+    def _plan_discard_step(self, name: str, reason: str, by: str, tup: Any) -> Plan[Member]:
+        validate_name(name)
+        roster = yield from self._plan_require(name)
+        if roster.members[name].state != "failed":
+            raise InvalidInputError(
+                f"member {name!r} is {roster.members[name].state}, not failed: only a failed member's unfinished "
+                "step can be discarded (a running worker would race the discard). Wait for it to fail, or "
+                "request_shutdown() it first."
+            )
+        if tup is None or not has_next(tup):
+            raise InvalidInputError(f"member {name!r} has no unfinished step to discard; revive({name!r}) it instead")
+        ingested = [m.id for m in last_turn_inputs(conversation_of(name, tup).messages)]
+        record = {"checkpoint": tup.config["configurable"]["checkpoint_id"], "messages": ingested, "by": by,
+                  "reason": reason, "at": self.clock()}  # fmt: skip
+
+        def decide(roster: Roster) -> Roster:
+            member = roster.members.get(name)
+            if member is None:
+                raise UnknownRecipientError(self.team_id, name, roster.names())
+            why = f"step {record['checkpoint']} discarded by {by}: {reason}"
+            changed = Member(**{**member.model_dump(), "state": "active", "reason": why, "discard": record})
+            return roster.model_copy(update={"members": {**roster.members, name: changed}})
+
+        roster = yield from self._plan_change(decide)
+        return roster.members[name]
+
+    def discard(self, name: str, *, reason: str, by: str = "operator") -> Member:
+        """Drop the unfinished step of a failed member (a poison message: a turn that fails every
+        time it runs) and put the member back to work. Recorded in the roster (``Member.discard``,
+        and ``reason``); the worker that takes the member ends the step without running it, removes
+        the messages that step had ingested from the conversation, adds a note saying what was
+        dropped and why, and sends the lead an event. Raises :class:`InvalidInputError` if the
+        member is not failed or has no unfinished step."""
+        tup = self.saver.get_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
+        return self._run(self._plan_discard_step(name, reason, by, tup))  # type: ignore[no-any-return]
+
+    async def adiscard(self, name: str, *, reason: str, by: str = "operator") -> Member:
+        tup = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
+        return await self._arun(self._plan_discard_step(name, reason, by, tup))  # type: ignore[no-any-return]
 
     def _remove(self, name: str) -> Plan[list[str]]:
         validate_name(name)
@@ -349,6 +400,9 @@ class Team:
         idempotency_key: str | None,
         kind: MessageType,
         data: dict[str, Any] | None,
+        chain: Chain | None = None,
+        expects_reply: bool | None = None,
+        asks: bool = False,
     ) -> Message:
         if not isinstance(content, str):
             raise InvalidInputError(f"a team message's content is text, got {type(content).__name__}")
@@ -362,22 +416,27 @@ class Team:
             json.dumps(data or {})
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"a message's data must be JSON (it is stored as such): {exc}") from None
+        if expects_reply is not None and not isinstance(expects_reply, bool):
+            raise InvalidInputError(f"expects_reply is True, False or None, got {expects_reply!r}")
         mid = self.keyed_id(to, sender, idempotency_key) if idempotency_key is not None else secrets.token_hex(10)
+        fields = chain.next() if chain is not None else {"origins": {mid: sender} if asks else {}}
         return Message(id=mid, team=self.team_id, sender=sender, to=to, content=content, type=kind,
                        reply_to=reply_to, order=next_order(self.clock), created_at=self.clock(),
-                       idempotency_key=idempotency_key, data=data or {})  # fmt: skip
+                       idempotency_key=idempotency_key, data=data or {}, expects_reply=expects_reply,
+                       **fields)  # fmt: skip
 
     def keyed_id(self, to: str, sender: str, idempotency_key: str) -> str:
         """The id :meth:`send` gives a message with an idempotency key (known before sending)."""
         return message_id(self.team_id, "ext", sender, to, idempotency_key)
 
-    def _plan_put_message(self, message: Message, *, dead: bool = False) -> Plan[Message]:
+    def _plan_put_message(self, message: Message, *, dead: bool = False, key: str | None = None) -> Plan[Message]:
         """Store one message create-only. "Already there" means a retry of this very send."""
-        key = (
-            keys.team_dead_prefix(self.team_id, message.to) + message.id
-            if dead
-            else keys.team_inbox_key(self.team_id, message.to, message.id)
-        )
+        if key is None:
+            key = (
+                keys.team_dead_prefix(self.team_id, message.to) + message.id
+                if dead
+                else keys.team_inbox_key(self.team_id, message.to, message.id)
+            )
         body = encode_message(message)
         for attempt in range(_SEND_ATTEMPTS):
             try:
@@ -390,10 +449,22 @@ class Team:
         raise UnknownOutcomeError(key, f"send to {message.to!r} did not settle in {_SEND_ATTEMPTS} attempts")
 
     def _send(self, to: str, content: str, sender: str, reply_to: str | None, idempotency_key: str | None,
-              kind: MessageType, data: dict[str, Any] | None) -> Plan[Message]:  # fmt: skip
+              kind: MessageType, data: dict[str, Any] | None, *, chain: Chain | None = None,
+              expects_reply: bool | None = None) -> Plan[Message]:  # fmt: skip
+        """Send from outside a turn (``chain=None``: the start of a conversation; an outside sender
+        that asks for an answer is an origin) or from inside one (``chain``: budget-checked)."""
         yield from self._plan_check(to)
-        message = self._message(to, content, sender, reply_to, idempotency_key, kind, data)
-        return (yield from self._plan_put_message(message))
+        with self._lock:
+            members = self._roster.members if self._roster is not None else {}
+        asks = bool(expects_reply) and chain is None and sender not in members  # an outside request
+        message = self._message(to, content, sender, reply_to, idempotency_key, kind, data, chain, expects_reply,
+                                asks)  # fmt: skip
+        if chain is None:
+            return (yield from self._plan_put_message(message))
+        with self._lock:
+            roster = self._roster  # _plan_check left it current for ``to``: no second roster read
+        yield from self._plan_deliver([message], roster=roster)
+        return message
 
     def send(
         self,
@@ -405,6 +476,7 @@ class Team:
         idempotency_key: str | None = None,
         kind: MessageType = "message",
         data: dict[str, Any] | None = None,
+        expects_reply: bool | None = None,
     ) -> Message:
         """Send ``content`` to member ``to``: one create-only PUT. Returns the stored message.
 
@@ -412,13 +484,19 @@ class Team:
         first copy was already ingested and deleted, the recipient still drops the repeat (it
         remembers ingested ids for ``window`` seconds). Without a key every call is a new message.
         Messages from one sender to one recipient are ingested in the order the sends returned.
+
+        The message starts a conversation (hop 0). A sender outside the team gets no answer unless
+        it asks for one (``expects_reply=True``; then collect it with :meth:`wait_reply`, or use
+        :meth:`request`, which does both).
         """
-        return self._run(self._send(to, content, sender, reply_to, idempotency_key, kind, data))
+        return self._run(self._send(to, content, sender, reply_to, idempotency_key, kind, data,
+                                    expects_reply=expects_reply))  # fmt: skip
 
     async def asend(self, to: str, content: str, *, sender: str, reply_to: str | None = None,
                     idempotency_key: str | None = None, kind: MessageType = "message",
-                    data: dict[str, Any] | None = None) -> Message:  # fmt: skip
-        return await self._arun(self._send(to, content, sender, reply_to, idempotency_key, kind, data))
+                    data: dict[str, Any] | None = None, expects_reply: bool | None = None) -> Message:  # fmt: skip
+        return await self._arun(self._send(to, content, sender, reply_to, idempotency_key, kind, data,
+                                           expects_reply=expects_reply))  # fmt: skip
 
     def _broadcast(self, content: str, sender: str, idempotency_key: str | None) -> Plan[list[Message]]:
         roster, _ = yield from self._plan_roster()
@@ -543,121 +621,78 @@ class Team:
         for i in range(0, len(ks), 1000):
             yield DeleteMany(ks[i : i + 1000])
 
-    def _plan_deliver(self, messages: Sequence[Message]) -> Plan[int]:
-        """Deliver outbox messages: in ``seq`` order per recipient (so a dispatcher that dies
-        mid-way leaves no gap), recipients in parallel. A removed recipient's copy goes to dead/."""
-        roster, _ = yield from self._plan_roster()
+    def _plan_deliver(
+        self, messages: Sequence[Message], outside: Collection[str] = (), roster: Roster | None = None
+    ) -> Plan[int]:
+        """Deliver messages sent from turns: in ``seq`` order per recipient (so a dispatcher that
+        dies mid-way leaves no gap), recipients in parallel. A removed recipient's copy goes to
+        dead/; ids in ``outside`` are answers to outside requesters (``outside/``). A message past
+        the hop budget is not delivered: the first hop past it becomes an event (``teams.chains``).
+        ``roster``: one the caller just read (else it is read here)."""
+        if roster is None:
+            roster, _ = yield from self._plan_roster()
         members = roster.members if roster is not None else {}
-        by_to: dict[str, list[Message]] = {}
+        deliver: list[Message] = []
+        events: list[tuple[Message, str]] = []
         for m in messages:
+            verdict = budget_verdict(m, self.max_hops)
+            if verdict == "deliver":
+                deliver.append(m)
+                continue
+            log.warning("team %s: %s's %s #%s to %s is past the hop budget (hop %d > %d): not delivered%s",
+                        self.team_id, m.sender, m.type, m.id, m.to, m.hop, self.max_hops,
+                        "" if verdict == "event" else " (a reaction to the budget event)")  # fmt: skip
+            if verdict == "event":
+                events += self._budget_events(m, roster.lead if roster is not None else None, members)
+        by_to: dict[str, list[Message]] = {}
+        for m in deliver:
             by_to.setdefault(m.to, []).append(m)
         queues = [sorted(v, key=lambda x: x.seq or 0) for v in by_to.values()]
         sent = 0
+
+        def where(m: Message) -> str:
+            if m.id in outside:
+                return keys.team_outside_prefix(self.team_id, m.to, m.reply_to or m.conversation_id) + m.id
+            if m.to in members:
+                return keys.team_inbox_key(self.team_id, m.to, m.id)
+            return keys.team_dead_prefix(self.team_id, m.to) + m.id
+
         while any(queues):
             wave = [q.pop(0) for q in queues if q]
-            outcomes = yield Batch(tuple(
-                Put((keys.team_inbox_key(self.team_id, m.to, m.id) if m.to in members
-                     else keys.team_dead_prefix(self.team_id, m.to) + m.id), encode_message(m), if_none_match=True)
-                for m in wave), outcomes=True)  # fmt: skip
+            outcomes = yield Batch(tuple(Put(where(m), encode_message(m), if_none_match=True) for m in wave),
+                                   outcomes=True)  # fmt: skip
             for m, outcome in zip(wave, outcomes, strict=True):
                 if isinstance(outcome, UnknownOutcomeError):
-                    yield from self._plan_put_message(m, dead=m.to not in members)
+                    yield from self._plan_put_message(m, key=where(m))
                 elif isinstance(outcome, BaseException) and not isinstance(outcome, PreconditionFailedError):
                     raise outcome
                 sent += 1
+        for event, key in events:
+            yield from self._plan_put_message(event, key=key)
         return sent
 
-    # -- reading for people ---------------------------------------------------------------------------
-    def _inbox(self, name: str) -> Plan[list[InboxEntry]]:
-        validate_name(name)
-        receipt = yield from self._plan_receive(name)
-        if receipt is None:
-            return []
-        sel = receipt.selection
-        out = [InboxEntry(m, "pending") for m in sel.ready] + [InboxEntry(m, "held") for m in sel.held]
-        out += [InboxEntry(m, "ingested") for m in sel.done]
-        return out
-
-    def inbox(self, name: str, *, all: bool = False) -> list[Message]:
-        """Messages waiting for ``name``, in the order it will ingest them (``all=True`` also lists
-        copies already ingested whose delete has not happened yet)."""
-        return [e.message for e in self._run(self._inbox(name)) if all or e.state != "ingested"]
-
-    def inbox_entries(self, name: str) -> list[InboxEntry]:
-        """Every object in ``name``'s inbox with its state: pending, held or ingested."""
-        return self._run(self._inbox(name))
-
-    async def ainbox(self, name: str, *, all: bool = False) -> list[Message]:
-        return [e.message for e in await self._arun(self._inbox(name)) if all or e.state != "ingested"]
-
-    def _dead_letters(self) -> Plan[list[DeadLetter]]:
-        roster, _ = yield from self._plan_roster()
-        members = roster.members if roster is not None else {}
-        found: list[tuple[str, str, str]] = []
-        for where, prefix in (("dead", keys.team_dead_prefix(self.team_id)),
-                              ("orphaned", keys.team_inbox_prefix(self.team_id))):  # fmt: skip
-            for info in (yield from _plan_list(prefix)):
-                member = keys.decode_segment(info.key[len(prefix) :].split("/", 1)[0]) or "?"
-                if where == "dead" or member not in members:
-                    found.append((where, member, info.key))
-        objs = (yield Batch(tuple(Get(k) for _, _, k in found))) if found else []
+    def _budget_events(self, m: Message, lead: str | None, members: Collection[str]) -> list[tuple[Message, str]]:
+        """The events of a message cut by the hop budget: to each outside requester it descends
+        from (its ``request`` fails at once) and to the lead (to the sender if there is none). One
+        per request (or conversation) and recipient: the id is derived from both."""
+        record = HopBudgetExceeded(conversation=m.conversation_id, max_hops=self.max_hops, hop=m.hop, sender=m.sender,
+                                   to=m.to, message_id=m.id, message_type=m.type, content=m.content[:2000])  # fmt: skip
+        targets: list[tuple[str, str, str]] = [
+            (who, rid, keys.team_outside_prefix(self.team_id, who, rid))
+            for rid, who in sorted(m.origins.items()) if who not in members
+        ]  # fmt: skip
+        if lead is not None and lead in members:
+            targets.append((lead, record.conversation, keys.team_inbox_prefix(self.team_id, lead)))
+        elif not targets and m.sender in members:
+            targets.append((m.sender, record.conversation, keys.team_inbox_prefix(self.team_id, m.sender)))
         out = []
-        for (where, member, key), obj in zip(found, objs, strict=True):
-            message = None
-            if obj is not None:
-                try:
-                    message = decode_message(obj.body, key=key)
-                except CorruptObjectError:
-                    message = None
-            out.append(DeadLetter(member, key, message, where))
+        for to, about, prefix in targets:
+            eid = message_id(self.team_id, "hop-budget", about, to)
+            event = Message(id=eid, team=self.team_id, sender=m.sender, to=to, content=record.describe(), type="event",
+                            conversation=record.conversation, hop=m.hop, origins=dict(m.origins), order=next_order(self.clock),
+                            created_at=self.clock(), data=record.as_data())  # fmt: skip
+            out.append((event, prefix + eid))
         return out
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """Messages for members that were removed: moved to ``dead/`` by :meth:`remove`, or sent
-        to the old inbox after it (a sender racing the remove). Nothing is dropped."""
-        return self._run(self._dead_letters())
-
-    # -- status ---------------------------------------------------------------------------------------
-    def status(self) -> list[MemberStatus]:
-        """Each member's status, derived from the roster, its lease, its latest checkpoint and its
-        inbox (no status is ever stored): spawning, working, waiting_input, idle, stalled, failed,
-        stopping, shutdown."""
-        roster = self.roster()
-        out = []
-        for name in roster.names():
-            thread = self.thread_id(name)
-            head, _ = self.saver._head_from(self.store.get(keys.head_key(thread, "")), thread, "")
-            tup = self.saver.get_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
-            pending = len(_run_list(self.store, keys.team_inbox_prefix(self.team_id, name)))
-            out.append(self._derive(roster.members[name], head, tup, pending))
-        return out
-
-    async def astatus(self) -> list[MemberStatus]:
-        roster = await self.aroster()
-        out = []
-        for name in roster.names():
-            thread = self.thread_id(name)
-            head, _ = self.saver._head_from(await self.store.aget(keys.head_key(thread, "")), thread, "")
-            tup = (
-                await self.saver.aget_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
-            )
-            pending = len(await driver.arun(self.store, _plan_list(keys.team_inbox_prefix(self.team_id, name))))
-            out.append(self._derive(roster.members[name], head, tup, pending))
-        return out
-
-    def _derive(self, member: Member, head: Any, tup: Any, pending: int) -> MemberStatus:
-        thread = self.thread_id(member.name)
-        lease = lease_of(head, thread)
-        return derive_status(
-            member,
-            lease,
-            has_checkpoint=tup is not None,
-            next_tasks=has_next(tup),
-            interrupted=pending_interrupt(tup),
-            pending=pending,
-            now=self.clock(),
-            last_checkpoint_id=tup.config["configurable"]["checkpoint_id"] if tup is not None else None,
-        )
 
     # -- shared memory --------------------------------------------------------------------------------
     @property
@@ -668,18 +703,3 @@ class Team:
     def namespace(self, *parts: str) -> tuple[str, ...]:
         """``("team", team_id, *parts)``: where this team's shared memories go."""
         return ("team", self.team_id, *parts)
-
-
-def _plan_list(prefix: str) -> Plan[list[Any]]:
-    items: list[Any] = []
-    cursor = None
-    while True:
-        page = yield ListPage(prefix, start_after=cursor)
-        items.extend(page.items)
-        if not page.truncated or not page.items:
-            return items
-        cursor = page.items[-1].key
-
-
-def _run_list(store: Any, prefix: str) -> list[Any]:
-    return driver.run(store, _plan_list(prefix))

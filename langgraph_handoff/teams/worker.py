@@ -29,8 +29,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage
-from langgraph.errors import InvalidUpdateError
+from langchain_core.messages import AIMessage, RemoveMessage
+from langgraph.graph import END
 from langgraph.types import Command
 
 from langgraph_handoff.errors import (
@@ -41,15 +41,21 @@ from langgraph_handoff.errors import (
     MessageIngestedError,
     OwnershipLostError,
 )
+from langgraph_handoff.format import keys
+from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager
 from langgraph_handoff.ownership.worker import SessionWorker, WorkerStoppingError, _interrupted_step
+from langgraph_handoff.teams import answers
 from langgraph_handoff.teams.acks import ack_rider
-from langgraph_handoff.teams.model import EVENT_TYPES, Member, Message, Roster, message_id, next_order
-from langgraph_handoff.teams.outbox import OUTBOX_CHANNEL, TURN_KEY, _stream_key, stream_name
+from langgraph_handoff.teams.chains import Chain, chain_of
+from langgraph_handoff.teams.context import MemberContext, call_build, is_legacy_build, warn_legacy
+from langgraph_handoff.teams.model import Member, Message, Roster
+from langgraph_handoff.teams.outbox import CHAIN_KEY, OUTBOX_CHANNEL, TURN_KEY, _stream_key
 from langgraph_handoff.teams.team import Team
+from langgraph_handoff.teams.views import plan_list
 
-__all__ = ["TeamWorker"]
+__all__ = ["DEFAULT_CAPACITY", "TeamWorker"]
 
 log = logging.getLogger("langgraph_handoff.teams")
 
@@ -59,21 +65,34 @@ class PoisonStepError(ConflictError):
     or failed in it. The member is marked failed; fix the cause, then ``Team.revive`` it."""
 
 
-#: builds the compiled graph of one role, given the (fenced, acking) saver to use as checkpointer
-RoleFactory = Callable[[Any], Any]
+#: builds the compiled graph of one member of a role: ``build(checkpointer, member)`` with the
+#: (fenced, acking) saver and the :class:`MemberContext` (``build(checkpointer)`` is deprecated)
+RoleFactory = Callable[..., Any]
+#: members a worker takes on its own before it leaves the rest to other workers (see ``capacity``)
+DEFAULT_CAPACITY = 4
 
 
 class TeamWorker(SessionWorker):
     """Run a team's members: ingest their messages as turns, deliver what they send.
 
-    ``builds`` maps each role to ``build(checkpointer) -> compiled graph``. A graph's state needs
-    a ``messages`` channel; give it ``team_outbox`` too (``TeamState``, or ``TeamMiddleware`` for
+    ``builds`` maps each role to ``build(checkpointer, member) -> compiled graph``: ``member`` is a
+    :class:`MemberContext` (name, role, teammates, ``tools()``, ``middleware()``, ``prompt()``), so
+    two members of one role each get their own tools. A graph's state needs a ``messages``
+    channel; give it ``team_outbox`` too (``TeamState``, or ``member.middleware()`` for
     ``create_agent``) to use the team tools' transactional sends.
+
+    ``capacity`` (default :data:`DEFAULT_CAPACITY`, 4) is how many members the worker takes on
+    its own. Beyond it, it takes a free member only once messages have waited for it for
+    ``2 * max_poll`` seconds with no worker taking it: long enough for a worker with room to go
+    first. So a fleet started together spreads the members out (each worker runs its members'
+    turns one after another), and a lone worker still serves the whole team. ``capacity=None``
+    takes every free member at once (a single worker for a small team); ``members=[...]`` pins
+    members to a worker.
 
     >>> from langgraph.graph import StateGraph, START, END
     >>> from langgraph_handoff import ObjectStoreSaver
     >>> from langgraph_handoff.teams import Team, TeamState
-    >>> def echo(checkpointer):
+    >>> def echo(checkpointer, member):
     ...     g = StateGraph(TeamState)
     ...     g.add_node("echo", lambda s: {"messages": [("ai", "got: " + s["messages"][-1].content.splitlines()[-1])]})
     ...     g.add_edge(START, "echo"); g.add_edge("echo", END)
@@ -106,7 +125,7 @@ class TeamWorker(SessionWorker):
         batch: int = 50,
         auto_reply: bool = True,
         max_failures: int = 3,
-        capacity: int | None = None,
+        capacity: int | None = DEFAULT_CAPACITY,
         members: Sequence[str] | None = None,
     ):
         for what, value, low in (("batch", batch, 1), ("max_failures", max_failures, 1)):
@@ -120,6 +139,10 @@ class TeamWorker(SessionWorker):
                          heartbeat=heartbeat)  # fmt: skip
         self.team = team
         self.builds = dict(builds)
+        self._legacy = {role: is_legacy_build(build) for role, build in self.builds.items()}
+        for role, legacy in sorted(self._legacy.items()):
+            if legacy:
+                warn_legacy(role)
         #: idle backoff: ``poll`` after a busy step, doubling to ``max_poll`` while idle
         self.poll, self.max_poll = float(poll), float(max_poll)
         #: most messages ingested in one turn (the rest wait for the next step, in order)
@@ -128,11 +151,13 @@ class TeamWorker(SessionWorker):
         self.auto_reply = auto_reply
         #: consecutive failed turns after which a member is marked ``failed`` and the lead told
         self.max_failures = int(max_failures)
-        #: most members this worker holds at once (``None``: no limit)
+        #: members this worker takes on its own; more only when they wait unserved (see above)
         self.capacity = capacity
         #: serve only these members (``None``: every member)
         self.only = set(members) if members is not None else None
-        self._roles: dict[str, str] = {}
+        self._members: dict[str, Member] = {}
+        #: members seen free with messages waiting while this worker was at capacity: since when
+        self._unserved: dict[str, float] = {}
         self._graphs: dict[tuple[str, int, str], Any] = {}
         self._roster_nonce = ""
         self._riders: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
@@ -167,14 +192,15 @@ class TeamWorker(SessionWorker):
         key = (lease.thread_id, lease.epoch, self._roster_nonce)
         graph = self._graphs.get(key)
         if graph is None:
-            role = self._roles.get(self._name(lease.thread_id))
-            if role not in self.builds:
+            member = self._members.get(self._name(lease.thread_id))
+            role = member.role if member is not None else None
+            if member is None or role not in self.builds:
                 raise ConflictError(
                     f"member {self._name(lease.thread_id)!r} has role {role!r}, which this worker cannot run "
                     f"(it builds {sorted(self.builds)}); give TeamWorker a build for it"
                 )
             saver = self.sessions.saver.with_lease(lease).with_head_rider(lease.thread_id, self._ride(lease.thread_id))
-            graph = self.builds[role](saver)
+            graph = call_build(self.builds[role], saver, MemberContext(self.team, member), self._legacy[role])
             if "messages" not in getattr(graph, "channels", {}):
                 raise InvalidConfigError(
                     f"the graph of role {role!r} has no 'messages' channel, so team messages would be "
@@ -186,23 +212,24 @@ class TeamWorker(SessionWorker):
 
     # -- taking members ----------------------------------------------------------------------------------
     def _take(self, roster: Roster) -> None:
-        """Acquire every member nobody serves (up to ``capacity``). A member another worker holds
-        is looked at again only after a third of its lease (or its expiry), and a member that shut
-        down only after the roster changes, so idle polls stay cheap in a fleet."""
+        """Acquire the members nobody serves (up to ``capacity``, then the ones left unserved). A
+        member another worker holds is looked at again only after a third of its lease (or its
+        expiry), and a member that shut down only after the roster changes, so idle polls stay
+        cheap in a fleet."""
         now = self.team.clock()
         with self._lock:
             held = set(self.leases)
+        self._members = dict(roster.members)
         for name in roster.names():
             member = roster.members[name]
             thread = self.team.thread_id(name)
-            self._roles[name] = member.role
             if thread in held or member.state == "failed" or member.role not in self.builds:
                 continue
             if self.only is not None and name not in self.only:
                 continue
-            if self.capacity is not None and len(held) >= self.capacity:
-                return
             if self._skip_until.get(name, 0.0) > now:
+                continue
+            if self.capacity is not None and len(held) >= self.capacity and not self._left_unserved(name, now):
                 continue
             if member.state == "stop_requested":
                 if self._shut.get(name) == roster.nonce:
@@ -222,9 +249,31 @@ class TeamWorker(SessionWorker):
                 except ConflictError:
                     continue
             self._skip_until.pop(name, None)
+            self._unserved.pop(name, None)
             self._hold(lease)
             self._fresh.add(name)
             held.add(thread)
+
+    def _left_unserved(self, name: str, now: float) -> bool:
+        """At capacity: has ``name`` had messages waiting, with no live lease, for ``2 * max_poll``
+        seconds (so the workers with room had their chance)? One head GET (once per third of the
+        lease of a member another worker holds, as for an acquire) and one inbox LIST, at most
+        once per ``max_poll`` per free member."""
+        lease = self.sessions.get(self.team.thread_id(name))
+        if lease is not None and lease.state == "active" and not lease.expired(now):
+            self._unserved.pop(name, None)
+            self._skip_until[name] = min(lease.expires_at, now + self.ttl / 3)
+            return False
+        waiting = bool(self.team._run(plan_list(keys.team_inbox_prefix(self.team.team_id, name))))
+        if not waiting:
+            self._unserved.pop(name, None)
+            self._skip_until[name] = now + self.max_poll
+            return False
+        since = self._unserved.setdefault(name, now)
+        if now - since >= 2 * self.max_poll:
+            return True
+        self._skip_until[name] = min(since + 2 * self.max_poll, now + self.max_poll)
+        return False
 
     # -- one round ---------------------------------------------------------------------------------------
     def step(self) -> int:
@@ -274,6 +323,11 @@ class TeamWorker(SessionWorker):
             if _interrupted_step(graph, state):
                 name = self._name(thread_id)
                 cid = state.config["configurable"]["checkpoint_id"]
+                member = self.team.roster(refresh=False).members.get(name)
+                if member is not None and (member.discard or {}).get("checkpoint") == cid:
+                    self._discard_step(member, graph, cfg, state)
+                    self._settled(thread_id)
+                    return None
                 count = self.team._run(self.team._plan_count_resume(name, lease.epoch, cid))
                 if count > self.max_failures:
                     raise PoisonStepError(
@@ -281,6 +335,28 @@ class TeamWorker(SessionWorker):
                         "(the workers running it died or failed)"
                     )
         return super().settle(thread_id, config)
+
+    def _discard_step(self, member: Member, graph: Any, cfg: dict[str, Any], state: Any) -> None:
+        """Carry out ``Team.discard``: end the unfinished step without running it (its input, if it
+        had not run, is dropped; messages it had already taken in are removed), close any tool
+        call it left open, say so in the conversation, and tell the lead."""
+        record = member.discard or {}
+        graph.update_state(cfg, None, as_node=END)  # LangGraph: clear the checkpoint's tasks
+        messages = list(graph.get_state(cfg).values.get("messages") or [])
+        dropped = set(record.get("messages") or ())
+        removed = [RemoveMessage(id=m.id) for m in messages if m.id and m.id.removeprefix("team-") in dropped]
+        kept = [m for m in messages if not (m.id and m.id.removeprefix("team-") in dropped)]
+        note = AIMessage(f"[This step was discarded by {record.get('by') or 'an operator'}: "
+                         f"{record.get('reason') or 'no reason given'}. It did not finish; "
+                         f"message(s) {', '.join('#' + i for i in sorted(dropped)) or '(none)'} were dropped.]")  # fmt: skip
+        answers.update_state(graph, cfg, {"messages": [*removed, *orphaned_call_stubs(kept), note]})
+        log.warning("%s: discarded step %s of %r (%s)", self.owner, record.get("checkpoint"), member.name,
+                    record.get("reason"))  # fmt: skip
+        lead = self.team.roster(refresh=False).lead
+        if lead is not None and lead != member.name:
+            self.team.send(lead, f"{member.name}: {note.content}", sender=member.name, kind="event",
+                           idempotency_key=f"discarded:{record.get('checkpoint')}",
+                           data={"event": "step_discarded", **record})  # fmt: skip
 
     def _failed_turn(self, member: Member, thread: str, exc: Exception) -> None:
         """Count a failed turn. The next step finishes the failed step first and then pays and
@@ -320,12 +396,13 @@ class TeamWorker(SessionWorker):
             interrupts = [(i.id, i.value) for t in state.tasks for i in t.interrupts]
             if OUTBOX_CHANNEL in getattr(graph, "channels", {}):
                 if not interrupts:  # a paused turn owes its replies only once it ends
-                    self._reply(member, graph, cfg, state.values)
+                    answers.pay_owed(self.team, member, graph, cfg, state.values)
                 self._deliver(member, lease, graph, cfg)
-            self._paused(member, interrupts)
+            self._paused(member, interrupts, answers.state_chain(state.values))
             self._fresh.discard(name)
         elif name in self._waiting and self._asked.get(name) != roster.lead:
-            self._paused(member, self._waiting[name])  # the lead changed: ask the new one
+            # the lead changed: ask the new one
+            self._paused(member, self._waiting[name], answers.state_chain(graph.get_state(cfg).values))
         waiting = name in self._waiting
         # a paused member looks for the answer among everything pending, not just one batch
         receipt = self.team._run(self.team._plan_receive(name, limit=None if waiting else self.batch, holder=True))
@@ -350,26 +427,19 @@ class TeamWorker(SessionWorker):
             self._shut_down(member, thread)  # after ingesting everything that was sent before
         return ingested
 
-    def _owed(self, member: Member, ready: list[Message]) -> dict[str, str]:
-        """Who this turn owes an automatic reply: each member who sent one of ``ready`` (not an
-        automatic reply or an event), mapped to the id of their last message."""
-        if not self.auto_reply:
-            return {}
-        roster = self.team.roster(refresh=False)
-        return {m.sender: m.id for m in ready
-                if m.type not in EVENT_TYPES and m.sender != member.name and m.sender in roster.members}  # fmt: skip
-
     def _turn(self, member: Member, lease: Lease, graph: Any, ready: list[Message]) -> None:
         name, thread = member.name, lease.thread_id
         turn = secrets.token_hex(8)
-        cfg = self._config(thread, {"configurable": {TURN_KEY: turn}})
+        chain = chain_of(ready)
+        cfg = self._config(thread, {"configurable": {TURN_KEY: turn, CHAIN_KEY: chain.as_dict()}})
         payload: dict[str, Any] = {"messages": [m.as_human_message() for m in ready]}
-        owed = self._owed(member, ready)
+        owed = answers.owed_by(self.team, name, ready, self.auto_reply)
         outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
         if outbox:
-            # Committed with the input: what was delivered (trims the outbox) and who is owed a
-            # reply (cleared by the agent's own send to them, or by the automatic reply).
-            payload[OUTBOX_CHANNEL] = {"dispatched": dict(self._delivered.get(name) or {}), "owe": owed}
+            # Committed with the input: what was delivered (trims the outbox), who is owed a reply
+            # (cleared by the agent's own send to them, or by the automatic reply), the turn's
+            # chain (stamped on what it sends) and whose messages it heard.
+            payload[OUTBOX_CHANNEL] = answers.turn_note(self._delivered.get(name) or {}, owed, ready)
         self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
         try:
             result = graph.invoke(payload, cfg, durability=self.durability)
@@ -383,27 +453,23 @@ class TeamWorker(SessionWorker):
                result: Any, owed: dict[str, str]) -> None:  # fmt: skip
         """After a committed turn: pay replies and deliver, then ask for approval if it paused
         (in that order, so the lead gets what the agent sent before the question)."""
-        name = member.name
         interrupts = list((result or {}).get("__interrupt__") or []) if isinstance(result, dict) else []
         paused = bool(interrupts)  # no final answer yet: replies wait for the resume
         outbox = OUTBOX_CHANNEL in getattr(graph, "channels", {})
         values = result if isinstance(result, dict) and OUTBOX_CHANNEL in result else None
         if outbox:
-            if not paused and self._reply(member, graph, cfg, values):
+            if not paused and answers.pay_owed(self.team, member, graph, cfg, values):
                 values = None  # the reply was added to the outbox: read it back
             self._deliver(member, lease, graph, cfg, values)
         elif owed and not paused:  # a graph without an outbox: direct sends, named by the trigger
-            final = _final_answer((result or {}).get("messages") or graph.get_state(cfg).values.get("messages") or [])
-            for to, trigger in owed.items():
-                self.team.send(to, final or f"[{name} ended its turn without an answer]", sender=name,
-                               kind="auto_reply", reply_to=trigger, idempotency_key=f"auto:{trigger}")  # fmt: skip
-        self._paused(member, [(i.id, i.value) for i in interrupts])
+            answers.direct_replies(self.team, member, owed, result, graph, cfg, ready)
+        self._paused(member, [(i.id, i.value) for i in interrupts], chain_of(ready))
 
     # -- plan approval: interrupt() and Command(resume=...) ----------------------------------------------
     def _request_key(self, member: Member, interrupt_id: str) -> str:
         return f"plan:{self.team.thread_id(member.name)}:{interrupt_id}"
 
-    def _paused(self, member: Member, interrupts: list[tuple[str, Any]]) -> None:
+    def _paused(self, member: Member, interrupts: list[tuple[str, Any]], chain: Chain) -> None:
         """Record whether the member waits at ``interrupt()``; if it does, ask the lead: one
         ``plan_request`` per interrupt, named by it and the lead (asking again after a takeover
         sends nothing new). The answer is any message replying to it (or a ``plan_response``)."""
@@ -418,9 +484,9 @@ class TeamWorker(SessionWorker):
             return  # nobody to ask on the team: a person answers (`team send ... --kind plan_response`)
         for iid, value in interrupts:
             content = value if isinstance(value, str) else json.dumps(value, default=str)
-            self.team.send(lead, content, sender=member.name, kind="plan_request",
-                           idempotency_key=self._request_key(member, iid),
-                           data={"interrupt_id": iid, "reply_with": "send_message(..., reply_to=this id)"})  # fmt: skip
+            self.team._run(self.team._send(
+                lead, content, member.name, None, self._request_key(member, iid), "plan_request",
+                {"interrupt_id": iid, "reply_with": "send_message(..., reply_to=this id)"}, chain=chain))  # fmt: skip
 
     def _answer(self, member: Member, lease: Lease, graph: Any, ready: list[Message], roster: Roster) -> int:
         """A member paused at ``interrupt()`` resumes with the messages that answer its requests:
@@ -432,22 +498,23 @@ class TeamWorker(SessionWorker):
         # requests went to whoever was lead then: accept a reply to any of them
         by_request = {self.team.keyed_id(asked, name, self._request_key(member, iid)): iid
                       for asked in roster.members for iid, _ in waiting}  # fmt: skip
-        answers: dict[str, str] = {}
+        found: dict[str, str] = {}
         for m in ready:
             iid = by_request.get(m.reply_to or "")
             if iid is None and m.type == "plan_response":
-                iid = next((i for i, _ in waiting if i not in answers), None)
-            if iid is not None and iid not in answers:
-                answers[iid] = m.content
-        if not answers:
+                iid = next((i for i, _ in waiting if i not in found), None)
+            if iid is not None and iid not in found:
+                found[iid] = m.content
+        if not found:
             return 0
-        resume: Any = next(iter(answers.values())) if len(waiting) == 1 else answers
+        resume: Any = next(iter(found.values())) if len(waiting) == 1 else found
         turn = secrets.token_hex(8)
-        cfg = self._config(thread, {"configurable": {TURN_KEY: turn}})
-        owed = self._owed(member, [m for m in ready if m.reply_to not in by_request and m.type != "plan_response"])
+        cfg = self._config(thread, {"configurable": {TURN_KEY: turn, CHAIN_KEY: chain_of(ready).as_dict()}})
+        owed = answers.owed_by(self.team, name, [m for m in ready if m.reply_to not in by_request],
+                               self.auto_reply)  # fmt: skip
         update: dict[str, Any] = {"messages": [m.as_human_message() for m in ready]}
         if OUTBOX_CHANNEL in getattr(graph, "channels", {}):
-            update[OUTBOX_CHANNEL] = {"dispatched": dict(self._delivered.get(name) or {}), "owe": owed}
+            update[OUTBOX_CHANNEL] = answers.turn_note(self._delivered.get(name) or {}, owed, ready)
         self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
         try:
             result = graph.invoke(Command(resume=resume, update=update), cfg, durability=self.durability)
@@ -457,24 +524,6 @@ class TeamWorker(SessionWorker):
         self._after(member, lease, graph, cfg, ready, result, owed)
         return len(ready)
 
-    def _reply(self, member: Member, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None) -> bool:
-        """Pay the automatic replies the committed state still owes: the turn's final answer to
-        each member who triggered it and was not messaged by it. Recorded in the outbox by one
-        fenced update, so a worker that dies before or after it neither loses nor doubles the
-        reply: the next owner finds the obligation (or the entry) in the committed state."""
-        if values is None:
-            values = graph.get_state(cfg).values
-        owed = (values.get(OUTBOX_CHANNEL) or {}).get("owed") or {}
-        if not owed:
-            return False
-        final = _final_answer(values.get("messages") or []) or f"[{member.name} ended its turn without an answer]"
-        entries = [{"id": message_id(self.team.team_id, member.name, "auto", trigger), "to": to, "content": final,
-                    "type": "auto_reply", "reply_to": trigger, "created_at": self.team.clock(),
-                    "stream": stream_name(self.team, member.name, to)}
-                   for to, trigger in sorted(owed.items())]  # fmt: skip
-        _update_outbox(graph, cfg, entries)
-        return True
-
     def _deliver(
         self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], values: dict[str, Any] | None = None
     ) -> None:
@@ -483,19 +532,11 @@ class TeamWorker(SessionWorker):
             return
         if values is None:
             values = graph.get_state(cfg).values
-        box = values.get(OUTBOX_CHANNEL) or {}
         marks = self._delivered.setdefault(member.name, {})
-        todo = [e for e in box.get("pending", []) if e["seq"] > marks.get(_stream_key(e), 0)]
-        if not todo:
+        messages, outside, todo = answers.deliverable(self.team, member, lease, values, marks)
+        if not messages:
             return
-        messages = [
-            Message(id=e["id"], team=self.team.team_id, sender=member.name, to=e["to"], content=e["content"],
-                    type=e.get("type") or "message", reply_to=e.get("reply_to"), seq=e["seq"],
-                    stream=e.get("stream") or f"{member.name}@{member.incarnation}", order=next_order(self.team.clock),
-                    created_at=float(e.get("created_at") or 0.0), sender_epoch=lease.epoch)
-            for e in todo
-        ]  # fmt: skip
-        self.team._run(self.team._plan_deliver(messages))
+        self.team._run(self.team._plan_deliver(messages, outside))
         for e in todo:
             marks[_stream_key(e)] = max(marks.get(_stream_key(e), 0), e["seq"])
 
@@ -541,29 +582,3 @@ class TeamWorker(SessionWorker):
         self._handed = True
         with self._step_lock:  # let a running step finish its turn first
             return super().stop(to_owner=to_owner, next_step=next_step)
-
-
-def _update_outbox(graph: Any, cfg: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-    """Record outbox entries in one fenced checkpoint (``update_state``). When the last step ran
-    several nodes in parallel LangGraph cannot tell which one the update comes from; any of them
-    will do (they all ended the run), so name the first."""
-    try:
-        graph.update_state(cfg, {OUTBOX_CHANNEL: entries})
-    except InvalidUpdateError:
-        seen = graph.checkpointer.get_tuple(cfg).checkpoint.get("versions_seen") or {}
-        last = {n: max(v.values(), default=None) for n, v in seen.items() if n in graph.nodes and v}
-        top = max((v for v in last.values() if v is not None), default=None)
-        node = sorted(n for n, v in last.items() if v == top)[0]
-        graph.update_state(cfg, {OUTBOX_CHANNEL: entries}, as_node=node)
-
-
-def _final_answer(messages: Sequence[Any]) -> str | None:
-    for m in reversed(messages):
-        if isinstance(m, AIMessage):
-            if m.tool_calls:
-                return None
-            content = m.content
-            if not isinstance(content, str):  # content blocks: keep the text ones
-                content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-            return content or None
-    return None

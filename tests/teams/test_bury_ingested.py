@@ -21,7 +21,7 @@ def test_a_message_ingested_before_the_remove_is_not_a_dead_letter():
     team = Team(saver, "t", clock=Clock())
     ops = Team(saver, "t")
 
-    def build(checkpointer: Any) -> Any:
+    def build(checkpointer: Any, member: Any = None) -> Any:
         def node(state: TeamState) -> dict[str, Any]:
             ops.remove("bob")  # an operator removes bob while his turn runs (input already committed)
             return {"messages": [AIMessage("done")]}

@@ -20,7 +20,7 @@ def test_a_failing_member_removed_meanwhile_does_not_abort_the_step():
     team = Team(saver, "t", clock=Clock())
     other = Team(saver, "t")  # an operator elsewhere
 
-    def boom_build(checkpointer: Any) -> Any:
+    def boom_build(checkpointer: Any, member: Any = None) -> Any:
         def node(state: TeamState) -> dict[str, Any]:
             other.remove("bob")  # the operator removes bob while his (last allowed) turn fails
             raise RuntimeError("tool crashed")

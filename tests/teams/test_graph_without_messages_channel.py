@@ -19,7 +19,7 @@ class Notes(TypedDict, total=False):
     notes: list[str]
 
 
-def notes_build(checkpointer: Any) -> Any:
+def notes_build(checkpointer: Any, member: Any = None) -> Any:
     g = StateGraph(Notes)
     g.add_node("n", lambda s: {"notes": ["ran"]})
     g.add_edge(START, "n")

@@ -21,7 +21,7 @@ class FanState(TeamState):
     notes: Annotated[list[str], operator.add]
 
 
-def fan_build(checkpointer: Any) -> Any:
+def fan_build(checkpointer: Any, member: Any = None) -> Any:
     g = StateGraph(FanState)
     g.add_node("research", lambda s: {"notes": ["r"]})
     g.add_node("answer", lambda s: {"messages": [AIMessage("the answer")]})

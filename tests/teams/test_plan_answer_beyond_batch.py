@@ -15,7 +15,7 @@ from langgraph_handoff.teams import Team, TeamState, TeamWorker
 from tests.team_helpers import Clock, conversation, echo_build
 
 
-def ask_build(checkpointer: Any) -> Any:
+def ask_build(checkpointer: Any, member: Any = None) -> Any:
     def ask(state: TeamState) -> dict[str, Any]:
         answer = interrupt("Plan: rewrite the cache. Approve?")
         return {"messages": [("ai", f"plan {answer}")]}

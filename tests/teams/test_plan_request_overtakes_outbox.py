@@ -25,7 +25,7 @@ class Clock:
         return self.now
 
 
-def planner_build(checkpointer: Any) -> Any:
+def planner_build(checkpointer: Any, member: Any = None) -> Any:
     def plan(state: TeamState) -> dict[str, Any]:
         return {
             "team_outbox": [

@@ -19,7 +19,7 @@ class ProcessDied(BaseException):
     pass
 
 
-def killer_build(checkpointer: Any) -> Any:
+def killer_build(checkpointer: Any, member: Any = None) -> Any:
     def node(state: TeamState) -> dict[str, Any]:
         raise ProcessDied("OOM-killed by a 40 GB tool output")
 

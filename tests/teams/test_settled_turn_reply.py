@@ -20,7 +20,7 @@ from tests.team_helpers import Clock, echo_build, ingested
 def flaky_build_factory():
     calls = {"n": 0}
 
-    def build(checkpointer: Any) -> Any:
+    def build(checkpointer: Any, member: Any = None) -> Any:
         def node(state: TeamState) -> dict[str, Any]:
             calls["n"] += 1
             if calls["n"] == 1:

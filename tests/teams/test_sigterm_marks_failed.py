@@ -18,7 +18,7 @@ from langgraph_handoff.teams import Team, TeamState, TeamWorker
 from tests.team_helpers import Clock, echo_build
 
 
-def sigterm_build(checkpointer: Any) -> Any:
+def sigterm_build(checkpointer: Any, member: Any = None) -> Any:
     def node(state: TeamState) -> dict[str, Any]:
         os.kill(os.getpid(), signal.SIGTERM)  # a redeploy, mid-turn
         return {"messages": [AIMessage("ok")]}

@@ -21,7 +21,7 @@ class TwoState(TeamState):
     done: Annotated[list[str], operator.add]
 
 
-def two_build(checkpointer: Any) -> Any:
+def two_build(checkpointer: Any, member: Any = None) -> Any:
     def a(state):
         return {"done": [f"a:{interrupt('Approve plan A?')}"]}
 

@@ -1,0 +1,106 @@
+"""``langgraph-handoff team spawn|remove|revive|discard``: change a team's roster from the shell.
+
+::
+
+    langgraph-handoff team spawn   URL TEAM NAME --role ROLE [--description TEXT] [--lead]
+    langgraph-handoff team remove  URL TEAM NAME
+    langgraph-handoff team revive  URL TEAM NAME
+    langgraph-handoff team discard URL TEAM NAME --reason TEXT [--by NAME]
+
+``spawn`` creates the team with its first member. ``remove`` keeps the member's pending messages
+as dead letters (``team dead``). ``revive`` puts a failed member back to work: its unfinished step
+runs again. ``discard`` drops that step instead, for a poison message (a turn that fails every
+time): recorded on the roster and in the member's conversation, and the lead gets an event.
+
+A team or member that does not exist exits 2 with "no team 'x'" or "no member 'x'" and the valid
+names. The commands live here, registered on ``cli.team_app`` by :func:`register`, so the rest
+of the command line does not grow with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = ["register"]
+
+Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
+TeamId = Annotated[str, typer.Argument(help="the team id")]
+Name = Annotated[str, typer.Argument(help="the member's name")]
+Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+Migrations = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+    typer.Option(
+        "--migrations",
+        metavar="MODULE:NAME",
+        help="your SchemaMigrations (e.g. myapp.schema:migrations), to read and migrate migrated threads",
+    ),
+]
+
+
+def register(
+    team_app: typer.Typer,
+    saver: Callable[[str, str | None], AbstractContextManager[Any]],
+    out: Callable[[bool, Any, str], None],
+) -> None:
+    """Add the roster commands to ``team_app``; ``saver(url, migrations)`` opens the store and
+    ``out(as_json, obj, text)`` prints one result (the command line's own helpers)."""
+    from langgraph_handoff.teams import Team
+
+    @team_app.command("spawn")
+    def team_spawn(
+        url: Url,
+        team: TeamId,
+        name: Name,
+        role: Annotated[str, typer.Option("--role", help="the role: which build of the workers runs it")],
+        description: Annotated[str, typer.Option("--description", help="what it does (its teammates read it)")] = "",
+        lead: Annotated[bool, typer.Option("--lead", help="make it the lead (the first member is)")] = False,
+        as_json: Json = False,
+        migrations: Migrations = None,
+    ) -> None:
+        """Add a member (the first one creates the team and is its lead)."""
+        with saver(url, migrations) as s:
+            member = Team(s, team).spawn(name, role=role, description=description, lead=lead)
+        out(as_json, member.model_dump(mode="json"), f"spawned {member.name} ({member.role}) on team {team}")
+
+    @team_app.command("remove")
+    def team_remove(url: Url, team: TeamId, name: Name, as_json: Json = False, migrations: Migrations = None) -> None:
+        """Take a member off the roster; its pending messages are kept as dead letters."""
+        with saver(url, migrations) as s:
+            t = Team(s, team)
+            t.require(name)
+            moved = t.remove(name)
+        out(as_json, {"member": name, "dead_letters": moved},
+            f"removed {name} from team {team}; {len(moved)} pending message(s) kept as dead letters")  # fmt: skip
+
+    @team_app.command("revive")
+    def team_revive(url: Url, team: TeamId, name: Name, as_json: Json = False, migrations: Migrations = None) -> None:
+        """Put a failed or stopped member back to work; its unfinished step runs again."""
+        with saver(url, migrations) as s:
+            t = Team(s, team)
+            t.require(name)
+            member = t.revive(name)
+        out(as_json, member.model_dump(mode="json"), f"revived {name}: {member.state}")
+
+    @team_app.command("discard")
+    def team_discard(
+        url: Url,
+        team: TeamId,
+        name: Name,
+        reason: Annotated[str, typer.Option("--reason", help="why (recorded, and told to the member and the lead)")],
+        by: Annotated[str, typer.Option("--by", help="who discards (recorded)")] = "operator",
+        as_json: Json = False,
+        migrations: Migrations = None,
+    ) -> None:
+        """Drop a failed member's unfinished step (a poison message) and put it back to work."""
+        with saver(url, migrations) as s:
+            t = Team(s, team)
+            t.require(name)
+            member = t.discard(name, reason=reason, by=by)
+        record = member.discard or {}
+        dropped = ", ".join("#" + i for i in record.get("messages") or []) or "no message"
+        out(as_json, member.model_dump(mode="json"),
+            f"discarded step {record.get('checkpoint')} of {name} ({dropped}); it is active again")  # fmt: skip
