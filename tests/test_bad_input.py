@@ -159,3 +159,22 @@ def test_setup_writes_and_checks_the_format_marker(store: StoreBase) -> None:
     store.put(keys.FORMAT_MARKER_KEY, bytes(data))
     with pytest.raises(EnvelopeVersionError):
         saver.setup()
+
+
+@pytest.mark.parametrize("thread_id", HOSTILE, ids=range(len(HOSTILE)))
+def test_every_head_key_of_a_hostile_id_is_a_head_key_and_names_its_thread(thread_id: str) -> None:
+    """Walks tell our head keys from stray files by their shape alone (never reading a stray
+    file): every key the saver writes must pass, whatever the ids."""
+    for ns in ("", thread_id, "child:1|grand:2"):
+        key = keys.head_key(thread_id, ns)
+        assert keys.is_head_key(key), key
+        assert keys.thread_of_key(key) in (thread_id, None)  # None: an over-long id, stored hashed
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["heads/README.txt", "heads/readme.md", "heads/t/notes.txt", "heads/t/=/x", "heads/t", "heads/%zz/=",
+     "heads/t/%61", "heads//=", "heads/~abc/=", "heads/t/" + "~" + "0" * 63, "data/t/=", "heads/%ff%fe/="],
+)  # fmt: skip
+def test_keys_under_heads_that_the_saver_never_writes_are_not_head_keys(key: str) -> None:
+    assert not keys.is_head_key(key)
