@@ -404,6 +404,8 @@ class CorruptObjectError(EnvelopeError):
     ``"malformed"``, ``"misplaced"``: a valid object under another thread's key, ``"missing"``:
     an object another one references is absent).
 
+    A thread whose head is damaged can still be deleted: ``delete_thread`` removes it without
+    reading it.
     """
 
     def __init__(self, key: str, detail: str, reason: str = "malformed") -> None:
@@ -417,7 +419,10 @@ def _repair_advice(key: str) -> str:
     """What to do about a damaged object, by what the key holds."""
     backup = "Restore it from a backup or object-store version history"
     if key.startswith(("heads/", "data/")):
-        return f"{backup}, or delete the thread if its state is expendable."
+        return (
+            f"{backup}, or, if the thread's state is expendable, delete the thread: delete_thread "
+            "removes it without reading it."
+        )
     if key == "meta/format":
         return f"{backup}, or delete this object and run `langgraph-handoff setup URL` to write it again."
     return f"{backup}, or delete it if what it holds is expendable."

@@ -2,6 +2,10 @@
 checkpoints and their differences, and a verification of everything a store holds.
 
 Kept apart from ``cli.py`` (argument parsing, printing) so scripts and tests can call it too.
+
+Every walk here reports an object it cannot read (a damaged head, a stray key under ``heads/``)
+as a :class:`~langgraph_handoff.format.damage.DamagedObject` or a :class:`Problem` and goes on
+with the rest; a read of one checkpoint raises instead, naming the key.
 """
 
 from __future__ import annotations
@@ -15,13 +19,31 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
-from langgraph_handoff.errors import EnvelopeError, InvalidConfigError
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    EnvelopeError,
+    InvalidConfigError,
+    ThreadNotFoundError,
+)
 from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.records import BlobRef, Head, Record
+from langgraph_handoff.stores.base import Get, ObjectInfo, StoredObject
 
-__all__ = ["Problem", "diff_checkpoints", "jsonable", "show_checkpoint", "verify_store"]
+__all__ = [
+    "Problem",
+    "ThreadHeads",
+    "ThreadsListing",
+    "diff_checkpoints",
+    "jsonable",
+    "list_threads",
+    "show_checkpoint",
+    "thread_heads",
+    "verify_store",
+]
 
 
 _INTERNAL = ("branch:", "__")
@@ -54,6 +76,112 @@ def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfi
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
+
+
+# --------------------------------------------------------------------------------------------------
+# Heads: which threads there are, and what one thread holds
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_heads(saver: ObjectStoreSaver, infos: list[ObjectInfo]) -> Iterator[tuple[str, Head | DamagedObject]]:
+    """Each listed head key with its head, or what is wrong with it; 64 GETs per round trip.
+    Keys that are not head keys are reported without a read."""
+    heads = []
+    for info in infos:
+        if keys.is_head_key(info.key):
+            heads.append(info.key)
+        else:
+            yield info.key, DamagedObject.foreign(info.key)
+    for start in range(0, len(heads), 64):
+        chunk = heads[start : start + 64]
+        for key, obj in zip(chunk, saver.store.run_many([Get(k) for k in chunk]), strict=True):
+            if obj is not None:
+                yield key, _head_or_damage(key, obj)
+
+
+def _head_or_damage(key: str, obj: StoredObject) -> Head | DamagedObject:
+    try:
+        head = rec_io.decode_head(obj.body, key=key)
+        if keys.head_key(head.thread_id, head.checkpoint_ns) != key:
+            raise CorruptObjectError(key, "head belongs to another thread or namespace (misplaced object)", "misplaced")
+    except UNREADABLE as exc:
+        return DamagedObject.from_error(exc, key)
+    return head
+
+
+@dataclass
+class ThreadsListing:
+    """What ``langgraph-handoff threads`` shows: one row per thread holding checkpoints
+    (``thread_id``, its ``namespaces``, the root's ``latest`` checkpoint id), and every object
+    under ``heads/`` that could not be taken for a head (``damaged``), skipped."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+
+def list_threads(saver: ObjectStoreSaver) -> ThreadsListing:
+    """Every thread that holds checkpoints; a head that cannot be read, or a key that is not a
+    head key, is reported in ``damaged`` and the listing goes on. Requests: 1 LIST per 1000
+    heads, 1 round trip of GETs per 64 heads."""
+    rows: dict[str, dict[str, Any]] = {}
+    out = ThreadsListing()
+    for _key, found in _read_heads(saver, list(saver.store.list(keys.heads_prefix()))):
+        if isinstance(found, DamagedObject):
+            out.damaged.append(found)
+        elif found.records or found.segments:
+            row = rows.setdefault(found.thread_id, {"thread_id": found.thread_id, "namespaces": [], "latest": None})
+            row["namespaces"].append(found.checkpoint_ns)
+            if found.checkpoint_ns == "":
+                row["latest"] = found.latest_id
+    for row in rows.values():
+        row["namespaces"] = sorted(row["namespaces"])
+    out.rows = sorted(rows.values(), key=lambda r: str(r["thread_id"]))
+    return out
+
+
+@dataclass
+class ThreadHeads:
+    """The heads of one thread as stored: ``heads`` (namespace -> head, the readable ones,
+    emptied ones included) and ``damaged`` (heads that cannot be read, and keys under the
+    thread's prefix that are not head keys)."""
+
+    thread_id: str
+    heads: dict[str, Head] = field(default_factory=dict)
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+    @property
+    def namespaces(self) -> list[str]:
+        """The namespaces holding checkpoints, the root graph's ('') first."""
+        return sorted(ns for ns, h in self.heads.items() if h.records or h.segments)
+
+    @property
+    def unreadable(self) -> list[DamagedObject]:
+        """Heads of the thread that cannot be read (stray keys left out)."""
+        return [d for d in self.damaged if d.reason != "not_a_head"]
+
+    @property
+    def exists(self) -> bool:
+        """Whether there is a thread: a head holding checkpoints, or one that cannot be read."""
+        return bool(self.namespaces or self.unreadable)
+
+    def require(self) -> ThreadHeads:
+        """This, or :class:`~langgraph_handoff.errors.ThreadNotFoundError` if there is no thread."""
+        if not self.exists:
+            raise ThreadNotFoundError(self.thread_id)
+        return self
+
+
+def thread_heads(saver: ObjectStoreSaver, thread_id: str) -> ThreadHeads:
+    """Read every head of one thread (1 LIST, 1 round trip of GETs per 64 namespaces); what
+    cannot be read is reported, not raised."""
+    tid = keys.validate_thread_id(thread_id)
+    out = ThreadHeads(tid)
+    for _key, found in _read_heads(saver, list(saver.store.list(keys.heads_prefix(tid)))):
+        if isinstance(found, DamagedObject):
+            out.damaged.append(found)
+        else:
+            out.heads[found.checkpoint_ns] = found
+    return out
 
 
 def show_checkpoint(
@@ -143,9 +271,15 @@ class VerifyReport:
         }
 
 
-def _heads(saver: ObjectStoreSaver, thread_id: str | None) -> Iterator[str]:
+def _heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport) -> Iterator[str]:
+    """The head keys to check; any other key under ``heads/`` is a problem (``foreign_object``),
+    never read."""
     for info in saver.store.list(keys.heads_prefix(thread_id)):
-        yield info.key
+        if keys.is_head_key(info.key):
+            yield info.key
+        else:
+            found = DamagedObject.foreign(info.key)
+            report.problems.append(Problem(found.key, "foreign_object", found.detail))
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
@@ -160,19 +294,26 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
       copy folded into a checkpoint with the same ETag holds the same writes (``misplaced_writes``,
       ``folded_mismatch``);
     * what nothing references is listed apart (``unreferenced``), and formats and state-schema
-      versions are counted.
+      versions are counted;
+    * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read).
 
-    Problems make ``langgraph-handoff verify`` exit 1.
+    A head that cannot be read is a problem and the walk goes on. Problems make
+    ``langgraph-handoff verify`` exit 1.
     """
     report = VerifyReport()
     store = saver.store
-    for hkey in _heads(saver, thread_id):
+    for hkey in _heads(saver, thread_id, report):
         obj = store.get(hkey)
         if obj is None:
             continue
         report.heads += 1
         head = _decoded(rec_io.decode_head, obj.body, hkey, report)
         if head is None:
+            continue
+        if keys.head_key(head.thread_id, head.checkpoint_ns) != hkey:
+            report.problems.append(
+                Problem(hkey, "CorruptObjectError", "head belongs to another thread or namespace (misplaced object)")
+            )
             continue
         report.formats[head.format_version] += 1
         tid, ns = head.thread_id, head.checkpoint_ns
