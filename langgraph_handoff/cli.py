@@ -11,7 +11,7 @@
     langgraph-handoff verify   URL [--thread THREAD]
     langgraph-handoff prune    URL (--thread THREAD ... | --all) (--keep-latest | --older-than DAYS) [--dry-run]
     langgraph-handoff copy     URL SOURCE TARGET
-    langgraph-handoff delete   URL THREAD --yes
+    langgraph-handoff delete   URL THREAD --yes [--force]
     langgraph-handoff sweep    URL [--dry-run] [--limit N] [--ttl MINUTES] [--strategy delete|keep_latest]
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
     langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
@@ -21,28 +21,30 @@
     langgraph-handoff team dead   URL TEAM
 
 Threads written by a saver with state-schema migrations need ``--migrations module:name`` (the
-app's ``SchemaMigrations``); without it such checkpoints are refused, never misread. ``migrate``
-rewrites old threads into that schema and the current storage format, while workers keep running.
-``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
-``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
-document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``doctor`` on a store
-that does not enforce conditional writes, ``verify``, a thread ``sweep`` could not read,
-``sessions``, a failed ``migrate``, ``team status`` with a stalled or failed member, ``team dead``
-with dead letters), 2 bad input or a store error.
-
-Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
-the issue named: both are small, typed and widely kept up.
+app's ``SchemaMigrations``, imported from the current directory first); without it such
+checkpoints are refused, never misread. ``migrate`` rewrites old threads into that schema and the
+current storage format, while workers keep running. ``URL`` is what ``ObjectStoreSaver.from_url``
+takes: ``file:///dir``, ``s3://bucket/prefix`` (with ``?endpoint_url=...``), ``memory://``. Every
+command takes ``--json`` for scripts (one JSON document, or one per line for listings). Exit
+codes: 0 ok, 1 problems found (``doctor`` on a store that does not enforce conditional writes,
+``verify``, a thread ``sweep`` or ``migrate`` could not handle, an object ``threads``,
+``history``, ``prune``, ``sweep`` or ``migrate`` could not read and skipped, ``sessions``,
+``team status`` with a stalled or failed member, ``team dead`` with dead letters), 2 bad input
+(a thread or team that does not exist) or a store error; an error is followed by the command to
+run next.
 
 The commands live by concern: :mod:`.cli_store` (setup, doctor), :mod:`.cli_threads` (threads,
 history, show, diff, verify), :mod:`.cli_maintenance` (prune, copy, delete, sweep, migrate) and
 this module (sessions, the team commands, the entry point); :mod:`.cli_app` holds what they share.
+
+Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
+the issue named: both are small, typed and widely kept up.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -52,7 +54,6 @@ from rich.table import Table
 # The commands register themselves on `app` when their modules are imported; `--help` lists them
 # in this order (the store, reading threads, changing them, then sessions and teams below).
 from langgraph_handoff import cli_store  # noqa: F401
-from langgraph_handoff.errors import InvalidConfigError
 
 # isort: split
 from langgraph_handoff import cli_threads  # noqa: F401
@@ -61,9 +62,14 @@ from langgraph_handoff import cli_threads  # noqa: F401
 from langgraph_handoff import cli_maintenance  # noqa: F401
 
 # isort: split
-from langgraph_handoff.cli_app import Json, Migrations, Url, _out, _saver, app, main
+from langgraph_handoff.cli_app import Json, Migrations, Url, app, main, open_saver, out
+from langgraph_handoff.errors import InvalidConfigError
+from langgraph_handoff.format import keys
 
 __all__ = ["app", "main", "team_app"]
+
+#: the shared helpers under the names the commands here (and modules adding team commands) use
+_saver, _out = open_saver, out
 
 
 @app.command()
@@ -78,20 +84,22 @@ def sessions(
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
-    """List sessions and who owns them; exit 1 when some are expired, stuck in transfer or never owned."""
+    """List sessions and who owns them, one line each (thread, status, owner, epoch; a JSON
+    document per line with --json); exit 1 when some are expired, stuck in transfer or never
+    owned. With --reclaim-as, first take over the expired ones (one "reclaimed" line each)."""
     from langgraph_handoff.ownership import SessionManager
 
     with _saver(url, migrations) as saver:
         manager = SessionManager(saver)
         if reclaim_as is not None:
             for lease in manager.reclaim_expired(reclaim_as, ttl):
-                print(json.dumps({"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}))
+                row = {"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}
+                _out(as_json, row, f"reclaimed {lease.thread_id}\towner {lease.owner}\tepoch {lease.epoch}")
         infos = manager.sessions()
     for info in infos:
         if info.needs_attention or not attention:
             row = info.as_dict()
-            text = f"{row['thread_id']}\t{row['status']}\towner {row['owner']}\tepoch {row['epoch']}"
-            print(json.dumps(row) if as_json or reclaim_as else text)
+            _out(as_json, row, f"{row['thread_id']}\t{row['status']}\towner {row['owner']}\tepoch {row['epoch']}")
     if any(i.needs_attention for i in infos):
         raise typer.Exit(1)
 
@@ -111,6 +119,7 @@ def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migra
     from langgraph_handoff.teams import ATTENTION, Team
 
     with _saver(url, migrations) as saver:
+        _require_team(saver, team)
         rows = Team(saver, team).status()
     if as_json:
         for r in rows:
@@ -122,6 +131,12 @@ def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migra
         Console(width=140).print(table)
     if any(r.status in ATTENTION for r in rows):
         raise typer.Exit(1)
+
+
+def _require_team(saver: Any, team: str) -> None:
+    """A team exists once its roster does (its first member was spawned)."""
+    if saver.store.get(keys.team_roster_key(team)) is None:
+        raise InvalidConfigError(f"no team {team!r} in this store (it has no roster): check the team id")
 
 
 @team_app.command("inbox")
@@ -181,6 +196,7 @@ def team_dead(url: Url, team: TeamId, as_json: Json = False, migrations: Migrati
     from langgraph_handoff.teams import Team
 
     with _saver(url, migrations) as saver:
+        _require_team(saver, team)
         letters = Team(saver, team).dead_letters()
     for d in letters:
         m = d.message
@@ -194,4 +210,6 @@ def team_dead(url: Url, team: TeamId, as_json: Json = False, migrations: Migrati
 
 
 if __name__ == "__main__":  # pragma: no cover
+    import sys
+
     sys.exit(main())

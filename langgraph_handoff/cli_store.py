@@ -1,4 +1,6 @@
-"""The ``langgraph-handoff`` commands about the store itself: ``setup`` and ``doctor``."""
+"""The ``langgraph-handoff`` commands about the store itself: ``setup`` (probe it once, write its
+format marker) and ``doctor`` (can it be trusted?), registered on :data:`langgraph_handoff.cli_app.app`.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +8,18 @@ from typing import Annotated
 
 import typer
 
-from langgraph_handoff.cli_app import (
-    Json,
-    Migrations,
-    Url,
-    _out,
-    _saver,
-    app,
-)
+from langgraph_handoff.cli_app import Json, Migrations, Url, app, open_saver, out
 from langgraph_handoff.format import envelope
+
+__all__ = ["doctor", "setup"]
 
 
 @app.command()
 def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
     """Check a store is reachable and write its format marker."""
-    with _saver(url, migrations, create=True) as saver:
+    with open_saver(url, migrations, create=True) as saver:
         saver.setup()
-        _out(
+        out(
             as_json,
             {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
             f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
@@ -40,7 +37,7 @@ def doctor(
     from langgraph_handoff.checkpoint import driver
     from langgraph_handoff.probe import plan_report
 
-    with _saver(url, None, create=True) as saver:
+    with open_saver(url, None, create=True) as saver:
         quoting = getattr(saver.store, "quoting", None)
         report = driver.run(saver.store, plan_report(repr(saver.store), rounds=rounds, quoting=quoting))
     latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
@@ -54,6 +51,6 @@ def doctor(
         f"  median latency:                     {latency}\n"
         + ("ok: the saver can use this store" if report.trusted else "UNSAFE: " + "; ".join(report.problems))
     )
-    _out(as_json, report.to_dict(), text)
+    out(as_json, report.to_dict(), text)
     if not report.trusted:
         raise typer.Exit(1)

@@ -1,5 +1,9 @@
 """The ``langgraph-handoff`` commands that read threads: ``threads``, ``history``, ``show``,
-``diff`` and ``verify``."""
+``diff`` and ``verify`` (registered on :data:`langgraph_handoff.cli_app.app`).
+
+A command naming a thread the store does not hold exits 2 with "no thread 'x'". A walk over many
+threads reports each object it cannot read and goes on; it exits 1 at the end.
+"""
 
 from __future__ import annotations
 
@@ -7,98 +11,125 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
-from langgraph_handoff.cli_app import (
-    Json,
-    Migrations,
-    Ns,
-    Url,
-    _document,
-    _out,
-    _saver,
-    app,
-)
-from langgraph_handoff.errors import LangGraphHandoffError
+from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
+from langgraph_handoff.cli_app import Json, Migrations, Ns, Url, app, document, open_saver, out, report_damaged
+from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 from langgraph_handoff.format import keys, records
+from langgraph_handoff.format.damage import DamagedObject
 
+__all__ = ["diff", "history", "show", "threads", "verify"]
 
-def _thread_rows(saver: ObjectStoreSaver) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for info in saver.store.list(keys.heads_prefix()):
-        obj = saver.store.get(info.key)
-        if obj is None:
-            continue
-        head = records.decode_head(obj.body, key=obj.key)
-        if head.records:
-            row = rows.setdefault(head.thread_id, {"thread_id": head.thread_id, "namespaces": [], "latest": None})
-            row["namespaces"].append(head.checkpoint_ns)
-            if head.checkpoint_ns == "":
-                row["latest"] = head.latest_id
-    return rows
+Thread = Annotated[str, typer.Argument(metavar="THREAD", help="a thread id (`threads` lists them)")]
 
 
 @app.command()
 def threads(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
-    """List the threads a store holds."""
-    with _saver(url, migrations) as saver:
-        for row in _thread_rows(saver).values():
-            row["namespaces"] = sorted(row["namespaces"])
-            _out(as_json, row, f"{row['thread_id']}\t{len(row['namespaces'])} namespace(s)\tlatest {row['latest']}")
+    """List the threads that hold checkpoints: namespaces, latest root checkpoint id.
+
+    A head that cannot be read (truncated, failing its checksum, not ours) or a key under heads/
+    that is not a head's is reported and skipped (`{"damaged": ...}` lines with --json); the
+    command then exits 1.
+    """
+    from langgraph_handoff.inspect import list_threads
+
+    with open_saver(url, migrations) as saver:
+        found = list_threads(saver)
+    for row in found.rows:
+        out(as_json, row, f"{row['thread_id']}\t{len(row['namespaces'])} namespace(s)\tlatest {row['latest']}")
+    report_damaged(as_json, found.damaged)
+    if found.damaged:
+        raise typer.Exit(1)
 
 
 @app.command()
 def history(
     url: Url,
-    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    thread_id: Thread,
     ns: Annotated[Optional[str], typer.Option("--ns", help="only this namespace ('' is the root graph)")] = None,  # noqa: UP045
-    limit: Annotated[Optional[int], typer.Option("--limit")] = None,  # noqa: UP045
+    limit: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--limit", min=1, metavar="N", help="at most N checkpoints of each namespace, its newest"),
+    ] = None,
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
-    """List a thread's checkpoints, newest first."""
-    conf: dict[str, object] = {"thread_id": thread_id}
-    if ns is not None:
-        conf["checkpoint_ns"] = ns
-    with _saver(url, migrations) as saver:
-        for tup in saver.list({"configurable": conf}, limit=limit):
-            md = tup.metadata
-            row = {
-                "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
-                "checkpoint_ns": tup.config["configurable"]["checkpoint_ns"],
-                "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
-                "source": md.get("source"),
-                "step": md.get("step"),
-                "channels": sorted(tup.checkpoint["channel_values"]),
-                "pending_writes": len(tup.pending_writes or []),
-            }
-            text = (
-                f"{row['checkpoint_id']}  step {row['step']!s:>3}  {row['source']!s:<6}  {', '.join(row['channels'])}"
+    """List a thread's checkpoints, namespace by namespace (the root graph's first), each newest
+    first; --limit N keeps each namespace's N newest.
+
+    Columns: namespace ('(root)' for the root graph), checkpoint id, step, source, channels with a
+    value. A namespace whose head cannot be read is reported and skipped (exit 1).
+    """
+    from langgraph_handoff.inspect import thread_heads
+
+    with open_saver(url, migrations) as saver:
+        present = thread_heads(saver, thread_id).require()
+        if ns is not None and ns not in present.namespaces:
+            for d in present.unreadable:
+                if _ns_of(d) == ns:  # the one namespace asked for cannot be read: say so, as a read does
+                    raise CorruptObjectError(d.key, d.detail, d.reason)
+            known = ", ".join(repr(n) for n in present.namespaces) or "none readable"
+            raise InvalidConfigError(
+                f"thread {thread_id!r} has no checkpoints in namespace {ns!r} (its namespaces: {known})"
             )
-            _out(as_json, row, text)
+        damaged = list(present.unreadable) if ns is None else []
+        for namespace in [ns] if ns is not None else present.namespaces:
+            conf = {"configurable": {"thread_id": present.thread_id, "checkpoint_ns": namespace}}
+            try:
+                for tup in saver.list(conf, limit=limit):  # type: ignore[arg-type]
+                    _history_row(as_json, tup)
+            except UNREADABLE as exc:  # a segment or value of this namespace: the others still show
+                damaged.append(DamagedObject.from_error(exc))
+    report_damaged(as_json, damaged)
+    if damaged:
+        raise typer.Exit(1)
+
+
+def _ns_of(damaged: DamagedObject) -> str | None:
+    parts = damaged.key.split("/")
+    return keys.decode_segment(parts[2]) if len(parts) == 3 and keys.is_head_key(damaged.key) else None
+
+
+def _history_row(as_json: bool, tup: Any) -> None:
+    md = tup.metadata
+    row = {
+        "checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+        "checkpoint_ns": tup.config["configurable"]["checkpoint_ns"],
+        "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+        "source": md.get("source"),
+        "step": md.get("step"),
+        "channels": sorted(tup.checkpoint["channel_values"]),
+        "pending_writes": len(tup.pending_writes or []),
+    }
+    text = (
+        f"{row['checkpoint_ns'] or '(root)'}  {row['checkpoint_id']}  step {row['step']!s:>3}  "
+        f"{row['source']!s:<6}  {', '.join(row['channels'])}"
+    )
+    out(as_json, row, text)
 
 
 @app.command()
 def show(
     url: Url,
-    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    thread_id: Thread,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="a checkpoint id (default: latest)")] = None,  # noqa: UP045
     ns: Ns = "",
     raw: Annotated[bool, typer.Option("--raw", help="the stored head as it is (records, references, lease)")] = False,
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
-    """One checkpoint's values, metadata and pending writes (the latest by default)."""
-    from langgraph_handoff.inspect import show_checkpoint
+    """One checkpoint's values, metadata and pending writes as JSON (the latest by default)."""
+    from langgraph_handoff.inspect import show_checkpoint, thread_heads
 
-    with _saver(url, migrations) as saver:
+    with open_saver(url, migrations) as saver:
         if not raw:
-            _document(as_json, show_checkpoint(saver, thread_id, checkpoint, ns))
+            document(as_json, show_checkpoint(saver, thread_id, checkpoint, ns))
             return
-        obj = saver.store.get(keys.head_key(thread_id, ns))
+        obj = saver.store.get(keys.head_key(keys.validate_thread_id(thread_id), ns))
         if obj is None:
-            raise LangGraphHandoffError(f"thread {thread_id!r} namespace {ns!r} has no head")
+            thread_heads(saver, thread_id).require()
+            raise InvalidConfigError(f"thread {thread_id!r} has no head in namespace {ns!r}")
         head = records.decode_head(obj.body, key=obj.key)
-        _document(
+        document(
             as_json,
             {
                 "key": obj.key,
@@ -124,18 +155,19 @@ def show(
 @app.command()
 def diff(
     url: Url,
-    thread_id: Annotated[str, typer.Argument(metavar="THREAD")],
+    thread_id: Thread,
     from_id: Annotated[str, typer.Argument(metavar="FROM_ID")],
     to_id: Annotated[str, typer.Argument(metavar="TO_ID")],
     ns: Ns = "",
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
-    """What changed between two checkpoints of a thread."""
+    """What changed between two checkpoints of a thread, channel by channel (items appended to a
+    list are shown as appended)."""
     from langgraph_handoff.inspect import diff_checkpoints
 
-    with _saver(url, migrations) as saver:
-        _document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
+    with open_saver(url, migrations) as saver:
+        document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
 
 
 @app.command()
@@ -145,23 +177,28 @@ def verify(
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
-    """Read every object: checksums, versions, dangling references (exit 1 on problems)."""
-    from langgraph_handoff.inspect import verify_store
+    """Read every object: the format marker, checksums, versions, dangling references, keys under
+    heads/ that are not heads' (exit 1 on problems)."""
+    from langgraph_handoff.inspect import thread_heads, verify_store
 
-    with _saver(url, migrations) as saver:
+    with open_saver(url, migrations) as saver:
+        if thread is not None:
+            thread_heads(saver, thread).require()
         report = verify_store(saver, thread)
+    marker = report.marker
     text = (
         f"checked {report.heads} heads, {report.segments} segments, {report.writes} writes, {report.blobs} blobs: "
         + ("ok" if not report.problems else f"{len(report.problems)} problem(s)")
         + "".join(f"\n  {p.kind}: {p.key}: {p.detail}" for p in report.problems)
         + f"\nstorage formats: {dict(sorted(report.formats.items()))}, "
         f"state schemas: {dict(sorted(report.schemas.items()))}"
+        + (f", format marker: format {marker['format']}" if marker else ", format marker: none (`setup` writes one)")
         + (
             f"\n{len(report.unreferenced)} unreferenced object(s) (harmless; delete_thread removes them)"
             if report.unreferenced
             else ""
         )
     )
-    _out(as_json, report.as_dict(), text)
+    out(as_json, report.as_dict(), text)
     if report.problems:
         raise typer.Exit(1)

@@ -405,7 +405,7 @@ class CorruptObjectError(EnvelopeError):
     an object another one references is absent).
 
     A thread whose head is damaged can still be deleted: ``delete_thread`` removes it without
-    reading it.
+    reading it (``langgraph-handoff delete URL THREAD --yes --force``).
     """
 
     def __init__(self, key: str, detail: str, reason: str = "malformed") -> None:
@@ -421,7 +421,7 @@ def _repair_advice(key: str) -> str:
     if key.startswith(("heads/", "data/")):
         return (
             f"{backup}, or, if the thread's state is expendable, delete the thread: delete_thread "
-            "removes it without reading it."
+            "removes it without reading it (`langgraph-handoff delete URL THREAD --yes --force`)."
         )
     if key == "meta/format":
         return f"{backup}, or delete this object and run `langgraph-handoff setup URL` to write it again."

@@ -11,6 +11,7 @@ with the rest; a read of one checkpoint raises instead, naming the key.
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -187,11 +188,22 @@ def thread_heads(saver: ObjectStoreSaver, thread_id: str) -> ThreadHeads:
 def show_checkpoint(
     saver: ObjectStoreSaver, thread_id: str, checkpoint_id: str | None = None, ns: str = ""
 ) -> dict[str, Any]:
-    """One checkpoint (the latest by default) with its values, metadata and pending writes."""
+    """One checkpoint (the latest by default) with its values, metadata and pending writes.
+    Raises :class:`~langgraph_handoff.errors.ThreadNotFoundError` for a thread the store does
+    not hold, ``InvalidConfigError`` for a namespace or checkpoint it does not have."""
     tup = saver.get_tuple(_config(thread_id, ns, checkpoint_id))
     if tup is None:
-        what = f"no checkpoint {checkpoint_id!r}" if checkpoint_id else "no checkpoints"
-        raise InvalidConfigError(f"thread {thread_id!r} namespace {ns!r} has {what}: see `langgraph-handoff threads`")
+        present = thread_heads(saver, thread_id).require()
+        if ns not in present.namespaces:
+            known = ", ".join(repr(n) for n in present.namespaces) or "none"
+            raise InvalidConfigError(
+                f"thread {thread_id!r} has no checkpoints in namespace {ns!r} (its namespaces: {known}); "
+                f"`langgraph-handoff history URL {shlex.quote(thread_id)}` lists its checkpoints"
+            )
+        raise InvalidConfigError(
+            f"thread {thread_id!r} namespace {ns!r} has no checkpoint {checkpoint_id!r}: "
+            f"`langgraph-handoff history URL {shlex.quote(thread_id)}` lists its checkpoints"
+        )
     return {
         "thread_id": thread_id,
         "checkpoint_ns": ns,
@@ -256,6 +268,9 @@ class VerifyReport:
     blob_formats: Counter[int] = field(default_factory=Counter)
     #: state-schema version -> checkpoints written in it
     schemas: Counter[int] = field(default_factory=Counter)
+    #: the store's format marker (``meta/format``): its format version and what it records,
+    #: None when the store has none (``setup`` writes it; a store used without it has none)
+    marker: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -268,6 +283,7 @@ class VerifyReport:
             "formats": {str(k): v for k, v in sorted(self.formats.items())},
             "blob_formats": {str(k): v for k, v in sorted(self.blob_formats.items())},
             "schemas": {str(k): v for k, v in sorted(self.schemas.items())},
+            "marker": self.marker,
         }
 
 
@@ -280,6 +296,26 @@ def _heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport)
         else:
             found = DamagedObject.foreign(info.key)
             report.problems.append(Problem(found.key, "foreign_object", found.detail))
+
+
+def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
+    """The format marker: a marker envelope this version can read, holding langgraph-handoff's
+    record. A store without one is not a problem (it was used without ``setup``)."""
+    key = keys.FORMAT_MARKER_KEY
+    obj = saver.store.get(key)
+    if obj is None:
+        return
+    try:
+        marker, env = envelope.decode_msgpack(obj.body, key=key, expect=envelope.Kind.MARKER)
+    except EnvelopeError as exc:
+        report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+        return
+    if not isinstance(marker, dict) or marker.get("package") != "langgraph-handoff":
+        report.problems.append(
+            Problem(key, "format_marker", f"not langgraph-handoff's format marker (holds {str(marker)[:80]!r})")
+        )
+        return
+    report.marker = {"format": env.format_version, **{k: v for k, v in marker.items() if k != "package"}}
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
@@ -295,13 +331,16 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
       ``folded_mismatch``);
     * what nothing references is listed apart (``unreferenced``), and formats and state-schema
       versions are counted;
-    * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read).
+    * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read);
+    * the store's format marker (``meta/format``): an envelope this version reads, holding
+      langgraph-handoff's marker (``format_marker``); a store without one is fine.
 
     A head that cannot be read is a problem and the walk goes on. Problems make
     ``langgraph-handoff verify`` exit 1.
     """
     report = VerifyReport()
     store = saver.store
+    _check_marker(saver, report)
     for hkey in _heads(saver, thread_id, report):
         obj = store.get(hkey)
         if obj is None:

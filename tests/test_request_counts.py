@@ -276,8 +276,9 @@ def test_deleting_a_thread_whose_root_head_cannot_be_read() -> None:
 
 def test_the_inspection_reads_of_threads_and_heads() -> None:
     """`threads` reads every head, 64 per round trip, after 1 LIST per 1000 heads; the commands
-    that check a thread exists (history, copy, delete, ...) read its heads in one round trip."""
-    from langgraph_handoff.inspect import list_threads, thread_heads
+    that check a thread exists (history, copy, delete, ...) read its heads in one round trip;
+    verify reads the format marker once."""
+    from langgraph_handoff.inspect import list_threads, thread_heads, verify_store
 
     store = CountingStore(MemoryStore())
     saver = ObjectStoreSaver(store)
@@ -292,3 +293,7 @@ def test_the_inspection_reads_of_threads_and_heads() -> None:
     store.reset()
     assert thread_heads(saver, "t00").namespaces == ["", "child:1"]
     assert store.snapshot() == {"LIST": 1, "GET": 2, "requests": 3, "round_trips": 2}
+    store.reset()
+    verify_store(saver, "t01")
+    # the marker, the listing of the thread's heads, its head, the listing of its data
+    assert store.snapshot() == {"GET": 2, "LIST": 2, "requests": 4, "round_trips": 4}
