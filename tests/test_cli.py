@@ -400,5 +400,9 @@ def test_migrations_are_imported_from_the_working_directory(tmp_path: Path, monk
     from langgraph_handoff.cli_app import load_migrations
 
     path = list(sys.path)
-    assert load_migrations("myapp.schema").current == 1  # ":migrations" is the default name
-    assert sys.path == path  # the directory was on sys.path for that import only
+    try:
+        assert load_migrations("myapp.schema").current == 1  # ":migrations" is the default name
+        assert sys.path == path  # the directory was on sys.path for that import only
+    finally:  # this process imported the test's package: forget it, as the commands' processes do
+        for name in [m for m in sys.modules if m == "myapp" or m.startswith("myapp.")]:
+            del sys.modules[name]
