@@ -62,14 +62,28 @@ from langgraph_handoff import cli_threads  # noqa: F401
 from langgraph_handoff import cli_maintenance  # noqa: F401
 
 # isort: split
-from langgraph_handoff.cli_app import Json, Migrations, Url, app, main, open_saver, out
+from langgraph_handoff.cli_app import (
+    Json,
+    Migrations,
+    Url,
+    app,
+    document,
+    load_migrations,
+    main,
+    open_saver,
+    out,
+    progress_pass,
+    summary_table,
+)
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.format import keys
 
 __all__ = ["app", "main", "team_app"]
 
-#: the shared helpers under the names the commands here (and modules adding team commands) use
-_saver, _out = open_saver, out
+#: the shared helpers under the names they had here before the split (the commands below, and
+#: modules adding team commands, use them)
+_saver, _out, _document, _load_migrations = open_saver, out, document, load_migrations
+_pass, _summary = progress_pass, summary_table
 
 
 @app.command()
