@@ -26,8 +26,9 @@ broadly or as narrowly as they need::
     ├── EnvelopeError                    a stored object cannot be read
     │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
     │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
-    │   └── MigrationError               a state-schema migration step failed on a checkpoint
-    │   └── CorruptObjectError           truncated, damaged or not ours
+    │   ├── MigrationError               a state-schema migration step failed on a checkpoint
+    │   ├── CorruptObjectError           truncated, damaged or not ours
+    │   └── DamagedObjectsError          a walk over many threads met damaged objects (the rest was done)
     └── InvalidInputError (ValueError)   a caller passed something we refuse to store
         ├── InvalidThreadIdError
         ├── InvalidCheckpointIdError
@@ -37,7 +38,8 @@ broadly or as narrowly as they need::
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
         ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
         ├── UnknownTeamError             a team that does not exist on the store
-        └── UnknownRecipientError        a team message to a name that is not on the roster
+        ├── UnknownRecipientError        a team message to a name that is not on the roster
+        └── ThreadNotFoundError          a command named a thread the store does not hold
     MissingExtraError (ImportError)      a feature needs an optional extra that is not installed
 
 Nothing in this package raises a bare ``KeyError`` for bad input, and no error path drops data.
@@ -45,10 +47,17 @@ Nothing in this package raises a bare ``KeyError`` for bad input, and no error p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a record of the format layer, named here for types only (no import upwards)
+    from langgraph_handoff.format.damage import DamagedObject
+
 __all__ = [
     "CheckpointOrderError",
     "ConflictError",
     "CorruptObjectError",
+    "DamagedObjectsError",
     "EnvelopeError",
     "EnvelopeVersionError",
     "HopBudgetExceededError",
@@ -77,6 +86,7 @@ __all__ = [
     "TeamReplyError",
     "ThreadExistsError",
     "ThreadExpiredError",
+    "ThreadNotFoundError",
     "TransferError",
     "UnknownOutcomeError",
     "UnknownRecipientError",
@@ -389,15 +399,61 @@ class MigrationError(EnvelopeError):
     chained) and read again; the stored data is untouched."""
 
 
-class CorruptObjectError(EnvelopeError):
-    """The object is truncated, fails its checksum, or is not a langgraph-handoff object."""
+#: What :attr:`CorruptObjectError.reason` can say, in a word (``DamagedObject.reason`` adds
+#: ``"newer_format"`` and ``"not_a_head"``, see :mod:`langgraph_handoff.format.damage`).
+CORRUPT_REASONS = ("empty", "truncated", "checksum", "not_ours", "malformed", "misplaced", "missing")
 
-    def __init__(self, key: str, detail: str) -> None:
+
+class CorruptObjectError(EnvelopeError):
+    """The object is truncated, fails its checksum, or is not a langgraph-handoff object.
+
+    ``key`` names it, ``detail`` says what is wrong, and ``reason`` says it in one word of
+    :data:`CORRUPT_REASONS` (``"empty"``, ``"truncated"``, ``"checksum"``, ``"not_ours"``,
+    ``"malformed"``, ``"misplaced"``: a valid object under another thread's key, ``"missing"``:
+    an object another one references is absent).
+
+    A thread whose head is damaged can still be deleted: ``delete_thread`` removes it without
+    reading it (``langgraph-handoff delete URL THREAD --yes --force``).
+    """
+
+    def __init__(self, key: str, detail: str, reason: str = "malformed") -> None:
         self.key = key
         self.detail = detail
+        self.reason = reason if reason in CORRUPT_REASONS else "malformed"
+        super().__init__(f"object {key!r} is corrupt: {detail}. It was not loaded. {_repair_advice(key)}")
+
+
+def _repair_advice(key: str) -> str:
+    """What to do about a damaged object, by what the key holds."""
+    backup = "Restore it from a backup or object-store version history"
+    if key.startswith(("heads/", "data/")):
+        return (
+            f"{backup}, or, if the thread's state is expendable, delete the thread: delete_thread "
+            "removes it without reading it (`langgraph-handoff delete URL THREAD --yes --force`)."
+        )
+    if key == "meta/format":
+        return f"{backup}, or delete this object and run `langgraph-handoff setup URL` to write it again."
+    return f"{backup}, or delete it if what it holds is expendable."
+
+
+class DamagedObjectsError(EnvelopeError):
+    """An operation over many threads (``prune``, ``delete_for_runs``) met objects it could not
+    read. It did everything else first; ``damaged`` lists each object
+    (:class:`~langgraph_handoff.format.damage.DamagedObject`: key, reason, detail, thread).
+
+    What to do: ``langgraph-handoff verify URL`` shows every damaged object; restore them, or
+    delete their threads (``delete_thread`` removes a thread without reading its heads).
+    """
+
+    def __init__(self, operation: str, damaged: Sequence[DamagedObject]) -> None:
+        self.operation = operation
+        self.damaged = list(damaged)
+        shown = "; ".join(f"{d.key} ({d.reason})" for d in self.damaged[:5])
+        more = f"; and {len(self.damaged) - 5} more" if len(self.damaged) > 5 else ""
         super().__init__(
-            f"object {key!r} is corrupt: {detail}. It was not loaded. Restore it from a backup or "
-            "object-store version history, or delete the thread if its state is expendable."
+            f"{operation} did everything else but could not read {len(self.damaged)} object(s): {shown}{more}. "
+            "`langgraph-handoff verify URL` lists them; restore them from a backup, or delete their threads "
+            "(delete_thread removes a thread without reading it)."
         )
 
 
@@ -533,6 +589,18 @@ class UnknownRecipientError(InvalidInputError):
         self.team_id, self.name, self.members = team_id, name, sorted(members)
         valid = ", ".join(self.members) if self.members else "(the team has no members yet: spawn one)"
         super().__init__(f"team {team_id!r} has no member {name!r}. Valid recipients: {valid}.")
+
+
+class ThreadNotFoundError(InvalidInputError):
+    """A thread named by a command that the store does not hold (no checkpoint in any namespace,
+    and no head that cannot be read). Nothing was done."""
+
+    def __init__(self, thread_id: str, what: str = "") -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"no thread {thread_id!r}{what}: the store holds no checkpoint of it; check the thread id "
+            "(`langgraph-handoff threads URL` lists them)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------

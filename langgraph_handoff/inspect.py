@@ -2,11 +2,16 @@
 checkpoints and their differences, and a verification of everything a store holds.
 
 Kept apart from ``cli.py`` (argument parsing, printing) so scripts and tests can call it too.
+
+Every walk here reports an object it cannot read (a damaged head, a stray key under ``heads/``)
+as a :class:`~langgraph_handoff.format.damage.DamagedObject` or a :class:`Problem` and goes on
+with the rest; a read of one checkpoint raises instead, naming the key.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,13 +20,31 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
-from langgraph_handoff.errors import EnvelopeError, InvalidConfigError
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    EnvelopeError,
+    InvalidConfigError,
+    ThreadNotFoundError,
+)
 from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.records import BlobRef, Head, Record
+from langgraph_handoff.stores.base import Get, ObjectInfo, StoredObject
 
-__all__ = ["Problem", "diff_checkpoints", "jsonable", "show_checkpoint", "verify_store"]
+__all__ = [
+    "Problem",
+    "ThreadHeads",
+    "ThreadsListing",
+    "diff_checkpoints",
+    "jsonable",
+    "list_threads",
+    "show_checkpoint",
+    "thread_heads",
+    "verify_store",
+]
 
 
 _INTERNAL = ("branch:", "__")
@@ -56,14 +79,131 @@ def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfi
     return {"configurable": conf}
 
 
+# --------------------------------------------------------------------------------------------------
+# Heads: which threads there are, and what one thread holds
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_heads(saver: ObjectStoreSaver, infos: list[ObjectInfo]) -> Iterator[tuple[str, Head | DamagedObject]]:
+    """Each listed head key with its head, or what is wrong with it; 64 GETs per round trip.
+    Keys that are not head keys are reported without a read."""
+    heads = []
+    for info in infos:
+        if keys.is_head_key(info.key):
+            heads.append(info.key)
+        else:
+            yield info.key, DamagedObject.foreign(info.key)
+    for start in range(0, len(heads), 64):
+        chunk = heads[start : start + 64]
+        for key, obj in zip(chunk, saver.store.run_many([Get(k) for k in chunk]), strict=True):
+            if obj is not None:
+                yield key, _head_or_damage(key, obj)
+
+
+def _head_or_damage(key: str, obj: StoredObject) -> Head | DamagedObject:
+    try:
+        head = rec_io.decode_head(obj.body, key=key)
+        if keys.head_key(head.thread_id, head.checkpoint_ns) != key:
+            raise CorruptObjectError(key, "head belongs to another thread or namespace (misplaced object)", "misplaced")
+    except UNREADABLE as exc:
+        return DamagedObject.from_error(exc, key)
+    return head
+
+
+@dataclass
+class ThreadsListing:
+    """What ``langgraph-handoff threads`` shows: one row per thread holding checkpoints
+    (``thread_id``, its ``namespaces``, the root's ``latest`` checkpoint id), and every object
+    under ``heads/`` that could not be taken for a head (``damaged``), skipped."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+
+def list_threads(saver: ObjectStoreSaver) -> ThreadsListing:
+    """Every thread that holds checkpoints; a head that cannot be read, or a key that is not a
+    head key, is reported in ``damaged`` and the listing goes on. Requests: 1 LIST per 1000
+    heads, 1 round trip of GETs per 64 heads."""
+    rows: dict[str, dict[str, Any]] = {}
+    out = ThreadsListing()
+    for _key, found in _read_heads(saver, list(saver.store.list(keys.heads_prefix()))):
+        if isinstance(found, DamagedObject):
+            out.damaged.append(found)
+        elif found.records or found.segments:
+            row = rows.setdefault(found.thread_id, {"thread_id": found.thread_id, "namespaces": [], "latest": None})
+            row["namespaces"].append(found.checkpoint_ns)
+            if found.checkpoint_ns == "":
+                row["latest"] = found.latest_id
+    for row in rows.values():
+        row["namespaces"] = sorted(row["namespaces"])
+    out.rows = sorted(rows.values(), key=lambda r: str(r["thread_id"]))
+    return out
+
+
+@dataclass
+class ThreadHeads:
+    """The heads of one thread as stored: ``heads`` (namespace -> head, the readable ones,
+    emptied ones included) and ``damaged`` (heads that cannot be read, and keys under the
+    thread's prefix that are not head keys)."""
+
+    thread_id: str
+    heads: dict[str, Head] = field(default_factory=dict)
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+    @property
+    def namespaces(self) -> list[str]:
+        """The namespaces holding checkpoints, the root graph's ('') first."""
+        return sorted(ns for ns, h in self.heads.items() if h.records or h.segments)
+
+    @property
+    def unreadable(self) -> list[DamagedObject]:
+        """Heads of the thread that cannot be read (stray keys left out)."""
+        return [d for d in self.damaged if d.reason != "not_a_head"]
+
+    @property
+    def exists(self) -> bool:
+        """Whether there is a thread: a head holding checkpoints, or one that cannot be read."""
+        return bool(self.namespaces or self.unreadable)
+
+    def require(self) -> ThreadHeads:
+        """This, or :class:`~langgraph_handoff.errors.ThreadNotFoundError` if there is no thread."""
+        if not self.exists:
+            raise ThreadNotFoundError(self.thread_id)
+        return self
+
+
+def thread_heads(saver: ObjectStoreSaver, thread_id: str) -> ThreadHeads:
+    """Read every head of one thread (1 LIST, 1 round trip of GETs per 64 namespaces); what
+    cannot be read is reported, not raised."""
+    tid = keys.validate_thread_id(thread_id)
+    out = ThreadHeads(tid)
+    for _key, found in _read_heads(saver, list(saver.store.list(keys.heads_prefix(tid)))):
+        if isinstance(found, DamagedObject):
+            out.damaged.append(found)
+        else:
+            out.heads[found.checkpoint_ns] = found
+    return out
+
+
 def show_checkpoint(
     saver: ObjectStoreSaver, thread_id: str, checkpoint_id: str | None = None, ns: str = ""
 ) -> dict[str, Any]:
-    """One checkpoint (the latest by default) with its values, metadata and pending writes."""
+    """One checkpoint (the latest by default) with its values, metadata and pending writes.
+    Raises :class:`~langgraph_handoff.errors.ThreadNotFoundError` for a thread the store does
+    not hold, ``InvalidConfigError`` for a namespace or checkpoint it does not have."""
     tup = saver.get_tuple(_config(thread_id, ns, checkpoint_id))
     if tup is None:
-        what = f"no checkpoint {checkpoint_id!r}" if checkpoint_id else "no checkpoints"
-        raise InvalidConfigError(f"thread {thread_id!r} namespace {ns!r} has {what}: see `langgraph-handoff threads`")
+        present = thread_heads(saver, thread_id).require()
+        if ns not in present.namespaces:
+            known = ", ".join(repr(n) for n in present.namespaces) or "none"
+            raise InvalidConfigError(
+                f"thread {thread_id!r} has no checkpoints in namespace {ns!r} (its namespaces: {known}); "
+                f"`langgraph-handoff history URL {shlex.quote(thread_id)}` lists its checkpoints"
+            )
+        raise InvalidConfigError(
+            f"thread {thread_id!r} namespace {ns!r} has no checkpoint {checkpoint_id!r}: "
+            f"`langgraph-handoff history URL {shlex.quote(thread_id)}` lists its checkpoints"
+        )
     return {
         "thread_id": thread_id,
         "checkpoint_ns": ns,
@@ -128,6 +268,9 @@ class VerifyReport:
     blob_formats: Counter[int] = field(default_factory=Counter)
     #: state-schema version -> checkpoints written in it
     schemas: Counter[int] = field(default_factory=Counter)
+    #: the store's format marker (``meta/format``): its format version and what it records,
+    #: None when the store has none (``setup`` writes it; a store used without it has none)
+    marker: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -140,12 +283,39 @@ class VerifyReport:
             "formats": {str(k): v for k, v in sorted(self.formats.items())},
             "blob_formats": {str(k): v for k, v in sorted(self.blob_formats.items())},
             "schemas": {str(k): v for k, v in sorted(self.schemas.items())},
+            "marker": self.marker,
         }
 
 
-def _heads(saver: ObjectStoreSaver, thread_id: str | None) -> Iterator[str]:
+def _heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport) -> Iterator[str]:
+    """The head keys to check; any other key under ``heads/`` is a problem (``foreign_object``),
+    never read."""
     for info in saver.store.list(keys.heads_prefix(thread_id)):
-        yield info.key
+        if keys.is_head_key(info.key):
+            yield info.key
+        else:
+            found = DamagedObject.foreign(info.key)
+            report.problems.append(Problem(found.key, "foreign_object", found.detail))
+
+
+def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
+    """The format marker: a marker envelope this version can read, holding langgraph-handoff's
+    record. A store without one is not a problem (it was used without ``setup``)."""
+    key = keys.FORMAT_MARKER_KEY
+    obj = saver.store.get(key)
+    if obj is None:
+        return
+    try:
+        marker, env = envelope.decode_msgpack(obj.body, key=key, expect=envelope.Kind.MARKER)
+    except EnvelopeError as exc:
+        report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+        return
+    if not isinstance(marker, dict) or marker.get("package") != "langgraph-handoff":
+        report.problems.append(
+            Problem(key, "format_marker", f"not langgraph-handoff's format marker (holds {str(marker)[:80]!r})")
+        )
+        return
+    report.marker = {"format": env.format_version, **{k: v for k, v in marker.items() if k != "package"}}
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
@@ -160,19 +330,29 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
       copy folded into a checkpoint with the same ETag holds the same writes (``misplaced_writes``,
       ``folded_mismatch``);
     * what nothing references is listed apart (``unreferenced``), and formats and state-schema
-      versions are counted.
+      versions are counted;
+    * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read);
+    * the store's format marker (``meta/format``): an envelope this version reads, holding
+      langgraph-handoff's marker (``format_marker``); a store without one is fine.
 
-    Problems make ``langgraph-handoff verify`` exit 1.
+    A head that cannot be read is a problem and the walk goes on. Problems make
+    ``langgraph-handoff verify`` exit 1.
     """
     report = VerifyReport()
     store = saver.store
-    for hkey in _heads(saver, thread_id):
+    _check_marker(saver, report)
+    for hkey in _heads(saver, thread_id, report):
         obj = store.get(hkey)
         if obj is None:
             continue
         report.heads += 1
         head = _decoded(rec_io.decode_head, obj.body, hkey, report)
         if head is None:
+            continue
+        if keys.head_key(head.thread_id, head.checkpoint_ns) != hkey:
+            report.problems.append(
+                Problem(hkey, "CorruptObjectError", "head belongs to another thread or namespace (misplaced object)")
+            )
             continue
         report.formats[head.format_version] += 1
         tid, ns = head.thread_id, head.checkpoint_ns

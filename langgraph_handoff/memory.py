@@ -45,6 +45,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,25 +62,51 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from langgraph_handoff.checkpoint.ttl import DEFAULT_SWEEP_INTERVAL_MINUTES, REFRESH_AFTER, BackgroundSweeper
+from langgraph_handoff.checkpoint.ttl import (
+    DEFAULT_SWEEP_INTERVAL_MINUTES,
+    REFRESH_AFTER,
+    BackgroundSweeper,
+    log_damage,
+)
 from langgraph_handoff.errors import (
     CorruptObjectError,
+    EnvelopeVersionError,
     InvalidConfigError,
     InvalidInputError,
     PreconditionFailedError,
     UnknownOutcomeError,
 )
 from langgraph_handoff.format import envelope, keys
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.envelope import Kind
-from langgraph_handoff.stores.base import Get, StoreBase, StoredObject
+from langgraph_handoff.stores.base import Get, StoreBase, StoredObject, validate_key
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
 from langgraph_handoff.stores.urls import store_from_url
 
-__all__ = ["ObjectStoreMemory"]
+__all__ = ["MemorySweep", "ObjectStoreMemory"]
 
 _ROOT = "memory/"
 _KEY_MARK = "=k"  # never an encoded segment: "=" alone stands for "" and "%" escapes everything else
+
+
+@dataclass
+class MemorySweep:
+    """What :meth:`ObjectStoreMemory.sweep` did: ``removed`` expired items, and the objects it
+    could not read (``damaged``: an item that is truncated, fails its checksum or is not ours, or
+    a key under ``memory/`` that is not an item key), each left as it is. The sweep went on past
+    them."""
+
+    removed: int = 0
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+
+def _portable(key: str) -> bool:
+    try:
+        validate_key(key)
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _check_namespace(namespace: tuple[str, ...]) -> tuple[str, ...]:
@@ -213,7 +240,7 @@ class ObjectStoreMemory(BaseStore):
         self.store = store
         self.ttl_config = _check_ttl(ttl)
         self._clock = clock or time.time
-        self._sweeper = BackgroundSweeper("memory", self.sweep_ttl, self.asweep_ttl)
+        self._sweeper = BackgroundSweeper("memory", self.sweep, self.asweep)
         #: what sweeps read: key -> (ETag, expires_at) of live items, so that the next sweep reads
         #: only items written since or due by now (an ETag changes with every write of an item)
         self._seen_expiry: dict[str, tuple[str, float | None]] = {}
@@ -314,20 +341,43 @@ class ObjectStoreMemory(BaseStore):
         next ``put`` of that key overwrites it. Requests: 1 LIST per 1000 items, 1 GET per live
         item the first time (later sweeps by the same object read only items written since, or
         due by then), 1 PUT (plus 1 DELETE on local stores) per expired item.
+
+        An item that cannot be read is skipped, logged (WARNING) and left as it is; the sweep
+        goes on. :meth:`sweep` returns them too.
         """
+        result = self._sweep(None)
+        log_damage("memory", result)
+        return result.removed
+
+    def sweep(self) -> MemorySweep:
+        """:meth:`sweep_ttl`, returning what it removed and what it could not read
+        (:class:`MemorySweep`). The background sweeper runs this one and logs the damage."""
         return self._sweep(None)
 
-    def _sweep(self, stop: threading.Event | None) -> int:
-        """The sweep; with ``stop`` set it ends before its next round trip (``asweep_ttl``)."""
+    async def asweep(self) -> MemorySweep:
+        """:meth:`sweep` in a worker thread (cancellable as :meth:`asweep_ttl`)."""
+        stop = threading.Event()
+        work = asyncio.ensure_future(asyncio.to_thread(self._sweep, stop))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait({work})
+            raise
+
+    def _sweep(self, stop: threading.Event | None) -> MemorySweep:
+        """The sweep; with ``stop`` set it ends before its next round trip (``asweep``)."""
         now = self._clock()
         conditional_delete = isinstance(self.store, (MemoryStore, LocalStore))
-        removed = 0
+        result = MemorySweep()
         seen = self._seen_expiry
-        infos = [
-            i
-            for i in self.store.list(_ROOT)
-            if f"/{_KEY_MARK}/" in i.key and not self._swept_size(i) and not _still_live(seen.get(i.key), i.etag, now)
-        ]
+        infos = []
+        for i in self.store.list(_ROOT):
+            if f"/{_KEY_MARK}/" not in i.key or not _portable(i.key):
+                detail = "not a memory item's key (langgraph-handoff never writes one like it)"
+                result.damaged.append(DamagedObject(i.key, "not_an_item", detail))
+            elif not self._swept_size(i) and not _still_live(seen.get(i.key), i.etag, now):
+                infos.append(i)
         if len(seen) > _SEEN_MAX:
             seen.clear()
         for chunk in [infos[i : i + 64] for i in range(0, len(infos), 64)]:
@@ -337,7 +387,11 @@ class ObjectStoreMemory(BaseStore):
             for obj in objs:
                 if obj is None or (stop is not None and stop.is_set()):
                     continue
-                item, data = self._decode(obj)
+                try:
+                    item, data = self._decode(obj)
+                except (CorruptObjectError, EnvelopeVersionError) as exc:
+                    result.damaged.append(DamagedObject.from_error(exc, obj.key))
+                    continue
                 expires = data.get("expires_at")
                 if item is not None:
                     seen[obj.key] = (obj.etag, None if expires is None else float(expires))
@@ -349,24 +403,19 @@ class ObjectStoreMemory(BaseStore):
                     etag = self.store.put(obj.key, marker, if_match=obj.etag)
                 except (PreconditionFailedError, UnknownOutcomeError):
                     continue  # renewed meanwhile (or unsettled: the next sweep decides again)
-                removed += 1
+                result.removed += 1
                 if conditional_delete:
                     with contextlib.suppress(PreconditionFailedError):  # put again since: theirs stands
                         self.store.delete(obj.key, if_match=etag)
-        return removed
+        return result
 
     async def asweep_ttl(self) -> int:
         """``sweep_ttl`` in a worker thread. Cancelled, it asks the sweep to stop and waits until
         it has (at most the round trip under way and its swaps), so that nothing touches the
         store after ``astop_ttl_sweeper()`` returned or the store was closed."""
-        stop = threading.Event()
-        work = asyncio.ensure_future(asyncio.to_thread(self._sweep, stop))
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            stop.set()
-            await asyncio.wait({work})
-            raise
+        result = await self.asweep()
+        log_damage("memory", result)
+        return result.removed
 
     def _swept_size(self, info: Any) -> bool:
         """Whether a listed item is exactly the size of a swept marker (not worth a GET)."""

@@ -159,3 +159,86 @@ def test_setup_writes_and_checks_the_format_marker(store: StoreBase) -> None:
     store.put(keys.FORMAT_MARKER_KEY, bytes(data))
     with pytest.raises(EnvelopeVersionError):
         saver.setup()
+
+
+@pytest.mark.parametrize("thread_id", HOSTILE, ids=range(len(HOSTILE)))
+def test_every_head_key_of_a_hostile_id_is_a_head_key_and_names_its_thread(thread_id: str) -> None:
+    """Walks tell our head keys from stray files by their shape alone (never reading a stray
+    file): every key the saver writes must pass, whatever the ids."""
+    for ns in ("", thread_id, "child:1|grand:2"):
+        key = keys.head_key(thread_id, ns)
+        assert keys.is_head_key(key), key
+        assert keys.thread_of_key(key) in (thread_id, None)  # None: an over-long id, stored hashed
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["heads/README.txt", "heads/readme.md", "heads/t/notes.txt", "heads/t/=/x", "heads/t", "heads/%zz/=",
+     "heads/t/%61", "heads//=", "heads/~abc/=", "heads/t/" + "~" + "0" * 63, "data/t/=", "heads/%ff%fe/="],
+)  # fmt: skip
+def test_keys_under_heads_that_the_saver_never_writes_are_not_head_keys(key: str) -> None:
+    assert not keys.is_head_key(key)
+
+
+#: command lines a user can get wrong: each exits 2 with a message (no traceback) and changes
+#: nothing in the store
+BAD_COMMANDS = [
+    ("history", "{url}", ""),
+    ("history", "{url}", "chat-1", "--limit", "0"),
+    ("history", "{url}", "chat-1", "--ns", "nope"),
+    ("show", "{url}", "chat-1", "--checkpoint", "not-a-uuid"),
+    ("show", "{url}", "chat-1", "--ns", "nope", "--raw"),
+    ("diff", "{url}", "chat-1", "not-a-uuid", "also-not"),
+    ("verify", "{url}", "--thread", ""),
+    ("prune", "{url}", "--all"),
+    ("prune", "{url}", "--keep-latest"),
+    ("prune", "{url}", "--thread", "nosuch", "--older-than", "1"),
+    ("copy", "{url}", "chat-1", "chat-1"),
+    ("copy", "{url}", "chat-1", "chat-2"),
+    ("copy", "{url}", "", "x"),
+    ("delete", "{url}", "chat-1"),
+    ("delete", "{url}", "nosuch", "--yes", "--force"),
+    ("sweep", "{url}", "--ttl", "-1"),
+    ("sweep", "{url}", "--strategy", "archive"),
+    ("migrate", "{url}", "--migrations", "no_such_module:migrations", "--dry-run"),
+    ("migrate", "{url}", "--migrations", "json:nothing", "--dry-run"),
+    ("migrate", "{url}", "--migrations", "json:loads", "--dry-run"),
+    ("migrate", "{url}", "--migrations", ":migrations", "--dry-run"),
+    ("migrate", "{url}", "--migrations", "my app:migrations", "--dry-run"),
+    ("threads", "file:///no/such/directory"),
+    ("threads", "bogus://x"),
+    ("team", "status", "{url}", "nosuch"),
+    ("team", "dead", "{url}", "nosuch"),
+    ("team", "inbox", "{url}", "nosuch", "alice"),
+]
+
+
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, bytes]]:
+    from tests.test_cli import populate
+
+    root = tmp_path_factory.mktemp("bad-cli") / "store"
+    populate(f"file://{root}")
+    return f"file://{root}", _files(root)
+
+
+def _files(root: object) -> dict[str, bytes]:
+    from pathlib import Path
+
+    base = Path(str(root))
+    return {
+        str(p.relative_to(base)): p.read_bytes() for p in base.rglob("*") if p.is_file() and ".locks" not in p.parts
+    }
+
+
+@pytest.mark.parametrize("args", BAD_COMMANDS, ids=lambda a: " ".join(x for x in a if x != "{url}")[:60])
+def test_bad_command_lines_exit_2_with_a_message_and_change_nothing(
+    args: tuple[str, ...], cli_store: tuple[str, dict[str, bytes]]
+) -> None:
+    from tests.test_cli import cli
+
+    url, files = cli_store
+    out = cli(*(a.replace("{url}", url) for a in args))
+    assert out.returncode == 2, (args, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.strip(), out.stderr
+    assert _files(url[len("file://") :]) == files

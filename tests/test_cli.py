@@ -171,7 +171,7 @@ def test_prune_copy_delete(url: str) -> None:
 
 def test_bad_input_exits_2(url: str) -> None:
     out = cli("show", url, "nobody")
-    assert out.returncode == 2 and "'nobody' namespace '' has no checkpoints" in out.stderr
+    assert out.returncode == 2 and "no thread 'nobody'" in out.stderr
     assert cli("history", "bogus://x", "t").returncode == 2
     assert cli("copy", url, "chat-1", "chat-2").returncode == 2  # the target exists
 
@@ -231,5 +231,178 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     with_subgraph(migrated, S, "log").invoke({"log": ["m"]}, {"configurable": {"thread_id": "schema1"}})
     refused = cli("show", url, "schema1", path=tmp_path)
     assert refused.returncode == 2 and "state schema version 1" in refused.stderr
+    assert "--migrations myapp.schema:migrations" in refused.stderr  # the next step, named
     shown = cli("show", url, "schema1", "--json", "--migrations", "myschema:migrations", path=tmp_path)
     assert shown.returncode == 0 and json.loads(shown.stdout)["values"]["log"] == ["m", "m", "x"]
+
+
+def _damaged_store(tmp_path: Path) -> tuple[str, Path]:
+    """chat-1 and chat-2, chat-2's root head truncated, and a README dropped into heads/."""
+    url = f"file://{tmp_path / 'store'}"
+    populate(url)
+    head = tmp_path / "store" / head_key("chat-2", "")
+    head.write_bytes(head.read_bytes()[:100])
+    (tmp_path / "store" / "heads" / "README.txt").write_text("our notes\n")
+    return url, head
+
+
+@pytest.mark.heavy
+def test_damage_is_reported_and_every_walk_goes_on(tmp_path: Path) -> None:
+    """Found by a new user: one truncated head made `threads` and `prune --all` exit 2 for every
+    thread, and a README under heads/ broke verify, threads, sweep, prune and migrate with a
+    message about a bad key. Each now names what it skipped, does the rest, and exits 1."""
+    url, head = _damaged_store(tmp_path)
+    listed = cli("threads", url)
+    assert listed.returncode == 1 and listed.stdout.startswith("chat-1\t")
+    assert "skipped heads/chat-2/= (truncated)" in listed.stderr
+    assert "skipped heads/README.txt (not_a_head)" in listed.stderr
+    rows = [json.loads(x) for x in cli("threads", url, "--json").stdout.splitlines()]
+    assert [r.get("thread_id") for r in rows if "thread_id" in r] == ["chat-1"]
+    assert sorted(r["damaged"]["reason"] for r in rows if "damaged" in r) == ["not_a_head", "truncated"]
+    verified = cli("verify", url)
+    assert verified.returncode == 1 and "foreign_object: heads/README.txt" in verified.stdout
+    assert "CorruptObjectError: heads/chat-2/=" in verified.stdout
+    pruned = cli("prune", url, "--all", "--keep-latest", "--json")
+    assert pruned.returncode == 1 and json.loads(pruned.stdout)["threads"] == ["chat-1"]
+    assert len(cli("history", url, "chat-1", "--json").stdout.splitlines()) == 1
+    swept = cli("sweep", url, "--ttl", "0.0001", "--dry-run", "--json")
+    lines = [json.loads(x) for x in swept.stdout.splitlines()]
+    assert swept.returncode == 1 and {x.get("thread_id"): x.get("status") for x in lines if "status" in x} == {
+        "chat-1": "would delete",
+        "chat-2": "failed",
+    }
+    assert lines[-1]["summary"]["damaged"] == 2
+    migrated = cli("migrate", url, "--dry-run")
+    assert migrated.returncode == 1 and "heads/README.txt" in migrated.stderr and "Traceback" not in migrated.stderr
+    # a thread whose head cannot be read: deleted only with --force, without reading it
+    refused = cli("delete", url, "chat-2", "--yes")
+    assert refused.returncode == 2 and "'heads/chat-2/=' is corrupt" in refused.stderr
+    assert f"langgraph-handoff delete {url} chat-2 --yes --force" in refused.stderr and head.exists()
+    forced = cli("delete", url, "chat-2", "--yes", "--force")
+    assert forced.returncode == 0 and "without reading 1 damaged head(s): heads/chat-2/=" in forced.stdout
+    (tmp_path / "store" / "heads" / "README.txt").unlink()
+    after = cli("threads", url)
+    assert after.returncode == 0 and after.stdout.startswith("chat-1\t") and "chat-2" not in after.stdout
+
+
+@pytest.mark.heavy
+def test_a_thread_that_does_not_exist_is_an_error_not_a_success(url: str) -> None:
+    """Found by a new user: `copy nosuch x` printed "copied", `delete nosuch --yes` "deleted",
+    `history nosuch` nothing, all exit 0. Each now exits 2 with "no thread" and the command that
+    lists the threads, and changes nothing."""
+    for args in (
+        ("copy", url, "nosuch", "x"),
+        ("delete", url, "nosuch", "--yes"),
+        ("history", url, "nosuch"),
+        ("show", url, "nosuch"),
+        ("show", url, "nosuch", "--raw"),
+        ("diff", url, "nosuch", "a", "b"),
+        ("prune", url, "--thread", "chat-1", "--thread", "nosuch", "--keep-latest"),
+        ("verify", url, "--thread", "nosuch"),
+    ):
+        out = cli(*args)
+        assert out.returncode == 2 and "no thread 'nosuch'" in out.stderr, (args, out.stderr)
+        assert f"next: `langgraph-handoff threads {url}`" in out.stderr, args
+    assert len(cli("history", url, "chat-1", "--json").stdout.splitlines()) == 4  # the prune changed nothing
+    assert "'x'" not in cli("threads", url).stdout
+    # an existing thread without that namespace or checkpoint says which
+    out = cli("show", url, "chat-1", "--ns", "nope")
+    assert out.returncode == 2 and "has no checkpoints in namespace 'nope' (its namespaces: '')" in out.stderr
+    out = cli("history", url, "chat-1", "--ns", "nope")
+    assert out.returncode == 2 and "namespace 'nope'" in out.stderr
+    # a misspelt team: no empty table with exit 0
+    for args in (("team", "status", url, "relase-42"), ("team", "dead", url, "relase-42")):
+        out = cli(*args)
+        assert out.returncode == 2 and "no team 'relase-42'" in out.stderr
+
+
+def test_verify_checks_the_format_marker(url: str, tmp_path: Path) -> None:
+    """Found by a new user: verify called a garbage meta/format "ok"."""
+    assert cli("setup", url).returncode == 0
+    ok = cli("verify", url, "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["marker"]["format"] == 2
+    marker = tmp_path / "store" / "meta" / "format"
+    marker.write_bytes(b"garbage")
+    bad = cli("verify", url)
+    assert bad.returncode == 1 and "meta/format" in bad.stdout and "bad magic" in bad.stdout
+    from langgraph_handoff.format import envelope
+
+    marker.write_bytes(envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "someone-else"}))
+    bad = cli("verify", url, "--json")
+    assert bad.returncode == 1 and [p["kind"] for p in json.loads(bad.stdout)["problems"]] == ["format_marker"]
+    marker.unlink()  # a store used without setup has no marker: not a problem
+    none = cli("verify", url)
+    assert none.returncode == 0 and "format marker: none" in none.stdout
+
+
+def test_history_shows_each_namespace_and_limits_each_one(tmp_path: Path) -> None:
+    """Found by a new user: history mixed a subgraph's checkpoints into the root's, with no
+    namespace column, and --limit cut across both."""
+    from tests.graph_scenarios import with_subgraph
+
+    url = f"file://{tmp_path / 'store'}"
+    saver = ObjectStoreSaver.from_url(url)
+    graph = with_subgraph(saver, S, "log")
+    for i in range(2):
+        graph.invoke({"log": [str(i)]}, {"configurable": {"thread_id": "nested"}})
+    namespaces = thread_ns(saver, "nested")  # the root's, and a subgraph's per run
+    assert namespaces[0] == "" and len(namespaces) == 3
+    rows = [json.loads(x) for x in cli("history", url, "nested", "--json").stdout.splitlines()]
+    assert list(dict.fromkeys(r["checkpoint_ns"] for r in rows)) == namespaces  # grouped, the root's first
+    per_ns = {ns: [r["checkpoint_id"] for r in rows if r["checkpoint_ns"] == ns] for ns in namespaces}
+    assert all(ids == sorted(ids, reverse=True) and len(ids) > 2 for ids in per_ns.values())  # newest first
+    limited = [json.loads(x) for x in cli("history", url, "nested", "--limit", "2", "--json").stdout.splitlines()]
+    assert [r["checkpoint_id"] for r in limited] == [i for ns in namespaces for i in per_ns[ns][:2]]
+    text = cli("history", url, "nested", "--limit", "1").stdout.splitlines()
+    assert [line.split()[0] for line in text] == ["(root)", *namespaces[1:]]
+    assert text[0].split()[1] == per_ns[""][0]
+
+
+def thread_ns(saver: ObjectStoreSaver, thread_id: str) -> list[str]:
+    from langgraph_handoff.inspect import thread_heads
+
+    return thread_heads(saver, thread_id).namespaces
+
+
+SCHEMA = (
+    "from langgraph_handoff.migrations import SchemaMigrations\n"
+    "migrations = SchemaMigrations()\n"
+    "@migrations.register(1, 'add language')\n"
+    "def add_language(values, metadata):\n    values.setdefault('topic', 'none')\n"
+)
+
+
+def test_migrations_are_imported_from_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a new user: `migrate --migrations myapp.schema:migrations`, run from the project
+    directory as the README shows, failed with "No module named 'myapp'" unless PYTHONPATH=.
+    The module is now imported as `python -m` would, from the current directory first."""
+    project = tmp_path / "project"
+    (project / "myapp").mkdir(parents=True)
+    (project / "myapp" / "__init__.py").write_text("")
+    (project / "myapp" / "schema.py").write_text(SCHEMA)
+    url = f"file://{tmp_path / 'store'}"
+    populate(url)
+    monkeypatch.chdir(project)
+    done = cli("migrate", url, "--migrations", "myapp.schema:migrations", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["summary"]["migrated"] == 2
+    missing = cli("migrate", url, "--migrations", "yourapp.schema:migrations")
+    assert missing.returncode == 2 and "no module named 'yourapp'" in missing.stderr
+    assert f"(looked in the current directory {project}" in missing.stderr and "Traceback" not in missing.stderr
+    attr = cli("migrate", url, "--migrations", "myapp.schema:migration")
+    assert attr.returncode == 2 and "has no attribute 'migration' (it has SchemaMigrations migrations)" in attr.stderr
+    (project / "myapp" / "broken.py").write_text("raise RuntimeError('no database')\n")
+    broken = cli("migrate", url, "--migrations", "myapp.broken:migrations")
+    assert broken.returncode == 2 and "RuntimeError: no database" in broken.stderr
+
+    import sys
+
+    from langgraph_handoff.cli_app import load_migrations
+
+    path = list(sys.path)
+    try:
+        assert load_migrations("myapp.schema").current == 1  # ":migrations" is the default name
+        assert sys.path == path  # the directory was on sys.path for that import only
+    finally:  # this process imported the test's package: forget it, as the commands' processes do
+        for name in [m for m in sys.modules if m == "myapp" or m.startswith("myapp.")]:
+            del sys.modules[name]

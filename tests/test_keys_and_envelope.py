@@ -113,21 +113,25 @@ def test_future_format_is_refused_with_both_versions() -> None:
 
 
 @pytest.mark.parametrize(
-    "mutate, detail",
+    "mutate, detail, reason",
     [
-        (lambda d: d[:-1], "truncated"),
-        (lambda d: d[:20], "truncated header"),
-        (lambda d: d[:40] + bytes([d[40] ^ 1]) + d[41:], "checksum"),
-        (lambda d: b"", "bad magic"),
-        (lambda d: b"PK\x03\x04" + d[4:], "bad magic"),
-        (lambda d: d + b"trailing", "header says"),
+        (lambda d: d[:-1], "truncated", "truncated"),
+        (lambda d: d[:20], "truncated header", "truncated"),
+        (lambda d: d[:3], "truncated header", "truncated"),
+        (lambda d: d[:40] + bytes([d[40] ^ 1]) + d[41:], "checksum", "checksum"),
+        (lambda d: b"", "empty object", "empty"),
+        (lambda d: b"PK\x03\x04" + d[4:], "bad magic", "not_ours"),
+        (lambda d: b"hello\n", "bad magic", "not_ours"),
+        (lambda d: d + b"trailing", "header says", "malformed"),
     ],
 )
-def test_damaged_envelopes_raise_corrupt_naming_the_key(mutate, detail) -> None:  # type: ignore[no-untyped-def]
+def test_damaged_envelopes_raise_corrupt_naming_the_key(mutate, detail, reason) -> None:  # type: ignore[no-untyped-def]
+    """Each kind of damage is named in a word (``reason``) as well as in the message: a walk
+    over many threads reports it as a record (``DamagedObject``) and goes on."""
     data = envelope.encode(Kind.WRITES, b"0123456789" * 10, schema_version=1)
     with pytest.raises(CorruptObjectError, match=detail) as info:
         envelope.decode(mutate(data), key="data/t/=/w/x/y")
-    assert info.value.key == "data/t/=/w/x/y"
+    assert info.value.key == "data/t/=/w/x/y" and info.value.reason == reason
 
 
 def test_kind_mismatch_is_corrupt() -> None:

@@ -213,9 +213,15 @@ def test_cli_sessions_shows_who_is_responsible(tmp_path: Path, capsys: pytest.Ca
     assert rows["fine"]["status"] == "owned" and rows["dead"]["status"] == "expired"
     assert main(["sessions", url, "--attention", "--json"]) == 1
     assert [json.loads(x)["thread_id"] for x in capsys.readouterr().out.splitlines()] == ["dead"]
-    assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600"]) == 0
+    assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600", "--json"]) == 0
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert out[0] == {"reclaimed": "dead", "owner": "doctor", "epoch": 2}
+    # without --json, readable lines as the README says (--reclaim-as used to switch to JSON)
+    sessions.acquire("dead-2", "a", ttl=0.001)
+    assert main(["sessions", url, "--reclaim-as", "doctor", "--ttl", "600"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "reclaimed dead-2\towner doctor\tepoch 2"
+    assert "dead-2\towned\towner doctor\tepoch 2" in lines and not any(x.startswith("{") for x in lines)
 
 
 def _chat(checkpointer: Any) -> Any:

@@ -251,3 +251,49 @@ def test_list_all_threads_streams_instead_of_listing_the_whole_store() -> None:
     store.reset()
     assert len(list(saver.list(None))) == 1100
     assert store.counts["LIST"] == 2 + 1100  # two pages of heads, then one writes page per thread
+
+
+def test_deleting_a_thread_whose_root_head_cannot_be_read() -> None:
+    """A damaged root head is replaced by a tombstone (1 conditional PUT) instead of deleted,
+    after one round trip reading the other heads for the highest fencing epoch still known; a
+    healthy thread's delete is as above."""
+    from langgraph_handoff.format import keys
+
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store)
+    for ns in ("", "child:1", "child:2"):
+        cp = {"v": 4, "id": str(uuid6()), "ts": "", "channel_values": {"x": 1}, "channel_versions": {"x": 1},
+              "versions_seen": {}, "updated_channels": None}  # fmt: skip
+        stored = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ns}}, cp, {"source": "loop"}, {"x": 1})
+        saver.put_writes(stored, [("x", 2)], "task")
+    store.put(keys.head_key("t", ""), b"")
+    store.reset()
+    saver.delete_thread("t")
+    # 2 LISTs (heads, data), GET root, GET the 2 subgraph heads (one round trip), PUT the
+    # tombstone, DeleteObjects of the subgraph heads, then of the data
+    assert store.snapshot() == {"LIST": 2, "GET": 3, "PUT": 1, "DELETE_MANY": 2, "requests": 8, "round_trips": 7}
+
+
+def test_the_inspection_reads_of_threads_and_heads() -> None:
+    """`threads` reads every head, 64 per round trip, after 1 LIST per 1000 heads; the commands
+    that check a thread exists (history, copy, delete, ...) read its heads in one round trip;
+    verify reads the format marker once."""
+    from langgraph_handoff.inspect import list_threads, thread_heads, verify_store
+
+    store = CountingStore(MemoryStore())
+    saver = ObjectStoreSaver(store)
+    for i in range(70):
+        for ns in ("", "child:1") if i == 0 else ("",):
+            cp = {"v": 4, "id": str(uuid6(clock_seq=i)), "ts": "", "channel_values": {}, "channel_versions": {},
+                  "versions_seen": {}, "updated_channels": None}  # fmt: skip
+            saver.put({"configurable": {"thread_id": f"t{i:02d}", "checkpoint_ns": ns}}, cp, {"source": "loop"}, {})
+    store.reset()
+    assert len(list_threads(saver).rows) == 70
+    assert store.snapshot() == {"LIST": 1, "GET": 71, "requests": 72, "round_trips": 3}
+    store.reset()
+    assert thread_heads(saver, "t00").namespaces == ["", "child:1"]
+    assert store.snapshot() == {"LIST": 1, "GET": 2, "requests": 3, "round_trips": 2}
+    store.reset()
+    verify_store(saver, "t01")
+    # the marker, the listing of the thread's heads, its head, the listing of its data
+    assert store.snapshot() == {"GET": 2, "LIST": 2, "requests": 4, "round_trips": 4}

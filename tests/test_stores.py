@@ -154,3 +154,24 @@ def test_local_store_refuses_a_key_that_is_also_a_prefix(tmp_path: Path) -> None
         store.put("q/a", b"file")
     assert store.get("p/a").body == b"file" and store.get("q/a/b").body == b"x"
     assert [o.key for o in store.list("")] == ["p/a", "q/a/b"]
+
+
+def test_local_store_lists_a_file_whose_name_is_not_a_key(tmp_path: Path) -> None:
+    """Found by a new user: a README.txt copied into heads/ made every listing raise
+    InvalidKeyError, which read as if they had typed a bad key. A listing reports what exists
+    (the walks then report the key and skip it); reading or writing it by key is still refused."""
+    from langgraph_handoff.errors import InvalidKeyError
+    from langgraph_handoff.stores.base import validate_start_after
+
+    store = LocalStore(tmp_path)
+    store.put("heads/t/=", b"head")
+    (tmp_path / "heads" / "README.txt").write_text("notes\n")
+    assert [(i.key, i.size) for i in store.list("heads/")] == [("heads/README.txt", 6), ("heads/t/=", 4)]
+    page = store.list_page("heads/", start_after="heads/README.txt")
+    assert [i.key for i in page.items] == ["heads/t/="]
+    with pytest.raises(InvalidKeyError):
+        store.get("heads/README.txt")
+    assert validate_start_after("heads/README.txt") == "heads/README.txt"  # what the S3 stores take
+    for bad in ("", "a\x00b", "x" * 1025):
+        with pytest.raises(InvalidKeyError):
+            validate_start_after(bad)

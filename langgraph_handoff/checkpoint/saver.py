@@ -38,6 +38,7 @@ from langgraph_handoff.checkpoint.ttl import (
 )
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import envelope, keys
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
@@ -281,12 +282,21 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
+        on_damaged: Callable[[DamagedObject], None] | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by id), across all namespaces of a thread when the config has
         no ``checkpoint_ns``, across all threads when ``config`` is None (thread by thread).
         ``filter`` matches top-level metadata keys exactly; ``before`` is exclusive; ``limit``
-        counts after filtering."""
-        return driver.iterate(self.store, self._plan_list(config, filter, before, limit))
+        counts after filtering.
+
+        Damage: listing one thread raises :class:`~langgraph_handoff.errors.CorruptObjectError`
+        on an object of it that cannot be read, as ``get_tuple`` does. Listing every thread
+        (``config=None``) does not stop there: it skips what it cannot read (a head's namespace,
+        or the rest of a thread), logs a WARNING naming the key, passes each
+        :class:`~langgraph_handoff.format.damage.DamagedObject` to ``on_damaged``, and goes on
+        with the other threads. Keys under ``heads/`` that are not head keys are skipped so too.
+        """
+        return driver.iterate(self.store, self._plan_list(config, filter, before, limit, on_damaged))
 
     async def alist(
         self,
@@ -295,8 +305,9 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
+        on_damaged: Callable[[DamagedObject], None] | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for item in driver.aiterate(self.store, self._plan_list(config, filter, before, limit)):
+        async for item in driver.aiterate(self.store, self._plan_list(config, filter, before, limit, on_damaged)):
             yield item
 
     # -- writes ----------------------------------------------------------------------------------
@@ -340,7 +351,14 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     # -- maintenance -----------------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and value of a thread, in all namespaces."""
+        """Delete every checkpoint, write and value of a thread, in all namespaces.
+
+        A thread whose heads cannot be read (truncated, failing their checksum, not ours) is
+        deleted too, without reading them: a damaged root head is replaced by a tombstone by
+        compare-and-swap on its ETag, fencing every lease epoch it may have held
+        (:mod:`~langgraph_handoff.checkpoint.plans.maintenance`). Keys under the thread's
+        ``heads/`` prefix that are not head keys are left alone; nothing of another thread is
+        touched."""
         driver.run(self.store, self._plan_delete_thread(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -348,7 +366,9 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids`` (all threads), with
-        their writes. Scans every thread: an administrative operation."""
+        their writes. Scans every thread: an administrative operation. A namespace it cannot
+        read is skipped; after every other thread was done it raises
+        :class:`~langgraph_handoff.errors.DamagedObjectsError` listing them (``.damaged``)."""
         driver.run(self.store, self._plan_delete_for_runs(run_ids))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -364,7 +384,11 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"`` keeps the newest checkpoint of every namespace (plus, for
-        DeltaChannel threads, the ancestors its history needs); ``"delete"`` deletes the threads."""
+        DeltaChannel threads, the ancestors its history needs); ``"delete"`` deletes the threads
+        (damaged ones too, as :meth:`delete_thread`). With ``"keep_latest"`` a namespace that
+        cannot be read is skipped and the other threads are pruned; then
+        :class:`~langgraph_handoff.errors.DamagedObjectsError` lists what was skipped
+        (``.damaged``: :class:`~langgraph_handoff.format.damage.DamagedObject` records)."""
         driver.run(self.store, self._plan_prune(thread_ids, strategy))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -539,12 +563,15 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         on_start: Callable[[int], None] | None = None,
     ) -> MigrationSummary:
         """:meth:`migrate_thread` over ``thread_ids`` (default: every thread), ``concurrency`` at
-        a time. A thread that fails is reported (``status="failed"``) and the others go on.
+        a time. A thread that fails is reported (``status="failed"``; one with an object that
+        cannot be read lists it in ``damaged``) and the others go on; keys under ``heads/`` that
+        are not head keys are reported in ``summary.foreign`` and never read.
         ``on_start`` gets the number of threads, ``on_result`` each thread's result as it
         finishes (progress). A run over every thread with no failure stamps the store's format
-        marker (:meth:`mark_format`). This is what ``langgraph-handoff migrate`` runs."""
+        marker (:meth:`mark_format`), when it met no stray key either. This is what
+        ``langgraph-handoff migrate`` runs."""
         started = time.monotonic()
-        targets = driver.run(self.store, self._plan_migration_targets(thread_ids))
+        targets, foreign = driver.run(self.store, self._plan_migration_targets(thread_ids))
         if on_start is not None:
             on_start(len(targets))
         results: builtins.list[ThreadMigration] = []
@@ -579,8 +606,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
                             break
             raise
         pool.shutdown(wait=True)
-        summary = MigrationSummary(results, dry_run, time.monotonic() - started)
-        if thread_ids is None and not dry_run and not summary.failed:
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign)
+        if thread_ids is None and not dry_run and not summary.failed and not foreign:
             self.mark_format()
             summary.marked = True
         return summary
@@ -595,7 +622,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         on_start: Callable[[int], None] | None = None,
     ) -> MigrationSummary:
         started = time.monotonic()
-        targets = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
+        targets, foreign = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
         if on_start is not None:
             on_start(len(targets))
         gate = asyncio.Semaphore(max(1, concurrency))
@@ -621,8 +648,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        summary = MigrationSummary(results, dry_run, time.monotonic() - started)
-        if thread_ids is None and not dry_run and not summary.failed:
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign)
+        if thread_ids is None and not dry_run and not summary.failed and not foreign:
             await self.amark_format()
             summary.marked = True
         return summary

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError
+from langgraph_handoff.format.damage import DamagedObject
 
 __all__ = [
     "REFRESH_AFTER",
@@ -360,7 +361,8 @@ class ThreadSweep:
     with ``keep_latest`` every head it would have pruned: left as it is), ``"empty"`` (nothing but empty heads left by an earlier delete or sweep),
     ``"cleaned"`` / ``"would clean"`` (an earlier sweep emptied the thread but was stopped or
     failed before its data objects were all deleted: this sweep deleted them),
-    ``"failed"`` (``error`` says why; the sweep goes on).
+    ``"failed"`` (``error`` says why; the sweep goes on). A thread that failed because an object
+    of it cannot be read (a damaged head) lists it in ``damaged``; the sweep leaves it as it is.
 
     A ``"deleted"`` thread with an ``error`` was emptied (its heads swapped: it is gone for
     readers and writers) but deleting its data objects failed; the mark left in its heads makes
@@ -382,6 +384,8 @@ class ThreadSweep:
     #: checkpoint, e.g. pruned by an earlier sweep); reported ``"kept"``, and not read again by
     #: this sweeper until its head changes
     latest_only: bool = False
+    #: the thread's objects this sweep could not read (reported, left as they are)
+    damaged: list[DamagedObject] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -411,9 +415,17 @@ class SweepResult:
     limited: bool = False
     #: wall time the sweep took
     seconds: float = 0.0
+    #: keys under ``heads/`` that are not head keys (stray files): reported, never read or deleted
+    foreign: list[DamagedObject] = field(default_factory=list)
 
     def add(self, outcome: ThreadSweep) -> None:
         self.threads.append(outcome)
+
+    @property
+    def damaged(self) -> list[DamagedObject]:
+        """Every object this sweep could not use: stray keys, and the objects of threads that
+        failed because they cannot be read. The sweep went on past each."""
+        return [*self.foreign, *(d for t in self.threads for d in t.damaged)]
 
     def _count(self, *statuses: str) -> int:
         return sum(1 for t in self.threads if t.status in statuses)
@@ -475,6 +487,7 @@ class SweepResult:
             "cleaned": self.cleaned,
             "cleanup_pending": self.cleanup_pending,
             "limited": self.limited,
+            "damaged": len(self.damaged),
             "objects_deleted": sum(t.objects_deleted for t in self.threads),
             "seconds": round(self.seconds, 3),
         }
@@ -485,10 +498,20 @@ class SweepResult:
 # --------------------------------------------------------------------------------------------------
 
 
+def log_damage(name: str, result: Any) -> None:
+    """Log (WARNING) each object a background sweep could not read (``result.damaged``): nobody
+    else sees its result. The sweep went on past them; ``langgraph-handoff verify`` lists them."""
+    for damaged in getattr(result, "damaged", None) or ():
+        log.warning(
+            "%s TTL sweep skipped %s: %s (%s); it is left as it is", name, damaged.key, damaged.reason, damaged.detail
+        )
+
+
 class BackgroundSweeper:
     """Runs ``sweep`` now and then every ``interval`` seconds until stopped, in a daemon thread
     (:meth:`start`) or an asyncio task (:meth:`astart`). A failing sweep is logged and the loop
-    goes on; stopping wakes the wait at once. :meth:`astop` cancels a sweep under way: a thread
+    goes on, and so is each object a sweep skipped because it could not read it (a damaged
+    head, a stray file); stopping wakes the wait at once. :meth:`astop` cancels a sweep under way: a thread
     emptied but not yet cleaned up keeps a mark in its heads, and the next sweep deletes the
     rest (see :mod:`langgraph_handoff.checkpoint.plans.sweep`)."""
 
@@ -524,7 +547,7 @@ class BackgroundSweeper:
         def loop() -> None:
             while not self._stop.is_set():
                 try:
-                    self._sweep()
+                    log_damage(self.name, self._sweep())
                 except Exception:
                     log.exception("%s TTL sweep failed; retrying in %.0f s", self.name, interval)
                 self._finished()
@@ -556,7 +579,7 @@ class BackgroundSweeper:
         async def loop() -> None:
             while not stop.is_set():
                 try:
-                    await self._asweep()
+                    log_damage(self.name, await self._asweep())
                 except Exception:
                     log.exception("%s TTL sweep failed; retrying in %.0f s", self.name, interval)
                 self._finished()

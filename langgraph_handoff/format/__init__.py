@@ -5,6 +5,7 @@
 * :mod:`.records`: what heads, sealed segments and writes documents hold (the checkpoint data
   model and its msgpack encoding);
 * :mod:`.upgrades`: the numbered steps from each older storage format to this one.
+* :mod:`.damage`: the record a walk over many objects keeps of one it could not read.
 
 They sit together because they change together: a change to what an object holds bumps
 ``envelope.FORMAT_VERSION`` and registers its step in :mod:`.upgrades`, and a new kind of object

@@ -98,27 +98,34 @@ def encode(
 
 def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
     """Check and unframe an envelope. Raises instead of returning anything partial."""
-    if len(data) < 6 or data[:4] != MAGIC:
-        raise CorruptObjectError(key, "not a langgraph-handoff object (bad magic or empty)")
+    if not data:
+        raise CorruptObjectError(key, "empty object (0 bytes)", "empty")
+    if len(data) < 6 and MAGIC.startswith(data[:4]):
+        raise CorruptObjectError(key, f"truncated header ({len(data)} of {HEADER_SIZE} bytes)", "truncated")
+    if data[:4] != MAGIC:
+        raise CorruptObjectError(key, "not a langgraph-handoff object (bad magic)", "not_ours")
     (version,) = struct.unpack_from(">H", data, 4)
     if version > FORMAT_VERSION:
         raise EnvelopeVersionError(key, version, FORMAT_VERSION)
     if version < OLDEST_FORMAT_VERSION:
-        raise CorruptObjectError(key, f"invalid envelope format version {version}")
+        raise CorruptObjectError(key, f"invalid envelope format version {version}", "malformed")
     if len(data) < HEADER_SIZE:
-        raise CorruptObjectError(key, f"truncated header ({len(data)} of {HEADER_SIZE} bytes)")
+        raise CorruptObjectError(key, f"truncated header ({len(data)} of {HEADER_SIZE} bytes)", "truncated")
     _, _, kind_raw, flags, schema, length, digest = _HEADER.unpack_from(data, 0)
     stored = data[HEADER_SIZE:]
     if len(stored) != length:
-        raise CorruptObjectError(key, f"body is {len(stored)} bytes, header says {length} (truncated?)")
+        reason = "truncated" if len(stored) < length else "malformed"
+        raise CorruptObjectError(key, f"body is {len(stored)} bytes, header says {length} (truncated?)", reason)
     if hashlib.blake2b(stored, digest_size=16).digest() != digest:
-        raise CorruptObjectError(key, "checksum mismatch")
+        raise CorruptObjectError(key, "checksum mismatch", "checksum")
     try:
         kind = Kind(kind_raw)
     except ValueError:
         raise CorruptObjectError(key, f"unknown object kind {kind_raw}") from None
     if expect is not None and kind != expect:
-        raise CorruptObjectError(key, f"expected a {expect.name.lower()} object, found {kind.name.lower()}")
+        raise CorruptObjectError(
+            key, f"expected a {expect.name.lower()} object, found {kind.name.lower()}", "misplaced"
+        )
     if flags & ~_FLAG_ZLIB:
         raise CorruptObjectError(key, f"unknown flags {flags:#x}")
     body = stored

@@ -47,6 +47,7 @@ __all__ = [
     "heads_prefix",
     "invert_checkpoint_id",
     "is_checkpoint_id",
+    "is_head_key",
     "parse_blob_key",
     "parse_writes_key",
     "segment_key",
@@ -57,6 +58,7 @@ __all__ = [
     "team_prefix",
     "team_roster_key",
     "thread_data_prefix",
+    "thread_of_key",
     "validate_checkpoint_id",
     "validate_namespace",
     "validate_thread_id",
@@ -128,6 +130,55 @@ def decode_segment(segment: str) -> str | None:
             out.append(ord(ch))
             i += 1
     return out.decode("utf-8")
+
+
+_HASHED_RE = re.compile(r"~[0-9a-f]{64}")
+
+
+def is_canonical_segment(segment: str) -> bool:
+    """Whether ``segment`` is what :func:`encode_segment` makes of some string: the only segments
+    this package writes. A file dropped under ``heads/`` by hand (``README.txt``, ``notes``
+    with a dot) is not one.
+
+    >>> [is_canonical_segment(s) for s in ("chat-1", "=", "a%2fb", "README.txt", "notes.md", "")]
+    [True, True, True, False, False, False]
+    """
+    if segment == _EMPTY:
+        return True
+    if len(segment) <= MAX_SEGMENT_LEN and _SAFE_RE.fullmatch(segment):
+        return True  # the common case, without decoding
+    if segment.startswith(_HASHED):
+        return _HASHED_RE.fullmatch(segment) is not None
+    try:
+        decoded = decode_segment(segment)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return decoded is not None and decoded != "" and encode_segment(decoded) == segment
+
+
+def is_head_key(key: str) -> bool:
+    """Whether ``key`` (relative to the store) is ``heads/{T}/{N}`` with both segments as this
+    package writes them. Walks over ``heads/`` report any other key there as foreign and never
+    read, rewrite or delete it.
+
+    >>> is_head_key(head_key("chat-1", "")), is_head_key("heads/README.txt"), is_head_key("heads/t/=/x")
+    (True, False, False)
+    """
+    parts = key.split("/")
+    return len(parts) == 3 and parts[0] == "heads" and is_canonical_segment(parts[1]) and is_canonical_segment(parts[2])
+
+
+def thread_of_key(key: str) -> str | None:
+    """The thread id a ``heads/`` or ``data/`` key belongs to, when its segment says it (None for
+    a hashed, over-long id, and for any other key).
+
+    >>> thread_of_key("data/chat-1/=/w/x/y"), thread_of_key("heads/a%2fb/="), thread_of_key("meta/format")
+    ('chat-1', 'a/b', None)
+    """
+    parts = key.split("/")
+    if len(parts) < 3 or parts[0] not in ("heads", "data") or not is_canonical_segment(parts[1]):
+        return None
+    return decode_segment(parts[1]) or None
 
 
 def validate_thread_id(thread_id: object) -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "StoreBase",
     "StoredObject",
     "validate_key",
+    "validate_start_after",
 ]
 
 T = TypeVar("T")
@@ -63,6 +64,19 @@ def validate_key(key: str) -> str:
             f"object key {key!r} is not portable: use '/'-separated segments of [a-z0-9_.%~=-] "
             f"(not starting with '.'), at most {MAX_KEY_LEN} characters"
         )
+    return key
+
+
+_LISTED_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,1024}$")
+
+
+def validate_start_after(key: str) -> str:
+    """A listing's ``start_after``: the last key of the page before, which may be a key this
+    package never writes (a README someone copied into ``heads/``), so only what no listing
+    returns is refused (empty, control characters, over 1024 characters). Walks report such a
+    key and never read it, but must be able to list past it."""
+    if not _LISTED_RE.match(key):
+        raise InvalidKeyError(f"start_after {key!r} is not a key a listing returns")
     return key
 
 

@@ -78,7 +78,15 @@ from langgraph_handoff.errors import (
     StoreUnavailableError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.stores.base import ListResult, ObjectInfo, StoreBase, StoredObject, validate_key, validate_prefix
+from langgraph_handoff.stores.base import (
+    ListResult,
+    ObjectInfo,
+    StoreBase,
+    StoredObject,
+    validate_key,
+    validate_prefix,
+    validate_start_after,
+)
 from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = ["GCSStore", "import_gcs"]
@@ -415,7 +423,9 @@ class GCSStore(StoreBase):
             # GCS's startOffset is inclusive. Keys use only characters from "%" (0x25) up
             # (validate_key), so start_after + "!" (0x21) sorts after start_after and before
             # every longer key that extends it: exactly "strictly after", one request per page.
-            kwargs["start_offset"] = self.prefix + validate_key(start_after) + "!"
+            # (A stray key someone else wrote may hold " " or "!" after start_after: such a key
+            # could be skipped; ours never are.)
+            kwargs["start_offset"] = self.prefix + validate_start_after(start_after) + "!"
 
         def call() -> tuple[list[Any], bool]:
             iterator = self.client.list_blobs(

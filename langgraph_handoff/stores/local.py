@@ -228,7 +228,10 @@ class LocalStore(StoreBase):
         page = keys[:max_keys]
         items = []
         for k in page:
-            body = self._read(self._path(k))
+            # Listed as it is, even a file whose name is not a portable key (a README dropped
+            # into the directory): a listing reports what exists, and the walks over it report
+            # and skip such keys. Reading or writing one by key still refuses it.
+            body = self._read(self.root.joinpath(*k.split("/")))
             if body is not None:  # deleted while listing
                 items.append(ObjectInfo(key=k, etag=content_etag(body), size=len(body)))
         return ListResult(items=items, truncated=len(keys) > max_keys)

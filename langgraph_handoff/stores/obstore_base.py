@@ -54,6 +54,7 @@ from langgraph_handoff.stores.base import (
     StoredObject,
     validate_key,
     validate_prefix,
+    validate_start_after,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.s3_compat import strip_etag
@@ -297,7 +298,7 @@ class ObstoreBase(StoreBase):
         all end in ``/`` and need no filtering."""
         validate_prefix(prefix)
         if start_after is not None:
-            validate_key(start_after)
+            validate_start_after(start_after)
         if prefix == "" or prefix.endswith("/"):
             return (prefix.rstrip("/") or None), _Page(prefix, start_after, max_keys)
         parent = prefix.rsplit("/", 1)[0] if "/" in prefix else None

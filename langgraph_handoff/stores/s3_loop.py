@@ -41,7 +41,14 @@ from langgraph_handoff.errors import (
     StoreUnavailableError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.stores.base import ListResult, ObjectInfo, StoredObject, validate_key, validate_prefix
+from langgraph_handoff.stores.base import (
+    ListResult,
+    ObjectInfo,
+    StoredObject,
+    validate_key,
+    validate_prefix,
+    validate_start_after,
+)
 from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin, Response
 from langgraph_handoff.stores.s3_compat import EtagQuoting, no_such_bucket, strip_etag
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
@@ -347,7 +354,7 @@ class LoopS3:
         validate_prefix(prefix)
         query = {"list-type": "2", "prefix": self.prefix + prefix, "max-keys": str(max_keys)}
         if start_after is not None:
-            query["start-after"] = self.prefix + validate_key(start_after)
+            query["start-after"] = self.prefix + validate_start_after(start_after)
         response = await self._idempotent(
             f"LIST {self.prefix}{prefix}", lambda: self._send("GET", None, query=query), lambda r: r.status == 200
         )

@@ -4,14 +4,23 @@
 and the first page of its writes, then a k-way merge walks the heads and their sealed segments.
 Results stream without listing the whole store: head keys arrive grouped by thread, and each
 thread is listed as soon as its last namespace is seen.
+
+Damage. ``list`` of one thread raises :class:`~langgraph_handoff.errors.CorruptObjectError` on a
+head it cannot read, as ``get_tuple`` does: the caller asked about that thread, and an empty answer
+would read as "no checkpoints". ``list(None)`` walks the whole store, and one damaged object must
+not hide every thread behind it: it skips a head it cannot read (and the rest of a thread whose
+segment, writes document or value it cannot read), logs a warning naming the key, hands the
+record to ``on_damaged`` if given, and goes on. Keys under ``heads/`` that are not head keys (a
+stray file) are skipped the same way, never read. ``langgraph-handoff verify`` lists them all.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -21,11 +30,27 @@ from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
-from langgraph_handoff.errors import CorruptObjectError, MigrationError
+from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, MigrationError
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.records import Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.stores.base import Get, ListPage, ObjectInfo
+
+log = logging.getLogger("langgraph_handoff")
+
+#: what a walk does with an object it cannot read: ``list(None)``'s ``on_damaged``
+OnDamaged = Callable[[DamagedObject], None]
+#: errors that say an object cannot be read (a walk reports the object and goes on); a newer
+#: *state* schema is not among them: it concerns every thread alike, and says to deploy
+UNREADABLE = (CorruptObjectError, EnvelopeVersionError)
+
+
+def report_damage(damaged: DamagedObject, on_damaged: OnDamaged | None, walk: str) -> None:
+    """Log one object a walk skipped (WARNING, naming the key) and hand it to ``on_damaged``."""
+    log.warning("%s skipped %s: %s (%s)", walk, damaged.key, damaged.reason, damaged.detail)
+    if on_damaged is not None:
+        on_damaged(damaged)
 
 
 @dataclass
@@ -90,6 +115,7 @@ def plan_list(
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
     limit: int | None,
+    on_damaged: OnDamaged | None = None,
 ) -> Plan[None]:
     only_id = ns = None
     if config is not None:
@@ -105,14 +131,19 @@ def plan_list(
         return None
     # Head keys arrive thread by thread (keys are grouped by thread); each thread is listed as
     # soon as its last namespace is seen, so results stream without listing the whole store.
-    prefix = keys.heads_prefix(thread_id if config is not None else None)
+    store_wide = config is None
+    prefix = keys.heads_prefix(thread_id if not store_wide else None)
     group: list[str] = []
     after = None
     while True:
         page = yield ListPage(prefix, start_after=after, max_keys=1000)
         for info in page.items:
+            if not keys.is_head_key(info.key):
+                if store_wide:
+                    report_damage(DamagedObject.foreign(info.key), on_damaged, "list")
+                continue  # not a head: never read
             if group and info.key.split("/")[1] != group[-1].split("/")[1]:
-                yield from _list_thread(saver, group, query)
+                yield from _list_contained(saver, group, query, store_wide, on_damaged)
                 if query.done:
                     return None
                 group = []
@@ -121,13 +152,32 @@ def plan_list(
             break
         after = page.items[-1].key
     if group:
-        yield from _list_thread(saver, group, query)
+        yield from _list_contained(saver, group, query, store_wide, on_damaged)
     return None
 
 
-def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan[None]:
+def _list_contained(
+    saver: SaverState, group: list[str], query: _ListQuery, store_wide: bool, on_damaged: OnDamaged | None
+) -> Plan[None]:
+    """``_list_thread``; in a store-wide list, an object it cannot read is reported and the walk
+    goes on with the next thread (what the thread emitted before it stands)."""
+    if not store_wide:
+        yield from _list_thread(saver, group, query)
+        return None
+    try:
+        yield from _list_thread(saver, group, query, contain=True, on_damaged=on_damaged)
+    except UNREADABLE as exc:
+        report_damage(DamagedObject.from_error(exc), on_damaged, "list")
+    return None
+
+
+def _list_thread(
+    saver: SaverState, group: list[str], query: _ListQuery, contain: bool = False, on_damaged: OnDamaged | None = None
+) -> Plan[None]:
     """Emit one thread's matching checkpoints (heads ``group``), newest first across its
-    namespaces. One round trip reads every head plus the first page of its writes."""
+    namespaces. One round trip reads every head plus the first page of its writes. With
+    ``contain`` (a store-wide list), a head that cannot be read is reported and its namespace
+    skipped."""
     ops: list[Any] = []
     for hk in group:
         ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
@@ -136,12 +186,13 @@ def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan
     for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
         if obj is None:
             continue
-        ids = ids_of_head_key(hk)
-        head = (saver._cache.head_with_etag(*ids, obj.etag) if ids else None) or rec_io.decode_head(
-            obj.body, key=obj.key
-        )
-        if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
-            raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)")
+        try:
+            head = _head_at(saver, hk, obj)
+        except UNREADABLE as exc:
+            if not contain:
+                raise
+            report_damage(DamagedObject.from_error(exc, hk), on_damaged, "list")
+            continue
         saver._cache.observe(head.thread_id, head.checkpoint_ns, head, obj.etag)
         if head.records:
             stream = _RecordStream(head.thread_id, head.checkpoint_ns, head, query.before_id)
@@ -204,6 +255,15 @@ def _list_thread(saver: SaverState, group: list[str], query: _ListQuery) -> Plan
     return None
 
 
+def _head_at(saver: SaverState, hk: str, obj: Any) -> Head:
+    """The head stored at ``hk`` (from the cache when its ETag is known), checked to belong there."""
+    ids = ids_of_head_key(hk)
+    head = (saver._cache.head_with_etag(*ids, obj.etag) if ids else None) or rec_io.decode_head(obj.body, key=obj.key)
+    if keys.head_key(head.thread_id, head.checkpoint_ns) != hk:
+        raise CorruptObjectError(hk, "head does not belong at this key (misplaced object)", "misplaced")
+    return head
+
+
 def _fill(saver: SaverState, stream: _RecordStream) -> Plan[None]:
     """Make sure ``stream.items`` is non-empty unless the namespace is exhausted."""
     while not stream.items and stream.segments:
@@ -225,19 +285,50 @@ def _fill(saver: SaverState, stream: _RecordStream) -> Plan[None]:
     return None
 
 
-def plan_heads_ids(saver: SaverState, prefix: str) -> Plan[list[tuple[str, str]]]:
+@dataclass
+class HeadsScan:
+    """The heads under a prefix: ``(thread_id, checkpoint_ns)`` of each, and what could not be
+    taken for one (a key that is not a head key; a hashed head that cannot be read)."""
+
+    ids: list[tuple[str, str]] = field(default_factory=list)
+    damaged: list[DamagedObject] = field(default_factory=list)
+
+
+def plan_heads_scan(saver: SaverState, prefix: str) -> Plan[HeadsScan]:
     """``(thread_id, checkpoint_ns)`` of every head under ``prefix``. The ids are decoded from
-    the keys; only a hashed (over-long) segment costs a GET of the head that stores the id."""
+    the keys; only a hashed (over-long) segment costs a GET of the head that stores the id.
+    Keys that are not head keys are reported, never read."""
     infos = yield from list_all(saver, prefix)
-    decoded = [ids_of_head_key(i.key) for i in infos]
-    hashed = [i.key for i, ids in zip(infos, decoded, strict=True) if ids is None]
+    scan = HeadsScan()
+    heads = []
+    for info in infos:
+        if keys.is_head_key(info.key):
+            heads.append(info)
+        else:
+            scan.damaged.append(DamagedObject.foreign(info.key))
+    decoded = [ids_of_head_key(i.key) for i in heads]
+    hashed = [i.key for i, ids in zip(heads, decoded, strict=True) if ids is None]
     found: dict[str, tuple[str, str]] = {}
     if hashed:
-        for obj in (yield Batch(tuple(Get(k) for k in hashed))):
-            if obj is not None:
-                head = rec_io.decode_head(obj.body, key=obj.key)
-                found[obj.key] = (head.thread_id, head.checkpoint_ns)
-    return [ids or found[i.key] for i, ids in zip(infos, decoded, strict=True) if ids or i.key in found]
+        for key, obj in zip(hashed, (yield Batch(tuple(Get(k) for k in hashed))), strict=True):
+            if obj is None:
+                continue
+            try:
+                head = _head_at(saver, key, obj)
+            except UNREADABLE as exc:
+                scan.damaged.append(DamagedObject.from_error(exc, key))
+                continue
+            found[key] = (head.thread_id, head.checkpoint_ns)
+    scan.ids = [ids or found[i.key] for i, ids in zip(heads, decoded, strict=True) if ids or i.key in found]
+    return scan
+
+
+def plan_heads_ids(saver: SaverState, prefix: str) -> Plan[list[tuple[str, str]]]:
+    """:func:`plan_heads_scan`'s ids; what it could not take is logged (WARNING) and left out."""
+    scan = yield from plan_heads_scan(saver, prefix)
+    for damaged in scan.damaged:
+        report_damage(damaged, None, "a listing of heads")
+    return scan.ids
 
 
 def plan_namespaces(saver: SaverState, thread_id: str) -> Plan[list[str]]:
@@ -318,8 +409,12 @@ def _delta_history_once(
 
 
 def ids_of_head_key(head_key: str) -> tuple[str, str] | None:
-    """``heads/{T}/{N}`` -> (thread id, namespace), or None if a segment is hashed."""
-    _, t, n = head_key.split("/")
+    """``heads/{T}/{N}`` -> (thread id, namespace), or None if a segment is hashed (or the key
+    is not a head key at all: :func:`keys.is_head_key` tells the two apart)."""
+    parts = head_key.split("/")
+    if len(parts) != 3:
+        return None
+    _, t, n = parts
     thread_id, ns = keys.decode_segment(t), keys.decode_segment(n)
     return None if thread_id is None or ns is None else (thread_id, ns)
 

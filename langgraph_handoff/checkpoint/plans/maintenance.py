@@ -5,6 +5,16 @@ at INFO). Each orders its writes so that a thread reads whole or empty at whatev
 stopped: ``delete_thread`` deletes the heads before the data, ``copy_thread`` writes them after
 it, and ``prune`` and ``delete_for_runs`` go through :mod:`.rewriting`. A leased session keeps
 its lease and fencing epoch through all of them, so a superseded owner's late write stays refused.
+
+A thread whose root head cannot be read is still deleted, without reading it: the damaged head
+is replaced by a tombstone by compare-and-swap on its own ETag (a head repaired meanwhile is read
+again instead), whose fencing epoch is :data:`LOST_EPOCH_GAP` above any still readable in the
+thread: the lease it may have held is lost with it, and a worker still holding that lease must
+stay refused, also after the next owner takes the session. Keys under the thread's ``heads/``
+prefix that are not head keys are not its heads and are left alone. ``prune`` and
+``delete_for_runs`` go on past a namespace they cannot read (left as it is) and raise
+:class:`~langgraph_handoff.errors.DamagedObjectsError` at the end, naming every such object;
+a key under ``heads/`` that is not a head key is only logged (it is not ours to read).
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backo
 from langgraph_handoff.checkpoint.ttl import restamp
 from langgraph_handoff.errors import (
     ConflictError,
+    CorruptObjectError,
+    DamagedObjectsError,
     InvalidConfigError,
     PreconditionFailedError,
     ThreadExistsError,
@@ -29,6 +41,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
@@ -37,18 +50,34 @@ log = logging.getLogger("langgraph_handoff")
 _PROGRESS_EVERY = 100
 #: head fields that belong to a session's ownership (see langgraph_handoff.ownership)
 _OWNERSHIP_KEYS = (LEASE_KEY, FENCE_KEY)
+#: How far above the highest fencing epoch still readable in a thread the tombstone of a root
+#: head that could not be read puts its epoch. That head may have held a session lease whose
+#: epoch is lost with it; an epoch grows by one per change of owner (a compare-and-swap of the
+#: root head each), so no lease can have got this far, and the next owner's epoch is above it.
+LOST_EPOCH_GAP = 1 << 32
 
 
 def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
     tid = keys.validate_thread_id(thread_id)
     root_key = keys.head_key(tid, "")
     for attempt in range(saver.layout.max_attempts):
-        heads = yield from listing.list_all(saver, keys.heads_prefix(tid))
+        listed = yield from listing.list_all(saver, keys.heads_prefix(tid))
+        heads = [i for i in listed if keys.is_head_key(i.key)]  # a stray file there is not this thread's
         data = yield from listing.list_all(saver, keys.thread_data_prefix(tid))
         root, etag = (None, None)
+        ownership: dict[str, Any] = {}
         if any(i.key == root_key for i in heads):
-            root, etag = reading.head_from(saver, (yield Get(root_key)), tid, "")
-        ownership = {k: v for k, v in (root.extra if root else {}).items() if k in _OWNERSHIP_KEYS}
+            obj = yield Get(root_key)
+            try:
+                root, etag = reading.head_from(saver, obj, tid, "")
+            except CorruptObjectError:
+                # Deleted without being read: whatever lease it held is lost, so its tombstone
+                # fences every epoch that lease can have had (LOST_EPOCH_GAP).
+                assert obj is not None
+                etag = obj.etag
+                ownership = {FENCE_KEY: (yield from _readable_fence(saver, tid, heads, root_key)) + LOST_EPOCH_GAP}
+        if root is not None:
+            ownership = {k: v for k, v in root.extra.items() if k in _OWNERSHIP_KEYS}
         if ownership:
             # A leased session keeps its lease (released) and fencing epoch, so the next owner
             # gets a higher epoch and the old one's late writes stay refused. The tombstone
@@ -62,7 +91,10 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
             try:
                 yield Put(root_key, tomb, if_match=etag)
             except (PreconditionFailedError, UnknownOutcomeError):
-                fresh, _ = reading.head_from(saver, (yield Get(root_key)), tid, "")
+                try:
+                    fresh, _ = reading.head_from(saver, (yield Get(root_key)), tid, "")
+                except CorruptObjectError:
+                    fresh = None  # still damaged, but not the bytes we decided on: decide again
                 if (
                     fresh is None
                     or fresh.records
@@ -85,6 +117,24 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
     )
 
 
+def _readable_fence(saver: SaverState, tid: str, heads: Sequence[Any], root_key: str) -> Plan[int]:
+    """The highest fencing epoch recorded in the thread's other heads that can be read (0 if
+    none): a subgraph head carries every epoch its root had since it was first written."""
+    others = [i.key for i in heads if i.key != root_key]
+    fence = 0
+    for chunk in chunks(others, 64):
+        for key, obj in zip(chunk, (yield Batch(tuple(Get(k) for k in chunk))), strict=True):
+            if obj is None:
+                continue
+            try:
+                head = rec_io.decode_head(obj.body, key=key)
+            except CorruptObjectError:
+                continue
+            value = head.extra.get(FENCE_KEY, 0)
+            fence = max(fence, value if isinstance(value, int) and not isinstance(value, bool) else 0)
+    return fence
+
+
 def plan_delete_for_runs(saver: SaverState, run_ids: Sequence[str]) -> Plan[None]:
     wanted = {str(r) for r in run_ids}
     if not wanted:
@@ -94,13 +144,32 @@ def plan_delete_for_runs(saver: SaverState, run_ids: Sequence[str]) -> Plan[None
         return {i for i, r in records.items() if saver.serde.loads_typed(r.metadata).get("run_id") in wanted}
 
     scanned = removed = 0
-    for thread_id, ns in (yield from listing.plan_heads_ids(saver, keys.heads_prefix())):
-        removed += yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose)
+    scan = yield from listing.plan_heads_scan(saver, keys.heads_prefix())
+    damaged = _unreadable(scan.damaged, "delete_for_runs")
+    for thread_id, ns in scan.ids:
+        try:
+            removed += yield from rewriting.plan_rewrite_namespace(saver, thread_id, ns, choose)
+        except listing.UNREADABLE as exc:  # reported at the end; the other threads go on
+            damaged.append(DamagedObject.from_error(exc))
         scanned += 1
         if scanned % _PROGRESS_EVERY == 0:
             log.info("delete_for_runs: %d namespaces scanned, %d checkpoints removed so far", scanned, removed)
     log.info("delete_for_runs: done; %d namespaces scanned, %d checkpoints removed", scanned, removed)
+    if damaged:
+        raise DamagedObjectsError("delete_for_runs", damaged)
     return None
+
+
+def _unreadable(damaged: Sequence[DamagedObject], walk: str) -> list[DamagedObject]:
+    """Of what a listing of heads could not take, the heads of ours that cannot be read (raised
+    at the end of the walk); keys that are not head keys are not ours, only logged."""
+    out = []
+    for d in damaged:
+        if d.reason == "not_a_head":
+            listing.report_damage(d, None, walk)
+        else:
+            out.append(d)
+    return out
 
 
 def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
@@ -108,19 +177,27 @@ def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> P
         raise TypeError("prune takes a sequence of thread ids, not a single string; wrap it in a list")
     if strategy not in ("keep_latest", "delete"):
         raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-    for done, raw in enumerate(thread_ids, 1):
-        tid = keys.validate_thread_id(raw)
+    tids = [keys.validate_thread_id(raw) for raw in thread_ids]  # all checked before anything changes
+    damaged: list[DamagedObject] = []
+    for done, tid in enumerate(tids, 1):
         if strategy == "delete":
-            yield from plan_delete_thread(saver, tid)
+            yield from plan_delete_thread(saver, tid)  # deletes a damaged thread without reading it
         else:
             removed = 0
-            for ns in (yield from listing.plan_namespaces(saver, tid)):
-                removed += yield from rewriting.plan_rewrite_namespace(
-                    saver, tid, ns, partial(rewriting.keep_latest_drop, saver)
-                )
+            scan = yield from listing.plan_heads_scan(saver, keys.heads_prefix(tid))
+            damaged += _unreadable(scan.damaged, "prune")
+            for _tid, ns in scan.ids:
+                try:
+                    removed += yield from rewriting.plan_rewrite_namespace(
+                        saver, tid, ns, partial(rewriting.keep_latest_drop, saver)
+                    )
+                except listing.UNREADABLE as exc:  # reported at the end; the other namespaces go on
+                    damaged.append(DamagedObject.from_error(exc))
             log.debug("prune: thread %r: %d checkpoints removed", tid, removed)
         if done % _PROGRESS_EVERY == 0:
-            log.info("prune(%s): %d of %d threads done", strategy, done, len(thread_ids))
+            log.info("prune(%s): %d of %d threads done", strategy, done, len(tids))
+    if damaged:
+        raise DamagedObjectsError(f"prune({strategy})", damaged)
     return None
 
 

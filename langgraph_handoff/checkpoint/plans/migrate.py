@@ -24,6 +24,11 @@ A kill at any point leaves the namespace reading as before: the old head or the 
 documents perhaps already rewritten, and at worst objects nothing references (``verify`` lists
 them, ``delete_thread`` removes them). Current records are skipped, so a rerun finishes what was
 left and never migrates a checkpoint twice.
+
+Damage: a thread with an object that cannot be read fails (``"failed"``, the object in its
+``damaged`` list) and is left exactly as it was; a key under ``heads/`` that is not a head key
+(a stray file) is reported in ``MigrationSummary.foreign`` and never read. The run goes on with
+every other thread, and does not stamp the format marker.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
+from langgraph_handoff.errors import CorruptObjectError
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.envelope import FORMAT_VERSION
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
@@ -68,6 +75,8 @@ class ThreadMigration:
     #: compare-and-swap races lost to concurrent writers (each one re-read and redone)
     retries: int = 0
     error: str | None = None
+    #: the objects of the thread that could not be read (it failed on the first; left as it was)
+    damaged: list[DamagedObject] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,7 +84,8 @@ class ThreadMigration:
     @classmethod
     def failure(cls, thread_id: str, exc: BaseException) -> ThreadMigration:
         """A thread that could not be migrated: the run reports it and goes on with the others."""
-        return cls(thread_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+        damaged = [DamagedObject.from_error(exc)] if isinstance(exc, listing.UNREADABLE) else []
+        return cls(thread_id, status="failed", error=f"{type(exc).__name__}: {exc}", damaged=damaged)
 
 
 @dataclass
@@ -87,9 +97,17 @@ class MigrationSummary:
     seconds: float
     #: whether the store's format marker was stamped with the current format (full, clean runs)
     marked: bool = False
+    #: keys under ``heads/`` that are not head keys, and hashed heads that could not be read for
+    #: their thread id: reported, never read further (the threads they belong to are unknown)
+    foreign: list[DamagedObject] = field(default_factory=list)
 
     def count(self, *statuses: str) -> int:
         return sum(r.status in statuses for r in self.results)
+
+    @property
+    def damaged(self) -> list[DamagedObject]:
+        """Every object the run could not read: ``foreign`` and each failed thread's."""
+        return [*self.foreign, *(d for r in self.results for d in r.damaged)]
 
     @property
     def failed(self) -> int:
@@ -105,6 +123,7 @@ class MigrationSummary:
             "checkpoints": sum(r.checkpoints for r in self.results),
             "objects": sum(r.objects for r in self.results),
             "retries": sum(r.retries for r in self.results),
+            "damaged": len(self.damaged),
             "dry_run": self.dry_run,
             "seconds": round(self.seconds, 3),
         }
@@ -184,18 +203,22 @@ def _same_checkpoint(a: rec_io.Record, b: rec_io.Record) -> bool:
     return replace(a, writes={}) == replace(b, writes={})
 
 
-def plan_migration_targets(saver: SaverState, thread_ids: Sequence[str] | None) -> Plan[dict[str, list[str] | None]]:
-    """Thread id -> its namespaces (None: list them when the thread's turn comes). Every
-    thread of the store comes from one listing of the heads, namespaces included, which
-    saves a LIST per thread; named threads are validated and taken once each."""
+def plan_migration_targets(
+    saver: SaverState, thread_ids: Sequence[str] | None
+) -> Plan[tuple[dict[str, list[str] | None], list[DamagedObject]]]:
+    """Thread id -> its namespaces (None: list them when the thread's turn comes), and the keys
+    under ``heads/`` that could not be taken for a thread's head. Every thread of the store comes
+    from one listing of the heads, namespaces included, which saves a LIST per thread; named
+    threads are validated and taken once each."""
     if thread_ids is None:
         found: dict[str, list[str] | None] = {}
-        for tid, ns in (yield from listing.plan_heads_ids(saver, keys.heads_prefix())):
+        scan = yield from listing.plan_heads_scan(saver, keys.heads_prefix())
+        for tid, ns in scan.ids:
             found.setdefault(tid, []).append(ns)  # type: ignore[union-attr]
-        return dict(sorted(found.items()))
+        return dict(sorted(found.items())), scan.damaged
     if isinstance(thread_ids, str):
         raise TypeError("migrate takes a sequence of thread ids, not a single string; wrap it in a list")
-    return dict.fromkeys(keys.validate_thread_id(t) for t in thread_ids)
+    return dict.fromkeys(keys.validate_thread_id(t) for t in thread_ids), []
 
 
 def plan_migrate_thread(
@@ -204,7 +227,11 @@ def plan_migrate_thread(
     tid = keys.validate_thread_id(thread_id)
     result = ThreadMigration(tid)
     if namespaces is None:
-        namespaces = yield from listing.plan_namespaces(saver, tid)
+        scan = yield from listing.plan_heads_scan(saver, keys.heads_prefix(tid))
+        unreadable = [d for d in scan.damaged if d.reason != "not_a_head"]
+        if unreadable:  # a hashed head of the thread: fail on it, as on any other damaged head
+            raise CorruptObjectError(unreadable[0].key, unreadable[0].detail, unreadable[0].reason)
+        namespaces = [ns for _t, ns in scan.ids]
     found = False
     for ns in namespaces:
         counts = yield from _migrate_namespace(saver, tid, ns, dry_run)

@@ -75,6 +75,7 @@ def head_from(
             obj.key,
             f"head belongs to thread {head.thread_id!r} namespace {head.checkpoint_ns!r}, "
             f"not {thread_id!r} {ns!r} (misplaced object)",
+            "misplaced",
         )
     return head, obj.etag
 
@@ -91,6 +92,7 @@ def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.Segm
     return CorruptObjectError(
         keys.segment_key(thread_id, ns, ref.key),
         "the head lists this history segment but it is missing",
+        "missing",
     )
 
 
@@ -136,7 +138,9 @@ def decode_writes_doc(
 ) -> rec_io.WritesDoc:
     doc = rec_io.decode_writes(obj.body, key=obj.key)
     if (doc.thread_id, doc.checkpoint_ns, doc.checkpoint_id) != (thread_id, ns, checkpoint_id):
-        raise CorruptObjectError(obj.key, "writes document belongs to another checkpoint (misplaced object)")
+        raise CorruptObjectError(
+            obj.key, "writes document belongs to another checkpoint (misplaced object)", "misplaced"
+        )
     return doc
 
 
@@ -205,7 +209,7 @@ def fetch(
         payload = table.get(origin, {}).get(ch)
         if payload is None:
             raise CorruptObjectError(
-                keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}"
+                keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
             )
         bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, rec_io.BlobRef) else ""
         values[ch] = _value(saver, payload, blobs, bkey)

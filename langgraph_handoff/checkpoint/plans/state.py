@@ -148,7 +148,7 @@ class Vanished(Exception):
 
     def corrupt(self) -> CorruptObjectError:
         return CorruptObjectError(
-            self.key, f"checkpoint {self.checkpoint_id!r} references this value but it is missing"
+            self.key, f"checkpoint {self.checkpoint_id!r} references this value but it is missing", "missing"
         )
 
 

@@ -57,6 +57,11 @@ the old stamp, so the thread stays expired: it is reported ``"kept"`` with ``lat
 its head, remembered under its ETag with nothing left to prune, is not read again until it
 changes.
 
+Damage: a thread whose head cannot be read is reported ``"failed"`` with the object in its
+``damaged`` list and left as it is (deleting what cannot be read is ``delete_thread``'s call, not
+a sweep's); a key under ``heads/`` that is not a head key is reported in ``SweepResult.foreign``
+and never read. The sweep goes on with every other thread.
+
 Requests: see :meth:`~langgraph_handoff.ObjectStoreSaver.sweep`.
 """
 
@@ -81,9 +86,15 @@ from langgraph_handoff.checkpoint.ttl import (
     swept_mark,
     swept_of,
 )
-from langgraph_handoff.errors import LangGraphHandoffError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    LangGraphHandoffError,
+    PreconditionFailedError,
+    UnknownOutcomeError,
+)
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.format.records import Head, Record
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
@@ -199,6 +210,8 @@ class _Reads:
 
     seen: dict[str, _Seen] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    #: the heads among ``failed`` that cannot be read (damaged, or from a newer release)
+    damaged: dict[str, DamagedObject] = field(default_factory=dict)
 
 
 def _nothing_to_do(
@@ -239,7 +252,10 @@ def plan_sweep(
     result = SweepResult(dry_run=dry_run, strategy=strategy, now=now)
     groups: dict[str, list[ObjectInfo]] = {}
     for info in (yield from listing.list_all(saver, keys.heads_prefix())):
-        groups.setdefault(info.key.split("/")[1], []).append(info)
+        if keys.is_head_key(info.key):
+            groups.setdefault(info.key.split("/")[1], []).append(info)
+        else:
+            result.foreign.append(DamagedObject.foreign(info.key))  # a stray file: never read
     if on_start is not None:
         on_start(len(groups))
     memo = _sweep_memo(saver)
@@ -268,9 +284,11 @@ def plan_sweep(
                         raise obj
                     head = rec_io.decode_head(obj.body, key=key)
                     if keys.head_key(head.thread_id, head.checkpoint_ns) != key:
-                        raise LangGraphHandoffError(f"head at {key!r} belongs elsewhere (misplaced object)")
+                        raise CorruptObjectError(key, "head belongs elsewhere (misplaced object)", "misplaced")
                 except LangGraphHandoffError as exc:
                     reads.failed[key] = f"{type(exc).__name__}: {exc}"
+                    if isinstance(exc, listing.UNREADABLE):
+                        reads.damaged[key] = DamagedObject.from_error(exc, key)
                     continue
                 reads.seen[key] = memo[key] = _seen(head, obj.etag, saver)
         for i, group in enumerate(chunk):
@@ -284,6 +302,8 @@ def plan_sweep(
                 ids = listing.ids_of_head_key(group[0].key)
                 tid = ids[0] if ids else group[0].key.split("/")[1]
                 outcome = ThreadSweep(tid, "failed", error=f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, listing.UNREADABLE):
+                    outcome.damaged.append(DamagedObject.from_error(exc))
             if outcome is None:
                 continue
             if outcome.status in ("deleted", "would delete", "pruned", "would prune"):
@@ -302,7 +322,8 @@ def _sweep_group(
     ids = listing.ids_of_head_key(group[0].key)
     thread_id = known[0].thread_id if known else ids[0] if ids else group[0].key.split("/")[1]
     if errors:
-        return ThreadSweep(thread_id, "failed", error="; ".join(errors))
+        damaged = [reads.damaged[i.key] for i in group if i.key in reads.damaged]
+        return ThreadSweep(thread_id, "failed", error="; ".join(errors), damaged=damaged)
     if not known:
         return None  # every head vanished since the listing: someone deleted the thread
     if any(s.pending for s in known):

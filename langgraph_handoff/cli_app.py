@@ -1,0 +1,265 @@
+"""What every ``langgraph-handoff`` command shares: the typer app, the common options, opening
+the store, loading ``--migrations``, printing, and the next step an error names.
+
+The commands themselves live by concern: :mod:`langgraph_handoff.cli_threads` (reading threads:
+``threads``, ``history``, ``show``, ``diff``, ``verify``), :mod:`langgraph_handoff.cli_maintenance`
+(changing them: ``prune``, ``copy``, ``delete``, ``sweep``, ``migrate``) and
+:mod:`langgraph_handoff.cli` (the entry point: ``setup``, ``doctor``, ``sessions`` and the
+``team`` commands).
+
+**Errors name the next step.** A typed error raised while a command works on a store gets the
+command to run next printed under it, with the store's URL and the thread filled in
+(:func:`next_step`): the ``delete --force`` that removes a thread whose head cannot be read, the
+``--migrations`` that reads a thread a migration moved to a newer state schema.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shlex
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+from urllib.parse import unquote, urlparse
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from langgraph_handoff._version import __version__
+from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    DamagedObjectsError,
+    EnvelopeVersionError,
+    InvalidConfigError,
+    LangGraphHandoffError,
+    MigrationError,
+    SchemaVersionError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+)
+from langgraph_handoff.format import keys
+from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.migrations import SchemaMigrations
+
+__all__ = ["Json", "Migrations", "Ns", "Url", "app", "load_migrations", "main", "next_step", "open_saver"]
+
+app = typer.Typer(
+    name="langgraph-handoff",
+    help="Inspect, maintain and migrate what a langgraph-handoff store holds.",
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# The arguments every command shares, declared once.
+Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
+Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+Migrations = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+    typer.Option(
+        "--migrations",
+        metavar="MODULE:NAME",
+        help="your SchemaMigrations (e.g. myapp.schema:migrations, imported as `python -m` would, from the "
+        "current directory first), to read and migrate threads a migration moved to a newer state schema",
+    ),
+]
+Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
+
+
+def load_migrations(spec: str | None) -> SchemaMigrations | None:
+    """``module:attribute`` (``:attribute`` defaults to ``migrations``) naming a SchemaMigrations,
+    imported as ``python -m`` would: from the current directory first, so ``--migrations
+    myapp.schema:migrations`` works from the project directory as the README shows. The
+    directory is on ``sys.path`` for that import only (when it was not there already).
+
+    >>> load_migrations("langgraph_handoff.nosuch:migrations")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: --migrations 'langgraph_handoff.nosuch:migrations': no module named 'langgraph_handoff.nosuch' (looked in the current directory ... and sys.path). Run the command from your project's directory, or set PYTHONPATH to the directory that holds the package.
+    """
+    if spec is None:
+        return None
+    module, _, name = spec.partition(":")
+    name = name or "migrations"
+    if not module or not name.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        raise InvalidConfigError(
+            f"--migrations {spec!r}: give MODULE:NAME, a dotted module path and the name of your SchemaMigrations "
+            "in it (e.g. myapp.schema:migrations)"
+        )
+    cwd = os.getcwd()
+    here = {str(Path(p or ".").resolve()) for p in sys.path}
+    added = str(Path(cwd).resolve()) not in here
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            raise InvalidConfigError(
+                f"--migrations {spec!r}: no module named {exc.name!r} (looked in the current directory {cwd} "
+                "and sys.path). Run the command from your project's directory, or set PYTHONPATH to the "
+                "directory that holds the package."
+            ) from None
+        raise InvalidConfigError(f"--migrations {spec!r}: importing {module!r} failed: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing: say which and why
+        raise InvalidConfigError(
+            f"--migrations {spec!r}: importing {module!r} failed ({type(exc).__name__}: {exc})"
+        ) from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+    obj = getattr(loaded, name, None)
+    if obj is None:
+        found = sorted(k for k, v in vars(loaded).items() if isinstance(v, SchemaMigrations))
+        also = f" (it has SchemaMigrations {', '.join(found)})" if found else ""
+        raise InvalidConfigError(f"--migrations {spec!r}: module {module!r} has no attribute {name!r}{also}")
+    if not isinstance(obj, SchemaMigrations):
+        raise InvalidConfigError(f"--migrations {spec!r} is a {type(obj).__name__}, not a SchemaMigrations")
+    return obj
+
+
+def _cmd(*words: str) -> str:
+    """A command line to run next, quoted for a POSIX shell."""
+    return "`langgraph-handoff " + " ".join(shlex.quote(w) for w in words) + "`"
+
+
+def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None) -> str | None:
+    """The command to run after ``exc``, on the store at ``url`` (None when the message says
+    all there is to say)."""
+    if isinstance(exc, CorruptObjectError):
+        thread = keys.thread_of_key(exc.key)
+        if thread is not None:
+            return (
+                f"{_cmd('verify', url, '--thread', thread)} lists what is damaged; if the thread's state is "
+                f"expendable, {_cmd('delete', url, thread, '--yes', '--force')} deletes it without reading it"
+            )
+        if exc.key == keys.FORMAT_MARKER_KEY:
+            return f"delete the object {exc.key!r}, then {_cmd('setup', url)} writes it again"
+        return f"{_cmd('verify', url)} lists every damaged object"
+    if isinstance(exc, DamagedObjectsError):
+        return f"{_cmd('verify', url)} lists every damaged object"
+    if isinstance(exc, SchemaVersionError):
+        if migrations is None:
+            return (
+                f"checkpoints in state schema {exc.found} were written (or migrated) with your SchemaMigrations: "
+                "pass them, e.g. --migrations myapp.schema:migrations, run from your project's directory"
+            )
+        return (
+            f"--migrations {migrations} knows state schemas up to {exc.supported}, the store holds {exc.found}: "
+            "point --migrations at the SchemaMigrations your newest workers deploy"
+        )
+    if isinstance(exc, MigrationError):
+        return f"{_cmd('migrate', url, '--migrations', migrations or 'MODULE:NAME')} rewrites the thread"
+    if isinstance(exc, EnvelopeVersionError):
+        return "pip install -U langgraph-handoff, then run the command again"
+    if isinstance(exc, ThreadNotFoundError):
+        return f"{_cmd('threads', url)} lists the threads this store holds"
+    if isinstance(exc, ThreadExistsError):
+        return f"{_cmd('delete', url, exc.thread_id, '--yes')} first, or choose another target id"
+    return None
+
+
+@contextmanager
+def open_saver(url: str, migrations: str | None, *, create: bool = False) -> Iterator[ObjectStoreSaver]:
+    """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
+    would otherwise create an empty store and report nothing to do), except for ``setup``. A
+    typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints."""
+    parsed = urlparse(url)
+    if parsed.scheme.lower() == "file" and not create:
+        path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
+        if not path.is_dir():
+            raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
+    with ObjectStoreSaver.from_url(url, migrations=load_migrations(migrations)) as saver:
+        try:
+            yield saver
+        except LangGraphHandoffError as exc:
+            if getattr(exc, "next_step", None) is None:
+                exc.next_step = next_step(exc, url, migrations)  # type: ignore[attr-defined]
+            raise
+
+
+def out(as_json: bool, obj: Any, text: str) -> None:
+    print(json.dumps(obj, ensure_ascii=False, default=str) if as_json else text)
+
+
+def document(as_json: bool, obj: Any) -> None:
+    print(json.dumps(obj, indent=None if as_json else 2, ensure_ascii=False, default=str))
+
+
+def report_damaged(as_json: bool, damaged: Sequence[DamagedObject], console: Console | None = None) -> None:
+    """Objects a command skipped because it could not read them: with ``--json`` one
+    ``{"damaged": {...}}`` line each on stdout (beside the command's own lines), else one line
+    each on stderr (or ``console``: a progress bar's)."""
+    for d in damaged:
+        if as_json:
+            print(json.dumps({"damaged": d.as_dict()}, ensure_ascii=False), flush=True)
+            continue
+        if console is not None:
+            console.print(f"[red]skipped[/red] {escape(d.key)} ({d.reason}): {escape(d.detail)}")
+        else:
+            print(f"langgraph-handoff: skipped {d.key} ({d.reason}): {d.detail}", file=sys.stderr)
+
+
+@contextmanager
+def progress_pass(
+    url: str, migrations: str | None, what: str, as_json: bool
+) -> Iterator[tuple[ObjectStoreSaver, Progress, TaskID]]:
+    """The saver and a progress bar on stderr for a pass over every thread (``sweep``,
+    ``migrate``); the bar's total is set once the pass knows how many threads there are. Hidden
+    with ``--json``."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with open_saver(url, migrations) as saver, Progress(*columns, console=Console(stderr=True), disable=as_json) as bar:
+        yield saver, bar, bar.add_task(what, total=None)
+
+
+def summary_table(as_json: bool, summary: dict[str, Any], title: str, columns: dict[str, str]) -> None:
+    """A pass's summary: one JSON line with ``--json``, else a one-row table of ``columns``
+    (summary field -> column name)."""
+    if as_json:
+        print(json.dumps({"summary": summary}))
+        return
+    table = Table(title=title)
+    for name in columns.values():
+        table.add_column(name, justify="right")
+    table.add_row(*(str(summary[field]) for field in columns))
+    Console(width=140).print(table)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"langgraph-handoff {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Inspect, maintain and migrate what a langgraph-handoff store holds."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 1 problems found, 2 bad input)."""
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="langgraph-handoff")
+    except SystemExit as exc:  # typer ends every run this way, with the command's exit code
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except LangGraphHandoffError as exc:
+        print(f"langgraph-handoff: {exc}", file=sys.stderr)
+        hint = getattr(exc, "next_step", None)
+        if hint:
+            print(f"langgraph-handoff: next: {hint}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,56 @@
+"""The ``langgraph-handoff`` commands about the store itself: ``setup`` (probe it once, write its
+format marker) and ``doctor`` (can it be trusted?), registered on :data:`langgraph_handoff.cli_app.app`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from langgraph_handoff.cli_app import Json, Migrations, Url, app, open_saver, out
+from langgraph_handoff.format import envelope
+
+__all__ = ["doctor", "setup"]
+
+
+@app.command()
+def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
+    """Check a store is reachable and write its format marker."""
+    with open_saver(url, migrations, create=True) as saver:
+        saver.setup()
+        out(
+            as_json,
+            {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
+            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
+        )
+
+
+@app.command()
+def doctor(
+    url: Url,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="timed rounds per operation")] = 5,
+    as_json: Json = False,
+) -> None:
+    """Probe the store: create-only and compare-and-swap PUTs, ETag quoting, conditional delete,
+    list-after-write, median latency per operation (exit 1 on a store that cannot be trusted)."""
+    from langgraph_handoff.checkpoint import driver
+    from langgraph_handoff.probe import plan_report
+
+    with open_saver(url, None, create=True) as saver:
+        quoting = getattr(saver.store, "quoting", None)
+        report = driver.run(saver.store, plan_report(repr(saver.store), rounds=rounds, quoting=quoting))
+    latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
+    text = (
+        f"{report.store}\n"
+        f"  create-only PUT (If-None-Match: *): {report.create_only}\n"
+        f"  compare-and-swap PUT (If-Match):    {report.compare_and_swap}\n"
+        f"  ETag quoting in If-Match:           {report.etag_quoting}\n"
+        f"  conditional DELETE:                 {report.conditional_delete} (never relied upon)\n"
+        f"  list after write:                   {report.list_after_write}\n"
+        f"  median latency:                     {latency}\n"
+        + ("ok: the saver can use this store" if report.trusted else "UNSAFE: " + "; ".join(report.problems))
+    )
+    out(as_json, report.to_dict(), text)
+    if not report.trusted:
+        raise typer.Exit(1)
