@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -582,15 +583,25 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                 return ThreadMigration.failure(thread_id, exc)
 
-        pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
-        futures = [pool.submit(one, t) for t in targets]
+        width = max(1, concurrency)
+        pool = ThreadPoolExecutor(width, thread_name_prefix="migrate")
+        # Only ``width`` threads are handed to the pool at a time, the next one as a result is
+        # reported: when reporting fails or Ctrl-C comes, at most the ones under way finish.
+        waiting = iter(targets)
+        futures = [pool.submit(one, t) for t in itertools.islice(waiting, width)]
+        in_flight = set(futures)
         reported: set[int] = set()
         try:
-            for future in as_completed(futures):
-                results.append(future.result())
-                reported.add(id(future))
-                if on_result is not None:
-                    on_result(results[-1])
+            while in_flight:
+                done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results.append(future.result())
+                    reported.add(id(future))
+                    if on_result is not None:
+                        on_result(results[-1])
+                more = [pool.submit(one, t) for t in itertools.islice(waiting, len(done))]
+                futures += more
+                in_flight.update(more)
         except BaseException:
             # Ctrl-C, or on_result failing (a closed pipe): threads not started yet never start;
             # the ones under way finish their thread (each is safe to stop between threads) and
