@@ -24,7 +24,7 @@ Threads written by a saver with state-schema migrations need ``--migrations modu
 app's ``SchemaMigrations``); without it such checkpoints are refused, never misread. ``migrate``
 rewrites old threads into that schema and the current storage format, while workers keep running.
 ``URL`` is what ``ObjectStoreSaver.from_url`` takes: ``file:///dir``, ``s3://bucket/prefix`` (with
-``?endpoint_url=...``), ``memory://``. Every command takes ``--json`` for scripts (one JSON
+``?endpoint_url=...``), ``az://container/prefix``, ``gs://bucket/prefix``, ``memory://``. Every command takes ``--json`` for scripts (one JSON
 document, or one per line for listings). Exit codes: 0 ok, 1 problems found (``doctor`` on a store
 that does not enforce conditional writes, ``verify``, a thread ``sweep`` could not read,
 ``sessions``, a failed ``migrate``, ``team status`` with a stalled or failed member, ``team dead``
@@ -74,7 +74,13 @@ app = typer.Typer(
 )
 
 # The arguments every command shares, declared once.
-Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
+Url = Annotated[
+    str,
+    typer.Argument(
+        help="file:///dir, s3://bucket/prefix[?endpoint_url=...], az://container/prefix, gs://bucket/prefix "
+        "or memory:// (unknown parameters are refused)"
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 Migrations = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too

@@ -131,6 +131,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         layout: Layout | None = None,
+        cache_size: int = 1024,
+        cache_bytes: int = 64 * 1024 * 1024,
         migrations: SchemaMigrations | None = None,
         ttl: Mapping[str, Any] | TTLSettings | None = None,
         clock: Callable[[], float] | None = None,
@@ -141,19 +143,36 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name);
         * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`;
         * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain, on the obstore
-          transport when it is installed, else boto3 (:mod:`langgraph_handoff.stores.urls`).
-          Query parameters ``endpoint_url``, ``region`` and ``transport`` are read, e.g.
-          ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
+          transport when it is installed, else boto3. Query parameters ``endpoint_url``,
+          ``region``, ``transport`` and ``async_io``, e.g.
+          ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``;
+        * ``az://container/prefix``: Azure Blob Storage (the ``obstore`` extra); query parameters
+          ``account_name`` (or ``account``) and ``endpoint_url``; keys as keyword arguments or
+          ``AZURE_STORAGE_*`` variables, never in the URL;
+        * ``gs://bucket/prefix``: Google Cloud Storage (the ``gcs`` extra); query parameters
+          ``endpoint_url`` (an emulator) and ``project``.
 
         ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport);
-        ``serde``, ``layout``, ``migrations``, ``ttl`` and ``clock`` to the saver's.
+        ``serde``, ``layout``, ``cache_size``, ``cache_bytes``, ``migrations``, ``ttl`` and ``clock``
+        to the saver's. An unknown query parameter or keyword argument raises
+        :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones: a typo
+        such as ``?endpoint=`` must not send the saver to AWS (:mod:`langgraph_handoff.stores.urls`).
 
         >>> with ObjectStoreSaver.from_url("memory://") as saver:
         ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         True
         """
         store = store_from_url(url, **store_kwargs)
-        return cls(store, serde=serde, layout=layout, migrations=migrations, ttl=ttl, clock=clock)
+        return cls(
+            store,
+            serde=serde,
+            layout=layout,
+            cache_size=cache_size,
+            cache_bytes=cache_bytes,
+            migrations=migrations,
+            ttl=ttl,
+            clock=clock,
+        )
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreSaver:
