@@ -21,7 +21,11 @@ The outcomes are exactly :class:`~langgraph_handoff.stores.s3.S3Store`'s and ``O
   which the saver settles by re-reading; a connection that failed before anything was sent is
   tried again;
 * 3xx (a wrong region or endpoint), 401 and 403 are :class:`~langgraph_handoff.errors.StoreError`
-  saying what to check.
+  saying what to check;
+* a response the HTTP client refuses to read (:class:`~.loop_http.MalformedResponse`: bad
+  framing, a head over 64 KiB) is never retried, since the same server would answer the same:
+  :class:`~langgraph_handoff.errors.StoreError` for an idempotent request, and
+  :class:`~langgraph_handoff.errors.UnknownOutcomeError` for a conditional PUT (it was sent).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import ListResult, ObjectInfo, StoredObject, validate_key, validate_prefix
-from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin, Response
+from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, MalformedResponse, Origin, Response
 from langgraph_handoff.stores.s3_compat import EtagQuoting, no_such_bucket, strip_etag
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
 
@@ -227,6 +231,11 @@ class LoopS3:
         for attempt in range(self.max_retries + 1):
             try:
                 response: Response = await call()
+            except MalformedResponse as exc:
+                raise StoreError(
+                    f"S3 {what}: the server's response cannot be read ({exc}); check that the endpoint is an "
+                    "S3 server (a proxy, or a TLS port spoken to in plain HTTP, answers like this). Not retried."
+                ) from None
             except ConnectionFailed as exc:
                 last = str(exc)
             else:
