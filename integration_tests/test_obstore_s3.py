@@ -347,3 +347,29 @@ async def test_a_caller_header_with_inner_spaces_is_signed_correctly() -> None:
         assert (await store.aget("sync")) is not None
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("value", ["café", "☃ snow"])
+async def test_a_non_ascii_header_value_is_accepted_on_every_path(value: str) -> None:
+    """Found by a new user: a non-ASCII extra header value worked through boto3 and obstore but
+    failed on the loop path only: ``é`` with 403 SignatureDoesNotMatch (signed as UTF-8, sent as
+    latin-1; reported as a credentials problem), ``☃`` with a bare UnicodeEncodeError. RGW
+    accepts the UTF-8 that all three now send and sign."""
+    from langgraph_handoff.stores.s3 import S3Store
+
+    _need_s3()
+    prefix = f"t-{uuid.uuid4().hex}"
+    headers = {"X-Amz-Meta-Note": value}
+    store = ObstoreS3Store(
+        S3_BUCKET, prefix=prefix, endpoint_url=S3_ENDPOINT, create_bucket=True, headers=headers, async_io="loop"
+    )
+    boto = S3Store(S3_BUCKET, prefix=prefix, endpoint_url=S3_ENDPOINT, headers=headers)
+    try:
+        assert store._wire is not None
+        store.put("sync", b"1")
+        await store.aput("async", b"2", if_none_match=True)
+        await asyncio.to_thread(boto.put, "boto3", b"3")
+        assert [(await store.aget(k)).body for k in ("sync", "async", "boto3")] == [b"1", b"2", b"3"]  # type: ignore[union-attr]
+    finally:
+        await store.aclose()
+        boto.close()

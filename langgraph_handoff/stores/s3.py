@@ -46,7 +46,7 @@ from langgraph_handoff.stores.base import (
     validate_prefix,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
-from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
+from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
 __all__ = ["S3Store"]
@@ -93,7 +93,9 @@ class S3Store(StoreBase):
         extra_retries: int = 4,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.bucket = bucket
+        self.bucket = check_bucket(bucket, arn=True)  # botocore would only refuse it at the first request
+        if region_name is not None:
+            check_region(region_name)
         prefix = prefix.strip("/")
         self.prefix = validate_prefix(prefix + "/") if prefix else ""
         self._owns_client = client is None

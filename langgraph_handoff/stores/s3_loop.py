@@ -47,7 +47,15 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores.base import ListResult, ObjectInfo, StoredObject, validate_key, validate_prefix
 from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, MalformedResponse, Origin, Response
-from langgraph_handoff.stores.s3_compat import EtagQuoting, no_such_bucket, strip_etag
+from langgraph_handoff.stores.s3_compat import (
+    EtagQuoting,
+    check_bucket,
+    check_headers,
+    check_region,
+    no_such_bucket,
+    strip_etag,
+    virtual_hostable,
+)
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
 
 __all__ = ["KeySource", "LoopS3", "StaticKeys", "proxy_applies"]
@@ -150,7 +158,8 @@ class LoopS3:
         bucket: the bucket.
         prefix: the store's key prefix (``""`` or ending in ``/``), put before every key.
         endpoint_url: an S3-compatible server (path-style addressing), or None for AWS
-            (virtual-hosted addressing, ``https://BUCKET.s3.REGION.amazonaws.com``).
+            (virtual-hosted addressing, ``https://BUCKET.s3.REGION.amazonaws.com``, for the
+            buckets a host name can carry; path-style for the others, as botocore does).
         region: the signing region.
         keys: the credentials to sign with (:class:`KeySource`; renewed by their owner, fetched
             in a worker thread when due, so no refresh ever blocks the loop).
@@ -174,9 +183,10 @@ class LoopS3:
         timeout: float = 30.0,
         max_connections: int = 64,
     ) -> None:
-        self.bucket = bucket
+        # a ':' '#' or '/' in either would send the signed request to another host or bucket
+        self.bucket = check_bucket(bucket)
         self.prefix = prefix
-        self.region = region
+        self.region = check_region(region)
         self.endpoint_url = endpoint_url
         self._keys = keys
         self.quoting = quoting
@@ -185,7 +195,7 @@ class LoopS3:
         if endpoint_url:
             base = endpoint_url.rstrip("/")
             self._root = quote_path(urlsplit(base).path + "/" + bucket)  # path-style: /[base/]bucket
-        elif "." in bucket:  # a dotted bucket does not match the wildcard certificate
+        elif not virtual_hostable(bucket):  # dotted (the wildcard certificate), upper case, '_': path-style
             base = f"https://s3.{region}.amazonaws.com"
             self._root = quote_path("/" + bucket)
         else:
@@ -193,7 +203,7 @@ class LoopS3:
             self._root = ""
         self.origin = Origin.from_url(base)
         self._https = self.origin.scheme == "https"
-        self._extra = {k.lower(): v for k, v in (headers or {}).items()}
+        self._extra = {k.lower(): v for k, v in check_headers(headers).items()}
         self.pool = HttpPool(self.origin, max_connections=max_connections)
 
     def __repr__(self) -> str:
