@@ -6,9 +6,11 @@ fails when the ETag is stale. Some "S3-compatible" services accept both headers 
 (Google Cloud Storage's S3 API, Garage, older MinIO and moto builds), or refuse them (Backblaze B2
 answers 501). On such a store the saver would write happily while two workers fork a thread.
 
-* :func:`plan_check` is what ``setup()`` runs once per deployment: 5 requests on a scratch key
-  under ``meta/probe/``, raising :class:`~langgraph_handoff.errors.UnsafeStoreError` on any
-  failure. ``setup()`` then records the pass in the format marker, so later starts cost nothing.
+* :func:`plan_check` is what ``setup()`` runs once per deployment, and what the saver runs
+  before its first write to a store no probe has passed (:mod:`langgraph_handoff.checkpoint.trust`):
+  6 requests on a scratch key under ``meta/probe/``, raising
+  :class:`~langgraph_handoff.errors.UnsafeStoreError` on any failure. The pass is recorded in
+  the format marker, so a later process pays one GET.
 * :func:`plan_report` is ``langgraph-handoff doctor``: the same checks plus conditional delete,
   list-after-write and the median latency of each operation, as a :class:`ProbeReport`.
 
@@ -134,7 +136,7 @@ def _landed(timer: _Timer, name: str, put: Put) -> driver.Plan[bool]:
 
 
 def plan_check(store_name: str = "the store") -> driver.Plan[None]:
-    """``setup()``'s probe: the write conditions on a scratch key (5 requests, one of them a
+    """``setup()``'s probe: the write conditions on a scratch key (6 requests, one of them a
     DELETE), raising :class:`~langgraph_handoff.errors.UnsafeStoreError` if they do not hold."""
     report = ProbeReport(store=store_name)
     key = _scratch()

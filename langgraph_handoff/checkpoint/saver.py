@@ -22,9 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_handoff import probe
-from langgraph_handoff._version import __version__
-from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
@@ -189,41 +187,22 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     def setup(self) -> None:
         """Check the store, once per deployment, and record (or check) its format marker.
 
-        The first ``setup()`` on a store probes it (:mod:`langgraph_handoff.probe`, 5 requests on a
+        The first ``setup()`` on a store probes it (:mod:`langgraph_handoff.probe`, 6 requests on a
         scratch key): a store that accepts a second create-only PUT or a PUT with a wrong
         ``If-Match`` would let two workers fork a thread silently, so it raises
         :class:`~langgraph_handoff.errors.UnsafeStoreError` and nothing is written. A pass is
         recorded in the marker; later calls cost one GET. Idempotent. A store whose marker was
         written by a newer langgraph-handoff raises
         :class:`~langgraph_handoff.errors.EnvelopeVersionError` here, before any data is touched.
+
+        Optional: without it, the saver runs the same check before its first write to a store
+        (once per process; :mod:`langgraph_handoff.checkpoint.trust`). Calling it at startup
+        moves that cost, and any refusal, to startup.
         """
-        driver.run(self.store, self._plan_setup())
+        trust.setup(self.store)
 
     async def asetup(self) -> None:
-        await driver.arun(self.store, self._plan_setup())
-
-    def _plan_setup(self) -> driver.Plan[None]:
-        obj = yield Get(keys.FORMAT_MARKER_KEY)
-        marker = None
-        if obj is not None:
-            marker, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
-        if isinstance(marker, dict) and marker.get("probe"):
-            return None
-        yield from probe.plan_check(repr(self.store))
-        base = marker if isinstance(marker, dict) else {"package": "langgraph-handoff"}
-        record = {**base, "probe": {"passed": int(time.time()), "by": __version__}}
-        body = envelope.encode_msgpack(envelope.Kind.MARKER, record)
-        try:
-            if obj is None:
-                yield Put(keys.FORMAT_MARKER_KEY, body, if_none_match=True)
-            else:
-                yield Put(keys.FORMAT_MARKER_KEY, body, if_match=obj.etag)
-        except (PreconditionFailedError, UnknownOutcomeError):  # a concurrent setup won
-            obj = yield Get(keys.FORMAT_MARKER_KEY)
-            if obj is None:
-                raise
-            envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
-        return None
+        await trust.asetup(self.store)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -650,10 +629,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         """After every thread was migrated: stamp the store's format marker with the current
         storage format (so a later release can tell the store holds nothing older). Returns
         whether the marker changed."""
-        return driver.run(self.store, self._plan_mark_format())
+        return driver.run(self.store, trust.gated(self.store, self._plan_mark_format()))
 
     async def amark_format(self) -> bool:
-        return await driver.arun(self.store, self._plan_mark_format())
+        return await driver.arun(self.store, trust.gated(self.store, self._plan_mark_format()))
 
     def _plan_mark_format(self) -> driver.Plan[bool]:
         obj = yield Get(keys.FORMAT_MARKER_KEY)

@@ -219,6 +219,10 @@ class ObstoreS3Store(ObstoreBase):
     def __repr__(self) -> str:
         return f"ObstoreS3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
 
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per server, bucket and prefix, whichever S3 transport reaches them."""
+        return ("s3", self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com", self.bucket, self.prefix)
+
     # -- the two obstore clients -----------------------------------------------------------------
     def _build_clients(self) -> tuple[Any, Any]:
         """One client whose idempotent requests obstore retries, one for conditional PUTs that is

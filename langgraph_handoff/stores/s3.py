@@ -127,6 +127,10 @@ class S3Store(StoreBase):
     def __repr__(self) -> str:
         return f"S3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
 
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per server, bucket and prefix, whichever S3 transport reaches them."""
+        return ("s3", str(self.client.meta.endpoint_url), self.bucket, self.prefix)
+
     def _add_headers(self, request: Any, **_: Any) -> None:
         for name, value in self.headers.items():
             request.headers[name] = value
