@@ -3,7 +3,7 @@
 Everything this package guarantees rests on two conditions the store must enforce: a create-only
 PUT (``If-None-Match: *``) fails when the key exists, and a compare-and-swap PUT (``If-Match``)
 fails when the ETag is stale. Some "S3-compatible" services accept both headers and ignore them
-(Google Cloud Storage's S3 API, Garage, older MinIO and moto builds), or refuse them (Backblaze B2
+(Google Cloud Storage's S3 API, Garage, older MinIO builds, moto 4), or refuse them (Backblaze B2
 answers 501). On such a store the saver would write happily while two workers fork a thread.
 
 * :func:`plan_check` is what ``setup()`` runs once per deployment, and what the saver runs

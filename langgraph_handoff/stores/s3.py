@@ -9,7 +9,7 @@ Server deviations this adapter absorbs (measured, see the project README):
   a HEAD shows the very ETag we sent, it wants quotes, and we switch for the rest of the session.
 * **Lost races.** 412 PreconditionFailed and 409 ConditionalRequestConflict both mean "the condition
   did not hold" -> :class:`PreconditionFailedError`. So does 404 on ``If-Match`` against a missing key
-  (moto); RGW answers 412 there.
+  (moto 5); RGW answers 412 there.
 * **Unknown outcomes.** RGW answers many race losers with HTTP 500. A 5xx (or a dropped connection)
   on a *conditional* write is reported as :class:`UnknownOutcomeError`: the caller re-reads and
   decides from what is stored. It is never retried blindly.

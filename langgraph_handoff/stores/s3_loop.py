@@ -11,7 +11,7 @@ The outcomes are exactly :class:`~langgraph_handoff.stores.s3.S3Store`'s and ``O
 
 * a missing key is ``None`` on GET and no error on DELETE; a missing bucket is
   :class:`~langgraph_handoff.errors.StoreNotFoundError` on every request;
-* 412 and 409 on a conditional PUT are a lost race, and so is 404 on ``If-Match`` (moto);
+* 412 and 409 on a conditional PUT are a lost race, and so is 404 on ``If-Match`` (moto 5);
   a 412 on ``If-Match`` while the object has the very ETag we sent means the server wants the
   other quoting (:class:`~.s3_compat.EtagQuoting`), learnt once, then the PUT is sent again;
 * idempotent requests are retried on 5xx, 429, throttling codes and dropped connections, with
