@@ -20,6 +20,8 @@ could fork a thread. So the check runs by itself, at the first write:
   :class:`~langgraph_handoff.errors.UnsafeStoreError` at once, without a request, saying to run
   ``langgraph-handoff doctor``. ``setup()`` probes again (and records what it finds). Errors that
   say nothing about the store's conditions (a missing bucket, throttling) are raised, not kept.
+* **Not gated**: ``ObjectStoreMemory`` (long-term memories are unconditional PUTs, last writer
+  wins per key: they rely on no condition), and ``doctor`` (it *is* the probe).
 * **Concurrent first writers share one probe**: threads wait on a lock, the coroutines of one
   event loop on an asyncio lock (a plan cannot wait, so the gate yields a
   :class:`~langgraph_handoff.checkpoint.driver.Call`, run in the caller's own mode).
