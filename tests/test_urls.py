@@ -14,7 +14,6 @@ from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.server import ServerSettings
 from langgraph_handoff.stores.urls import store_from_url
-from tests.processes import run_main
 
 
 @pytest.fixture(autouse=True)
@@ -103,10 +102,11 @@ def test_the_server_refuses_a_mistyped_url_at_startup() -> None:
         ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "s3://agents/prod?endpoint=http://127.0.0.1:7480"})
 
 
-def test_the_command_line_refuses_a_mistyped_url_with_exit_2() -> None:
-    done = run_main("langgraph_handoff.cli", "doctor", "s3://agents/prod?endpoint=http://127.0.0.1:9")
-    assert done.returncode == 2, done.stderr
-    assert "unknown parameter 'endpoint': did you mean 'endpoint_url'?" in " ".join(done.stderr.split())
+def test_the_command_line_refuses_a_mistyped_url_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from langgraph_handoff.cli import main
+
+    assert main(["doctor", "s3://agents/prod?endpoint=http://127.0.0.1:9"]) == 2
+    assert "unknown parameter 'endpoint': did you mean 'endpoint_url'?" in " ".join(capsys.readouterr().err.split())
 
 
 def test_every_scheme_is_documented_where_urls_are_taken() -> None:
