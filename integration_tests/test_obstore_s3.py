@@ -286,7 +286,10 @@ def test_request_counts_on_the_wire(api: str) -> None:
         graph = five_nodes().compile(checkpointer=saver)
         cfg = {"configurable": {"thread_id": "counted"}}
         # the invoke runs in order: the history count relies on every task's writes being folded
+        # the store probe first (what the first write of a process runs when setup() did not), so
+        # the counts of the steps after it are each operation's own
         steps: list[tuple[str, Any]] = [
+            ("setup", saver.setup),
             ("invoke", lambda: graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, {**cfg, **IN_ORDER})),
             ("state", lambda: graph.get_state(cfg)),
             ("history", lambda: list(graph.get_state_history(cfg))),
@@ -298,6 +301,7 @@ def test_request_counts_on_the_wire(api: str) -> None:
                 return [s async for s in graph.aget_state_history(cfg)]
 
             steps = [
+                ("setup", lambda: asyncio.run(saver.asetup())),
                 (
                     "invoke",
                     lambda: asyncio.run(
@@ -313,6 +317,16 @@ def test_request_counts_on_the_wire(api: str) -> None:
             step()
         counts = _phase(proxy, "end")
         store.close()
+    # GET marker, 2 create-only PUTs, GET, 2 If-Match PUTs (+ HEAD: the wrong ETag's 412 is
+    # checked for the quoting), DELETE (obstore's sync delete is a one-key DeleteObjects), create-only
+    # PUT of the marker
+    assert counts["setup"] == {
+        "GetObject": 2,
+        "PutObject(If-None-Match)": 3,
+        "PutObject(If-Match)": 2,
+        "HeadObject": 1,
+        {"sync": "DeleteObjects", "async": "DeleteObject"}[api]: 1,
+    }, counts["setup"]
     # 13 writes: create-only puts of new objects, compare-and-swaps of the heads (as with boto3)
     assert counts["invoke"] == {
         "GetObject": 1,
@@ -347,3 +361,29 @@ async def test_a_caller_header_with_inner_spaces_is_signed_correctly() -> None:
         assert (await store.aget("sync")) is not None
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("value", ["café", "☃ snow"])
+async def test_a_non_ascii_header_value_is_accepted_on_every_path(value: str) -> None:
+    """Found by a new user: a non-ASCII extra header value worked through boto3 and obstore but
+    failed on the loop path only: ``é`` with 403 SignatureDoesNotMatch (signed as UTF-8, sent as
+    latin-1; reported as a credentials problem), ``☃`` with a bare UnicodeEncodeError. RGW
+    accepts the UTF-8 that all three now send and sign."""
+    from langgraph_handoff.stores.s3 import S3Store
+
+    _need_s3()
+    prefix = f"t-{uuid.uuid4().hex}"
+    headers = {"X-Amz-Meta-Note": value}
+    store = ObstoreS3Store(
+        S3_BUCKET, prefix=prefix, endpoint_url=S3_ENDPOINT, create_bucket=True, headers=headers, async_io="loop"
+    )
+    boto = S3Store(S3_BUCKET, prefix=prefix, endpoint_url=S3_ENDPOINT, headers=headers)
+    try:
+        assert store._wire is not None
+        store.put("sync", b"1")
+        await store.aput("async", b"2", if_none_match=True)
+        await asyncio.to_thread(boto.put, "boto3", b"3")
+        assert [(await store.aget(k)).body for k in ("sync", "async", "boto3")] == [b"1", b"2", b"3"]  # type: ignore[union-attr]
+    finally:
+        await store.aclose()
+        boto.close()

@@ -3,7 +3,7 @@
 ::
 
     langgraph-handoff setup    URL
-    langgraph-handoff doctor   URL [--rounds N]
+    langgraph-handoff doctor   URL [--rounds N] [--race [--race-writers N] [--race-rounds N]]
     langgraph-handoff threads  URL
     langgraph-handoff history  URL THREAD [--ns NS] [--limit N]
     langgraph-handoff show     URL THREAD [--checkpoint ID] [--ns NS] [--raw]
@@ -24,7 +24,8 @@ Threads written by a saver with state-schema migrations need ``--migrations modu
 app's ``SchemaMigrations``, imported from the current directory first); without it such
 checkpoints are refused, never misread. ``migrate`` rewrites old threads into that schema and the
 current storage format, while workers keep running. ``URL`` is what ``ObjectStoreSaver.from_url``
-takes: ``file:///dir``, ``s3://bucket/prefix`` (with ``?endpoint_url=...``), ``memory://``. Every
+takes: ``file:///dir``, ``s3://bucket/prefix`` (with ``?endpoint_url=...``),
+``az://container/prefix``, ``gs://bucket/prefix``, ``memory://`` (unknown parameters are refused). Every
 command takes ``--json`` for scripts (one JSON document, or one per line for listings). Exit
 codes: 0 ok, 1 problems found (``doctor`` on a store that does not enforce conditional writes,
 ``verify``, a thread ``sweep`` or ``migrate`` could not handle, an object ``threads``,

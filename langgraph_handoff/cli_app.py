@@ -62,7 +62,13 @@ app = typer.Typer(
 )
 
 # The arguments every command shares, declared once.
-Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
+Url = Annotated[
+    str,
+    typer.Argument(
+        help="file:///dir, s3://bucket/prefix[?endpoint_url=...], az://container/prefix, gs://bucket/prefix "
+        "or memory:// (unknown parameters are refused)"
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 Migrations = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too

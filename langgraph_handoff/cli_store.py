@@ -31,16 +31,24 @@ def doctor(
     url: Url,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="timed rounds per operation")] = 5,
     as_json: Json = False,
+    race: Annotated[bool, typer.Option("--race", help="also race concurrent conditional PUTs (atomicity)")] = False,
+    race_writers: Annotated[int, typer.Option("--race-writers", min=2, help="writers at once, with --race")] = 16,
+    race_rounds: Annotated[int, typer.Option("--race-rounds", min=1, help="rounds per kind, with --race")] = 20,
 ) -> None:
     """Probe the store: create-only and compare-and-swap PUTs, ETag quoting, conditional delete,
-    list-after-write, median latency per operation (exit 1 on a store that cannot be trusted)."""
+    list-after-write, median latency per operation (exit 1 on a store that cannot be trusted).
+    `--race` also sends the same conditional PUT from many threads at once, round after round,
+    and fails a store that lets two writers win (a check-then-write that is not atomic)."""
     from langgraph_handoff.checkpoint import driver
     from langgraph_handoff.probe import plan_report
+    from langgraph_handoff.probe import race as run_race
 
     with open_saver(url, None, create=True) as saver:
         quoting = getattr(saver.store, "quoting", None)
         report = driver.run(saver.store, plan_report(repr(saver.store), rounds=rounds, quoting=quoting))
+        raced = run_race(saver.store, writers=race_writers, rounds=race_rounds) if race and report.trusted else None
     latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
+    problems = report.problems + (raced.problems if raced else [])
     text = (
         f"{report.store}\n"
         f"  create-only PUT (If-None-Match: *): {report.create_only}\n"
@@ -49,8 +57,14 @@ def doctor(
         f"  conditional DELETE:                 {report.conditional_delete} (never relied upon)\n"
         f"  list after write:                   {report.list_after_write}\n"
         f"  median latency:                     {latency}\n"
-        + ("ok: the saver can use this store" if report.trusted else "UNSAFE: " + "; ".join(report.problems))
+        + (
+            f"  {'concurrent compare-and-swap PUT:':<36}{raced.compare_and_swap.verdict}\n"
+            f"  {'concurrent create-only PUT:':<36}{raced.create_only.verdict}\n"
+            if raced
+            else ""
+        )
+        + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(problems))
     )
-    out(as_json, report.to_dict(), text)
-    if not report.trusted:
+    out(as_json, {**report.to_dict(), **({"race": raced.to_dict()} if raced else {})}, text)
+    if problems:
         raise typer.Exit(1)

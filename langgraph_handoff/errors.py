@@ -328,10 +328,14 @@ class StoreUnavailableError(StoreError):
 class UnsafeStoreError(StoreError):
     """The store does not enforce conditional writes, so it cannot carry this package's guarantees.
 
-    Raised by ``setup()`` when its one-time probe finds a second create-only PUT accepted, or a
-    PUT with a wrong ``If-Match`` accepted (or conditional writes refused outright). On such a
-    store two workers would fork a thread without a word. ``langgraph-handoff doctor URL`` shows
-    the details.
+    Raised by ``setup()``, and by a saver's first write to a store no probe has passed, when the
+    probe finds a second create-only PUT accepted, or a PUT with a wrong ``If-Match`` accepted (or
+    conditional writes refused outright). On such a store two workers would fork a thread without
+    a word. ``langgraph-handoff doctor URL`` shows the details.
+
+    The probe sends one request at a time. A store that enforces the conditions that way but not
+    under concurrency (moto 5: it checks, then writes, with nothing held in between) passes it;
+    ``langgraph-handoff doctor URL --race`` races writers to find that out.
     """
 
     #: services measured or reported to ignore or refuse the conditions
@@ -339,7 +343,7 @@ class UnsafeStoreError(StoreError):
         "Google Cloud Storage through its S3 API (ignores them; use its native API)",
         "Garage (ignores them)",
         "Backblaze B2 (answers 501)",
-        "older MinIO builds and moto servers (ignore them)",
+        "older MinIO builds and moto 4 (ignore them)",
     )
 
     def __init__(self, store: str, problems: list[str]) -> None:

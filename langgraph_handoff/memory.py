@@ -249,7 +249,9 @@ class ObjectStoreMemory(BaseStore):
     def from_url(
         cls, url: str, *, ttl: TTLConfig | None = None, clock: Callable[[], float] | None = None, **store_kwargs: Any
     ) -> ObjectStoreMemory:
-        """The same URLs as :meth:`ObjectStoreSaver.from_url` (``memory://``, ``file://``, ``s3://``)."""
+        """The same URLs as :meth:`ObjectStoreSaver.from_url`: ``memory://``, ``file://``, ``s3://``,
+        ``az://`` and ``gs://``. An unknown query parameter or keyword argument raises
+        :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones."""
         return cls(store_from_url(url, **store_kwargs), ttl=ttl, clock=clock)
 
     @classmethod

@@ -3,17 +3,26 @@
 Everything this package guarantees rests on two conditions the store must enforce: a create-only
 PUT (``If-None-Match: *``) fails when the key exists, and a compare-and-swap PUT (``If-Match``)
 fails when the ETag is stale. Some "S3-compatible" services accept both headers and ignore them
-(Google Cloud Storage's S3 API, Garage, older MinIO and moto builds), or refuse them (Backblaze B2
+(Google Cloud Storage's S3 API, Garage, older MinIO builds, moto 4), or refuse them (Backblaze B2
 answers 501). On such a store the saver would write happily while two workers fork a thread.
 
-* :func:`plan_check` is what ``setup()`` runs once per deployment: 5 requests on a scratch key
-  under ``meta/probe/``, raising :class:`~langgraph_handoff.errors.UnsafeStoreError` on any
-  failure. ``setup()`` then records the pass in the format marker, so later starts cost nothing.
+* :func:`plan_check` is what ``setup()`` runs once per deployment, and what the saver runs
+  before its first write to a store no probe has passed (:mod:`langgraph_handoff.checkpoint.trust`):
+  6 requests on a scratch key under ``meta/probe/``, raising
+  :class:`~langgraph_handoff.errors.UnsafeStoreError` on any failure. The pass is recorded in
+  the format marker, so a later process pays one GET.
 * :func:`plan_report` is ``langgraph-handoff doctor``: the same checks plus conditional delete,
   list-after-write and the median latency of each operation, as a :class:`ProbeReport`.
+* :func:`race` / :func:`arace` is ``langgraph-handoff doctor --race``: many writers at once, the
+  same ETag (or the same new key), round after round, as a :class:`RaceReport`. The two checks
+  above send one request at a time, so they cannot see a compare-and-swap that checks and then
+  writes without holding anything in between: moto 5.2.5 refuses a stale ``If-Match`` sent
+  alone, yet let two writers win in some rounds of a 16-thread race. That store would pass
+  ``setup()`` and fork threads under load; only a race shows it. Too costly for every start
+  (hundreds of requests), so it is ``doctor``'s, on demand.
 
-Both are plans (see :mod:`langgraph_handoff.checkpoint.driver`), so the sync and async paths share
-them:
+The first two are plans (see :mod:`langgraph_handoff.checkpoint.driver`), so the sync and async
+paths share them:
 
 >>> from langgraph_handoff.checkpoint import driver
 >>> from langgraph_handoff.stores import MemoryStore
@@ -24,9 +33,13 @@ them:
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import statistics
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,9 +51,9 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
     UnsafeStoreError,
 )
-from langgraph_handoff.stores.base import Delete, Get, ListPage, Op, Put
+from langgraph_handoff.stores.base import Delete, Get, ListPage, Op, Put, StoreBase
 
-__all__ = ["PROBE_PREFIX", "ProbeReport", "plan_check", "plan_report"]
+__all__ = ["PROBE_PREFIX", "ProbeReport", "RaceReport", "RaceTally", "arace", "plan_check", "plan_report", "race"]
 
 #: scratch keys live here, one fresh name per probe, deleted afterwards
 PROBE_PREFIX = "meta/probe/"
@@ -134,7 +147,7 @@ def _landed(timer: _Timer, name: str, put: Put) -> driver.Plan[bool]:
 
 
 def plan_check(store_name: str = "the store") -> driver.Plan[None]:
-    """``setup()``'s probe: the write conditions on a scratch key (5 requests, one of them a
+    """``setup()``'s probe: the write conditions on a scratch key (6 requests, one of them a
     DELETE), raising :class:`~langgraph_handoff.errors.UnsafeStoreError` if they do not hold."""
     report = ProbeReport(store=store_name)
     key = _scratch()
@@ -189,3 +202,218 @@ def plan_report(store_name: str = "the store", *, rounds: int = 5, quoting: Any 
             yield Delete(key)
     report.latency_ms = timer.medians()
     return report
+
+
+# -- the race: many writers, one ETag ----------------------------------------------------------------
+
+CAS = "compare-and-swap"
+CREATE_ONLY = "create-only"
+
+
+@dataclass
+class RaceTally:
+    """One kind of conditional PUT raced ``rounds`` times by ``writers`` writers at once."""
+
+    kind: str
+    writers: int
+    rounds: int = 0
+    #: rounds in which two or more writers were told (or found) that their write won
+    double_wins: int = 0
+    #: the most writers that won one round
+    most_winners: int = 0
+    #: answers that left the outcome open (RGW answers many losers 500), settled by reading back
+    unknown: int = 0
+    #: writes that failed outright (not a lost race), and the first few of their errors
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def note(self, outcomes: list[str | BaseException], bodies: list[bytes], final: bytes | None) -> None:
+        """Count one round: who won, going by the answers and by what the key holds now."""
+        self.rounds += 1
+        winners = set()
+        for i, outcome in enumerate(outcomes):
+            if outcome == "won":
+                winners.add(i)
+            elif outcome == "unknown":
+                self.unknown += 1
+                if final == bodies[i]:  # its write landed: it won
+                    winners.add(i)
+            elif isinstance(outcome, BaseException):
+                self.errors += 1
+                if len(self.error_samples) < 3:
+                    self.error_samples.append(f"{type(outcome).__name__}: {outcome}")
+        self.most_winners = max(self.most_winners, len(winners))
+        if len(winners) >= 2:
+            self.double_wins += 1
+
+    @property
+    def verdict(self) -> str:
+        """What ``doctor`` prints for it."""
+        if self.double_wins:
+            return (
+                f"NOT ATOMIC: two or more of {self.writers} writers won in {self.double_wins} of {self.rounds} "
+                f"rounds (up to {self.most_winners} in one round)"
+            )
+        if self.errors == self.rounds * self.writers:
+            return f"not raced: every write failed ({'; '.join(self.error_samples)})"
+        notes = [f"{self.writers} writers at once"]
+        if self.unknown:
+            notes.append(f"{self.unknown} unknown answers read back")
+        if self.errors:
+            notes.append(f"{self.errors} writes failed")
+        return f"one winner at most in each of {self.rounds} rounds ({', '.join(notes)})"
+
+
+@dataclass
+class RaceReport:
+    """What ``doctor --race`` found: one :class:`RaceTally` per kind of conditional PUT."""
+
+    store: str
+    writers: int
+    rounds: int
+    compare_and_swap: RaceTally
+    create_only: RaceTally
+
+    @property
+    def problems(self) -> list[str]:
+        return [
+            f"{tally.kind} PUT raced by {self.writers} writers: {tally.verdict}"
+            for tally in (self.compare_and_swap, self.create_only)
+            if tally.double_wins or tally.errors == tally.rounds * tally.writers
+        ]
+
+    @property
+    def trusted(self) -> bool:
+        """Whether no round had two winners (and the race could run at all)."""
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "problems": self.problems, "trusted": self.trusted}
+
+
+def _outcome(exc: BaseException | None) -> str | BaseException:
+    if exc is None:
+        return "won"
+    if isinstance(exc, PreconditionFailedError):
+        return "lost"
+    if isinstance(exc, UnknownOutcomeError):
+        return "unknown"
+    return exc
+
+
+def _round_put(kind: str, key: str, etag: str | None, body: bytes) -> Put:
+    if kind == CAS:
+        return Put(key, body, if_match=etag)
+    return Put(key, body, if_none_match=True)
+
+
+def _plan_round_start(kind: str, base: str, i: int) -> driver.Plan[tuple[str, str | None]]:
+    """The key the writers of round ``i`` race on, and the ETag they all hold."""
+    if kind == CREATE_ONLY:
+        return f"{base}create-{i}", None
+    key = f"{base}cas"
+    etag = yield Put(key, f"round {i}".encode())
+    if i == 0:  # one uncontested swap first, so an S3 store learns its ETag quoting alone
+        etag = yield Put(key, b"warm-up", if_match=etag)
+    return key, etag
+
+
+def _check_race_arguments(writers: int, rounds: int) -> None:
+    if writers < 2 or rounds < 1:
+        raise ValueError(f"a race needs 2 or more writers and 1 or more rounds, not {writers} and {rounds}")
+
+
+def race(store: StoreBase, *, writers: int = 16, rounds: int = 20, store_name: str | None = None) -> RaceReport:
+    """``writers`` threads, held at a barrier, send the same conditional PUT at once, ``rounds``
+    times for each kind: a compare-and-swap on the same ETag, and a create-only PUT of the same
+    new key. A store is atomic if no round ever has two winners. Scratch keys live under
+    :data:`PROBE_PREFIX` and are deleted afterwards.
+
+    >>> from langgraph_handoff.stores import MemoryStore
+    >>> report = race(MemoryStore(), writers=4, rounds=3)
+    >>> report.trusted, report.compare_and_swap.double_wins, report.create_only.rounds
+    (True, 0, 3)
+    """
+    _check_race_arguments(writers, rounds)
+    base = f"{PROBE_PREFIX}{secrets.token_hex(16)}/"
+    tallies = {kind: RaceTally(kind, writers) for kind in (CAS, CREATE_ONLY)}
+    written: list[str] = []
+    pool = ThreadPoolExecutor(writers, thread_name_prefix="lgh-race")
+    try:
+        for kind, tally in tallies.items():
+            for i in range(rounds):
+                key, etag = driver.run(store, _plan_round_start(kind, base, i))
+                written.append(key)
+                puts = [_round_put(kind, key, etag, f"round {i} writer {w}".encode()) for w in range(writers)]
+                outcomes = _fire_threads(store, pool, puts)
+                final = store.get(key)
+                tally.note(outcomes, [put.body for put in puts], None if final is None else final.body)
+    finally:
+        pool.shutdown(wait=True)
+        store.delete_many(sorted(set(written)))
+    return RaceReport(store_name or repr(store), writers, rounds, tallies[CAS], tallies[CREATE_ONLY])
+
+
+async def arace(store: StoreBase, *, writers: int = 16, rounds: int = 20, store_name: str | None = None) -> RaceReport:
+    """:func:`race` with ``writers`` tasks on the running event loop (the store's async API),
+    released together once every one of them has started."""
+    _check_race_arguments(writers, rounds)
+    base = f"{PROBE_PREFIX}{secrets.token_hex(16)}/"
+    tallies = {kind: RaceTally(kind, writers) for kind in (CAS, CREATE_ONLY)}
+    written: list[str] = []
+    try:
+        for kind, tally in tallies.items():
+            for i in range(rounds):
+                key, etag = await driver.arun(store, _plan_round_start(kind, base, i))
+                written.append(key)
+                puts = [_round_put(kind, key, etag, f"round {i} writer {w}".encode()) for w in range(writers)]
+                outcomes = await _fire_tasks(store, puts)
+                final = await store.aget(key)
+                tally.note(outcomes, [put.body for put in puts], None if final is None else final.body)
+    finally:
+        await store.adelete_many(sorted(set(written)))
+    return RaceReport(store_name or repr(store), writers, rounds, tallies[CAS], tallies[CREATE_ONLY])
+
+
+def _fire_threads(store: StoreBase, pool: ThreadPoolExecutor, puts: list[Put]) -> list[str | BaseException]:
+    """Each PUT from a thread of its own (the pool has one per PUT), all released by one barrier."""
+    barrier = threading.Barrier(len(puts))
+
+    def one(put: Put) -> str | BaseException:
+        barrier.wait(timeout=60)
+        try:
+            store.run(put)
+        except Exception as exc:  # noqa: BLE001 - every answer is counted
+            return _outcome(exc)
+        return _outcome(None)
+
+    return list(pool.map(one, puts))
+
+
+async def _fire_tasks(store: StoreBase, puts: list[Put]) -> list[str | BaseException]:
+    """Each PUT from a task of its own, released together once every task has started."""
+    go = asyncio.Event()
+    ready = _Countdown(len(puts), go.set)
+
+    async def one(put: Put) -> str | BaseException:
+        ready.arrive()
+        await go.wait()
+        try:
+            await store.arun(put)
+        except Exception as exc:  # noqa: BLE001 - every answer is counted
+            return _outcome(exc)
+        return _outcome(None)
+
+    return list(await asyncio.gather(*(one(put) for put in puts)))
+
+
+class _Countdown:
+    """Calls ``then`` when ``arrive`` was called ``n`` times (asyncio.Barrier is 3.11+)."""
+
+    def __init__(self, n: int, then: Callable[[], None]) -> None:
+        self.left, self.then = n, then
+
+    def arrive(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.then()

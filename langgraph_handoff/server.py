@@ -87,6 +87,7 @@ from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.stores import urls
 from langgraph_handoff.stores.base import StoreBase
 from langgraph_handoff.stores.urls import SCHEMES, store_from_url
 
@@ -156,6 +157,10 @@ class ServerSettings:
     Traceback (most recent call last):
     ...
     langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL='postgres://db' is not a store URL: use s3://bucket/prefix?endpoint_url=..., az://container/prefix, gs://bucket/prefix, file:///abs/dir or memory://NAME
+    >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "s3://agents/prod?endpoint=http://127.0.0.1:7480"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: LANGGRAPH_HANDOFF_URL: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? ...
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_ENCRYPTION": "rot13"})
     Traceback (most recent call last):
     ...
@@ -190,6 +195,10 @@ class ServerSettings:
                 f"{ENV_URL}={url!r} would give every event loop of the server its own empty store: "
                 "use s3://bucket/prefix or file:///dir, or memory://NAME (one store per process, for tests)"
             )
+        try:
+            urls.parse(url)  # a mistyped query parameter fails here, at startup, not at the first request
+        except InvalidConfigError as exc:
+            raise InvalidConfigError(f"{ENV_URL}: {exc}") from None
         encryption = env.get(ENV_ENCRYPTION, "").strip().lower() or "none"
         if encryption not in _ENCRYPTIONS:
             raise InvalidConfigError(f"{ENV_ENCRYPTION}={env[ENV_ENCRYPTION]!r} is not one of {_ENCRYPTIONS}")

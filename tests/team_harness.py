@@ -84,6 +84,9 @@ class InterceptingStore(StoreBase):
 
     inner: StoreBase
 
+    def trust_scope(self) -> Any:
+        return self.inner.trust_scope()  # a wrapper: the inner store's conditions, probed or not
+
     def _around(self, kind: str, key: str, call: Any) -> Any:
         return call()
 

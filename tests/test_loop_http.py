@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin, _Connection
+from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, MalformedResponse, Origin, _Connection
 
 #: a server's script: given the request's bytes and the writer, answer (or not)
 Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
@@ -591,3 +591,114 @@ async def test_a_connection_that_saw_eof_is_not_reused() -> None:
     transport.abort()
     theirs.close()
     assert reusable is None, "a connection already half-closed by the server was offered for reuse"
+
+
+# -- 6. strict framing: what aiohttp's and h11's parsers refuse is refused here too -------------
+#
+# Found by a new user: the client read chunk sizes such as ``+5``, ``0x5`` or ``0_5`` (``int(x,
+# 16)`` takes them), a chunk not followed by CRLF, both Transfer-Encoding and Content-Length on
+# one response (and kept the connection), a head of any size, and ``HTTP/1.1 2000`` as 200. Where
+# two parsers on a path disagree on where a response ends, the rest is read as the next request's
+# answer. Each case below was read as a success before; now the request fails with
+# MalformedResponse, and the next request gets a fresh connection.
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        CHUNKED + b"+5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED + b"0x5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED + b"0_5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED + b" 5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED + b"5 5\r\nhello\r\n0\r\n\r\n",
+        CHUNKED + b"-0\r\n\r\n",
+        CHUNKED + b"5\r\nhelloXX0\r\n\r\n",  # no CRLF after the chunk's data
+        CHUNKED + b"5;" + b"e" * 9000 + b"\r\nhello\r\n0\r\n\r\n",  # a chunk-size line over 8 KiB
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello",  # blank before the colon
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nnot a field\r\n\r\nhello",
+        b"HTTP/1.1 2000 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 20 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/2 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200OK\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nX-Big: " + b"x" * (70 * 1024) + b"\r\nContent-Length: 5\r\n\r\nhello",
+    ],
+    ids=[
+        "size-plus", "size-0x", "size-underscore", "size-leading-space", "size-inner-space", "size-minus",
+        "chunk-without-crlf", "chunk-line-too-long", "te-and-cl", "cl-and-te", "te-not-chunked", "te-twice",
+        "space-before-colon", "line-without-colon", "status-4-digits", "status-2-digits", "http-2",
+        "no-space-after-status", "head-over-64k",
+    ],
+)  # fmt: skip
+async def test_a_response_aiohttp_or_h11_would_refuse_is_refused_and_its_connection_dropped(bad: bytes) -> None:
+    async def once_bad(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, bad if len(server.requests) == 1 else OK)
+
+    async with Scripted(once_bad) as server:
+        pool = pool_for(server)
+        with pytest.raises(MalformedResponse, match="unreadable HTTP response") as refused:
+            await pool.request("GET", "/", {})
+        assert refused.value.sent is True
+        assert (await pool.request("GET", "/", {})).body == b"ok"
+        await pool.aclose()
+    assert server.connections == 2  # the refused response's connection was never reused
+
+
+async def test_a_head_that_never_ends_fails_at_the_limit_not_at_the_timeout() -> None:
+    """A server that keeps sending header bytes: before, the buffer grew until the request's
+    timeout; now the request fails once 64 KiB arrived without the blank line, long before the
+    timeout (80 KiB are sent at once, then nothing)."""
+    release = asyncio.Event()
+
+    async def endless(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, b"HTTP/1.1 200 OK\r\n", *[b"X-More: " + b"y" * 1000 + b"\r\n"] * 80)
+        await release.wait()
+
+    async with Scripted(endless) as server:
+        pool = pool_for(server)
+        with pytest.raises(MalformedResponse, match="exceed 65536 bytes"):
+            await pool.request("GET", "/", {}, timeout=10)
+        release.set()
+        await pool.aclose()
+
+
+@pytest.mark.parametrize(
+    ("good", "body"),
+    [
+        (CHUNKED + b"5;name=value\r\nhello\r\nA\r\n 012345678\r\n0\r\n\r\n", b"hello 012345678"),
+        (CHUNKED + b"5 \r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n", b"hello"),  # h11 takes trailing blanks
+        (b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", b"ok"),  # no reason phrase
+        (b"HTTP/1.1 200 \r\nContent-Length:2\r\nTransfer-encoding-x: 1\r\n\r\nok", b"ok"),
+        (b"HTTP/1.1 200 OK\r\nTRANSFER-ENCODING: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", b"ok"),
+    ],
+    ids=["extensions-and-hex", "trailing-blank-and-trailer", "no-reason", "no-blank-after-colon", "te-any-case"],
+)
+async def test_what_the_strict_parser_still_reads(good: bytes, body: bytes) -> None:
+    async def ok(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, good)
+
+    async with Scripted(ok) as server:
+        pool = pool_for(server)
+        assert [(await pool.request("GET", "/", {})).body for _ in range(2)] == [body, body]
+        await pool.aclose()
+    assert server.connections == 1
+
+
+async def test_header_values_are_sent_as_the_utf8_that_sigv4_signs() -> None:
+    """Found by a new user: a non-ASCII extra header (``x-amz-meta-note: é``) was signed as UTF-8
+    but sent as latin-1 (RGW: 403 SignatureDoesNotMatch, reported as a credentials problem), and
+    one outside latin-1 (``☃``) raised a bare UnicodeEncodeError. boto3 and obstore send UTF-8."""
+
+    async def ok(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, OK)
+
+    async with Scripted(ok) as server:
+        pool = pool_for(server)
+        await pool.request("PUT", "/b/k", {"x-amz-meta-note": "é ☃"}, b"x")
+        await pool.aclose()
+    assert "x-amz-meta-note: é ☃\r\n".encode() in server.requests[0]

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from langgraph_handoff.errors import StoreError
+from langgraph_handoff.errors import InvalidConfigError, StoreError
 from langgraph_handoff.stores.obstore_s3 import BotoCredentials, ObstoreS3Store
 from langgraph_handoff.stores.s3_compat import EtagQuoting
 from langgraph_handoff.stores.s3_loop import LoopS3, StaticKeys, parse_list, proxy_applies
@@ -148,3 +148,139 @@ async def test_a_409_on_if_match_does_not_flip_the_etag_quoting() -> None:
         await wire.aclose()
     puts = [r for r in server.requests if r.startswith(b"PUT")]
     assert (len(puts), quoting.form("e1")) == (1, "e1"), (len(puts), quoting.form("e1"))
+
+
+# -- 12. names that change where a signed request goes ---------------------------------------------
+#
+# Found by a new user: a bucket or region holding ':' or '#' changed the host the loop client sent
+# the signed request to (``https://{bucket}.s3.{region}.amazonaws.com``: for the bucket
+# ``evil.example#agents`` the host is ``evil.example``), and an upper-case legacy
+# bucket went into the host name, where it reads as another (lower-case) bucket. botocore refuses
+# such names; every S3 transport now refuses them when the store is built.
+
+SESSION = boto3.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret" * 6, region_name="us-east-1")
+
+
+def _build(transport: str, bucket: str, region: str | None = None, **kwargs: Any) -> Any:
+    from langgraph_handoff.stores.s3 import S3Store
+
+    if transport == "boto3":
+        return S3Store(bucket, endpoint_url="http://127.0.0.1:9", region_name=region, **kwargs)
+    if transport == "obstore":
+        return ObstoreS3Store(bucket, endpoint_url="http://127.0.0.1:9", region_name=region, session=SESSION, **kwargs)
+    return LoopS3(
+        bucket,
+        "",
+        endpoint_url=None,
+        region=region or "us-east-1",
+        keys=StaticKeys(Keys("A", "s")),
+        quoting=EtagQuoting(),
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("transport", ["boto3", "obstore", "loop"])
+@pytest.mark.parametrize(
+    ("bucket", "region", "match"),
+    [
+        ("evil.example#agents", None, "bucket name 'evil.example#agents' is not valid"),
+        ("agents:443", None, "bucket name 'agents:443' is not valid"),
+        ("agents/prod", None, "bucket name 'agents/prod' is not valid"),
+        ("user@agents", None, "is not valid"),
+        ("a" * 256, None, "is not valid"),
+        ("", None, "is not valid"),
+        ("agents", "us-east-1.evil.example#", "region 'us-east-1.evil.example#' is not valid"),
+        ("agents", "eu-west-1:8080", "region 'eu-west-1:8080' is not valid"),
+        ("agents", "-eu-west-1", "is not valid"),
+    ],
+)
+def test_a_bucket_or_region_that_would_redirect_the_request_is_refused_at_construction(
+    transport: str, bucket: str, region: str | None, match: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=match):
+        _build(transport, bucket, region).close()
+
+
+def test_an_upper_case_legacy_bucket_goes_path_style_not_into_the_host_name() -> None:
+    """``Legacy_Bucket`` in a host name reads as ``legacy_bucket``: another bucket (or none).
+    botocore's default addressing sends such buckets path-style; so does the loop client now."""
+    legacy = _build("loop", "Legacy_Bucket", "eu-west-1")
+    assert (legacy.origin.host_header, legacy._root) == ("s3.eu-west-1.amazonaws.com", "/Legacy_Bucket")
+    modern = _build("loop", "agents", "eu-west-1")
+    assert (modern.origin.host_header, modern._root) == ("agents.s3.eu-west-1.amazonaws.com", "")
+    for transport in ("boto3", "obstore"):  # accepted by the sync transports too (botocore's rule)
+        _build(transport, "Legacy_Bucket").close()
+
+
+def test_an_access_point_arn_is_the_boto3_transports_only() -> None:
+    arn = "arn:aws:s3:us-west-2:123456789012:accesspoint/agents"
+    _build("boto3", arn).close()
+    for transport in ("obstore", "loop"):
+        with pytest.raises(InvalidConfigError, match="only the boto3 transport resolves: use transport=boto3"):
+            _build(transport, arn)
+
+
+# -- 13. header values: the same bytes on every transport, control characters refused ---------------
+
+
+@pytest.mark.parametrize("transport", ["boto3", "obstore", "loop"])
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Note": "a\r\nX-Amz-Acl: public-read"}, {"X-Note": "a\nb"}, {"X-Note": "nul\x00"}, {"X Note": "v"}, {"": "v"}],
+    ids=["crlf", "lf", "nul", "space-in-name", "empty-name"],
+)
+def test_a_header_that_would_split_the_request_is_refused_at_construction(
+    transport: str, headers: dict[str, str]
+) -> None:
+    """Found by a new user: the loop client wrote extra header values into the request head
+    as they were, so a CR LF in one started a header line of its own (signed, too)."""
+    with pytest.raises(InvalidConfigError, match="header"):
+        _build(transport, "agents", headers=headers).close()
+
+
+async def test_a_non_ascii_header_value_is_sent_the_same_by_every_transport() -> None:
+    """Found by a new user: ``x-amz-meta-note: é`` failed only on the async path (signed as
+    UTF-8, sent as latin-1: 403 SignatureDoesNotMatch, reported as a credentials problem), and
+    ``☃`` raised a bare UnicodeEncodeError. boto3 and obstore send UTF-8; the loop client too."""
+    from langgraph_handoff.stores.s3 import S3Store
+    from tests.canned_s3 import canned_s3
+
+    value = "café ☃"
+    with canned_s3() as (endpoint, seen):
+        client = SESSION.client("s3", endpoint_url=endpoint)
+        boto = S3Store("b", client=client, headers={"x-amz-meta-note": value})
+        obstore = ObstoreS3Store("b", endpoint_url=endpoint, session=SESSION, headers={"x-amz-meta-note": value})
+        await asyncio.to_thread(boto.put, "200/k", b"x")
+        await asyncio.to_thread(obstore.put, "200/k", b"x")
+        await obstore.aput("200/k", b"x")  # the loop client
+        await obstore.aclose()
+        boto.close()
+    sent = [h["x-amz-meta-note"] for h in seen]  # http.server reads header bytes as latin-1
+    assert sent == [value.encode().decode("latin-1")] * 3, sent
+
+
+# -- 14. a malformed response is not retried --------------------------------------------------------
+
+
+async def test_a_malformed_response_is_a_store_error_for_a_read_and_an_unknown_outcome_for_a_swap() -> None:
+    """A response the client refuses to read (here both Transfer-Encoding and Content-Length)
+    comes from a server that will answer the same way again: a GET fails at once, without the
+    four retries and their back-off, and a conditional PUT is an unknown outcome (it was sent)."""
+    from langgraph_handoff.errors import UnknownOutcomeError
+
+    bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+
+    async def smuggled(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, bad)
+
+    async with Scripted(smuggled) as server:
+        wire = LoopS3(
+            "b", "", endpoint_url=server.url, region="us-east-1", keys=StaticKeys(Keys("A", "s")), quoting=EtagQuoting()
+        )
+        with pytest.raises(StoreError, match=r"response cannot be read .*Transfer-Encoding and Content-Length"):
+            await wire.get("k")
+        assert len(server.requests) == 1
+        with pytest.raises(UnknownOutcomeError, match="unreadable HTTP response"):
+            await wire.put("k", b"x", if_none_match=True)
+        await wire.aclose()
+    assert len(server.requests) == 2

@@ -9,7 +9,10 @@ receives the outcome (httpx's one-core, two-front-ends model):
   store can (one round trip). With ``outcomes=True`` a failed operation's exception takes its
   place in the list instead of being thrown;
 * :class:`Sleep` -> back off before a retry;
-* :class:`Emit` -> hand one item to the caller (streaming ``list``).
+* :class:`Emit` -> hand one item to the caller (streaming ``list``);
+* :class:`Call` -> run a function in the caller's own mode (``call()`` or ``await acall()``) and
+  send back its result: work that must wait for other threads or tasks, which a plan cannot do
+  (the store probe before a first write, :mod:`langgraph_handoff.checkpoint.trust`).
 
 The plan's return value is the operation's result. Only these two small loops know whether the
 caller is sync or async.
@@ -19,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph_handoff.stores.base import Op, StoreBase
 
-__all__ = ["Batch", "Emit", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
+__all__ = ["Batch", "Call", "Emit", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
 
 R = TypeVar("R")
 
@@ -46,7 +49,15 @@ class Emit:
     item: Any
 
 
-Step = Any  # Op | Batch | Sleep | Emit
+@dataclass(frozen=True)
+class Call:
+    """``call()`` under :func:`run`/:func:`iterate`, ``await acall()`` under :func:`arun`/:func:`aiterate`."""
+
+    call: Callable[[], Any]
+    acall: Callable[[], Awaitable[Any]]
+
+
+Step = Any  # Op | Batch | Sleep | Emit | Call
 Plan = Generator[Step, Any, R]
 
 
@@ -70,6 +81,8 @@ def _perform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Sleep):
         time.sleep(step.seconds)
         return None
+    if isinstance(step, Call):
+        return step.call()
     return store.run(step)
 
 
@@ -79,6 +92,8 @@ async def _aperform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Sleep):
         await asyncio.sleep(step.seconds)
         return None
+    if isinstance(step, Call):
+        return await step.acall()
     return await store.arun(step)
 
 

@@ -23,9 +23,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_handoff import probe
-from langgraph_handoff._version import __version__
-from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
@@ -133,6 +131,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         layout: Layout | None = None,
+        cache_size: int = 1024,
+        cache_bytes: int = 64 * 1024 * 1024,
         migrations: SchemaMigrations | None = None,
         ttl: Mapping[str, Any] | TTLSettings | None = None,
         clock: Callable[[], float] | None = None,
@@ -143,19 +143,36 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name);
         * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`;
         * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain, on the obstore
-          transport when it is installed, else boto3 (:mod:`langgraph_handoff.stores.urls`).
-          Query parameters ``endpoint_url``, ``region`` and ``transport`` are read, e.g.
-          ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``.
+          transport when it is installed, else boto3. Query parameters ``endpoint_url``,
+          ``region``, ``transport`` and ``async_io``, e.g.
+          ``s3://agents/prod?endpoint_url=http://127.0.0.1:7480``;
+        * ``az://container/prefix``: Azure Blob Storage (the ``obstore`` extra); query parameters
+          ``account_name`` (or ``account``) and ``endpoint_url``; keys as keyword arguments or
+          ``AZURE_STORAGE_*`` variables, never in the URL;
+        * ``gs://bucket/prefix``: Google Cloud Storage (the ``gcs`` extra); query parameters
+          ``endpoint_url`` (an emulator) and ``project``.
 
         ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport);
-        ``serde``, ``layout``, ``migrations``, ``ttl`` and ``clock`` to the saver's.
+        ``serde``, ``layout``, ``cache_size``, ``cache_bytes``, ``migrations``, ``ttl`` and ``clock``
+        to the saver's. An unknown query parameter or keyword argument raises
+        :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones: a typo
+        such as ``?endpoint=`` must not send the saver to AWS (:mod:`langgraph_handoff.stores.urls`).
 
         >>> with ObjectStoreSaver.from_url("memory://") as saver:
         ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         True
         """
         store = store_from_url(url, **store_kwargs)
-        return cls(store, serde=serde, layout=layout, migrations=migrations, ttl=ttl, clock=clock)
+        return cls(
+            store,
+            serde=serde,
+            layout=layout,
+            cache_size=cache_size,
+            cache_bytes=cache_bytes,
+            migrations=migrations,
+            ttl=ttl,
+            clock=clock,
+        )
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreSaver:
@@ -172,41 +189,22 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     def setup(self) -> None:
         """Check the store, once per deployment, and record (or check) its format marker.
 
-        The first ``setup()`` on a store probes it (:mod:`langgraph_handoff.probe`, 5 requests on a
+        The first ``setup()`` on a store probes it (:mod:`langgraph_handoff.probe`, 6 requests on a
         scratch key): a store that accepts a second create-only PUT or a PUT with a wrong
         ``If-Match`` would let two workers fork a thread silently, so it raises
         :class:`~langgraph_handoff.errors.UnsafeStoreError` and nothing is written. A pass is
         recorded in the marker; later calls cost one GET. Idempotent. A store whose marker was
         written by a newer langgraph-handoff raises
         :class:`~langgraph_handoff.errors.EnvelopeVersionError` here, before any data is touched.
+
+        Optional: without it, the saver runs the same check before its first write to a store
+        (once per process; :mod:`langgraph_handoff.checkpoint.trust`). Calling it at startup
+        moves that cost, and any refusal, to startup.
         """
-        driver.run(self.store, self._plan_setup())
+        trust.setup(self.store)
 
     async def asetup(self) -> None:
-        await driver.arun(self.store, self._plan_setup())
-
-    def _plan_setup(self) -> driver.Plan[None]:
-        obj = yield Get(keys.FORMAT_MARKER_KEY)
-        marker = None
-        if obj is not None:
-            marker, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
-        if isinstance(marker, dict) and marker.get("probe"):
-            return None
-        yield from probe.plan_check(repr(self.store))
-        base = marker if isinstance(marker, dict) else {"package": "langgraph-handoff"}
-        record = {**base, "probe": {"passed": int(time.time()), "by": __version__}}
-        body = envelope.encode_msgpack(envelope.Kind.MARKER, record)
-        try:
-            if obj is None:
-                yield Put(keys.FORMAT_MARKER_KEY, body, if_none_match=True)
-            else:
-                yield Put(keys.FORMAT_MARKER_KEY, body, if_match=obj.etag)
-        except (PreconditionFailedError, UnknownOutcomeError):  # a concurrent setup won
-            obj = yield Get(keys.FORMAT_MARKER_KEY)
-            if obj is None:
-                raise
-            envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
-        return None
+        await trust.asetup(self.store)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -669,10 +667,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         """After every thread was migrated: stamp the store's format marker with the current
         storage format (so a later release can tell the store holds nothing older). Returns
         whether the marker changed."""
-        return driver.run(self.store, self._plan_mark_format())
+        return driver.run(self.store, trust.gated(self.store, self._plan_mark_format()))
 
     async def amark_format(self) -> bool:
-        return await driver.arun(self.store, self._plan_mark_format())
+        return await driver.arun(self.store, trust.gated(self.store, self._plan_mark_format()))
 
     def _plan_mark_format(self) -> driver.Plan[bool]:
         obj = yield Get(keys.FORMAT_MARKER_KEY)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans.state import backoff
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
@@ -167,10 +167,10 @@ class SessionManager:
         return lease_of(head, thread_id)
 
     def _run(self, plan: Plan[Any]) -> Any:
-        return driver.run(self.saver.store, plan)
+        return driver.run(self.saver.store, trust.gated(self.saver.store, plan))  # never on an unprobed store
 
     async def _arun(self, plan: Plan[Any]) -> Any:
-        return await driver.arun(self.saver.store, plan)
+        return await driver.arun(self.saver.store, trust.gated(self.saver.store, plan))
 
     # -- leases ---------------------------------------------------------------------------------------
 

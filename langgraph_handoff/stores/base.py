@@ -24,7 +24,7 @@ import asyncio
 import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -225,6 +225,14 @@ class StoreBase(ABC):
     @abstractmethod
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         """One page of keys under ``prefix``, ascending, strictly after ``start_after``."""
+
+    def trust_scope(self) -> Hashable | None:
+        """What a store probe's verdict covers (:mod:`langgraph_handoff.checkpoint.trust`): the
+        saver probes each scope once per process before its first write to it. ``None`` for a
+        store whose conditional writes this package implements itself (memory, a local
+        directory): nothing to probe. The default is this store object alone; the network
+        stores name their server, bucket and prefix, so every saver on them shares one verdict."""
+        return self
 
     def delete_many(self, keys: Sequence[str]) -> None:
         """Unconditionally delete ``keys``; stores with a batch API override this."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from langgraph_handoff.stores.base import (
@@ -60,6 +60,10 @@ class CountingStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"CountingStore({self.inner!r})"
+
+    def trust_scope(self) -> Hashable | None:
+        """The inner store's: counting its requests changes nothing about its conditions."""
+        return self.inner.trust_scope()
 
     @property
     def requests(self) -> int:

@@ -230,6 +230,10 @@ class GCSStore(StoreBase):
         where = f", endpoint={self.endpoint_url!r}" if self.endpoint_url else ""
         return f"GCSStore(bucket={self.bucket_name!r}, prefix={self.prefix!r}{where})"
 
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per endpoint, bucket and prefix."""
+        return ("gs", self.endpoint_url or "https://storage.googleapis.com", self.bucket_name, self.prefix)
+
     # -- setup -----------------------------------------------------------------------------------
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (idempotent); needs ``storage.buckets.create``."""

@@ -64,6 +64,10 @@ class LocalStore(StoreBase):
         except OSError as exc:
             raise StoreError(f"cannot create the local store at {self.root}: {exc}") from exc
 
+    def trust_scope(self) -> None:
+        """Nothing to probe: this package implements this store's conditional writes itself."""
+        return None
+
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
 

@@ -16,7 +16,16 @@ It does exactly what the S3 store needs and no more:
 * idle connections kept (most recent first) and dropped after :attr:`Origin.idle_seconds`, before
   a server's own idle timeout can race a new request;
 * no redirects, no proxies, no cookies, no compression: the S3 store treats a 3xx as an error and
-  uses its thread-pool path when a proxy applies (see :mod:`.s3_loop`).
+  uses its thread-pool path when a proxy applies (see :mod:`.s3_loop`);
+* **strict framing**, as strict as aiohttp's and h11's parsers: a status line must be
+  ``HTTP/1.x NNN``; a chunk size is hexadecimal digits only (no ``+``, ``0x``, ``_`` or spaces
+  inside) and a chunk ends with CRLF; ``Content-Length`` is digits only, and repeated only with
+  the same value; ``Transfer-Encoding`` may only be ``chunked``, and never beside a
+  ``Content-Length``; no whitespace between a field name and its colon; the status line and
+  headers fit in :data:`MAX_HEAD` bytes. Anything else fails the request with
+  :class:`MalformedResponse` and closes the connection: a lenient parser and the server can
+  disagree on where a response ends, and the rest would be read as the *next* request's answer.
+  Header values are sent as UTF-8, the bytes SigV4 signs (and what boto3 and obstore send).
 
 A request that fails before a single byte of its response arrived raises
 :class:`ConnectionFailed` with ``sent`` telling whether the request may have reached the server;
@@ -43,7 +52,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["ConnectionFailed", "HttpPool", "Origin", "Response"]
+__all__ = ["MAX_HEAD", "ConnectionFailed", "HttpPool", "MalformedResponse", "Origin", "Response"]
+
+#: the most bytes a response's status line and headers (or a chunked body's trailers) may take.
+#: An S3 response head is well under 2 KiB; h11 stops at 16 KiB by default, aiohttp at 8190 bytes
+#: per line. Without a limit a server that never ends its head would grow the buffer until the
+#: request's timeout.
+MAX_HEAD = 64 * 1024
+#: the most bytes one chunk-size line (size and extensions) may take (aiohttp's line limit is 8190)
+MAX_CHUNK_LINE = 8192
 
 
 class ConnectionFailed(Exception):
@@ -55,6 +72,15 @@ class ConnectionFailed(Exception):
     def __init__(self, message: str, *, sent: bool) -> None:
         super().__init__(message)
         self.sent = sent
+
+
+class MalformedResponse(ConnectionFailed):
+    """The server answered, but not with an HTTP/1.1 response this client will read (see the
+    module docstring's "strict framing"). The request was sent; the connection is closed. Trying
+    again reaches the same server, so the S3 store does not retry it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, sent=True)
 
 
 #: one compiled pattern per header name asked for (a handful: framing, ETag, Location)
@@ -128,12 +154,37 @@ class Origin:
 
 
 class _Framing(ValueError):
-    """A response whose framing cannot be trusted (length, chunk sizes)."""
+    """A response whose framing cannot be trusted (status line, length, chunk sizes, head size)."""
+
+
+#: ``HTTP/1.x`` then a space and exactly three digits, then the end or a space and a reason
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: [^\r\n]*)?")
+#: a header line that is neither ``token:`` (no space before the colon) nor a continuation
+_BAD_FIELD_LINE = re.compile(rb"\r\n(?![!#$%&'*+\-.^_`|~0-9A-Za-z]+:|[ \t])")
+_DIGITS = re.compile(r"[0-9]+")
+#: a chunk-size line: hex digits only, then maybe extensions, then maybe trailing blanks (as h11)
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?[ \t]*")
+
+
+def _status(line: bytes) -> int:
+    r"""The status code of a status line, strictly (RFC 9112, 4).
+
+    >>> _status(b"HTTP/1.1 200 OK"), _status(b"HTTP/1.0 404")
+    (200, 404)
+    >>> _status(b"HTTP/1.1 2000 OK")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.stores.loop_http._Framing: not an HTTP/1.x status line: b'HTTP/1.1 2000 OK'
+    """
+    match = _STATUS_LINE.fullmatch(line)
+    if match is None:
+        raise _Framing(f"not an HTTP/1.x status line: {line[:80]!r}")
+    return int(match.group(1))
 
 
 def _content_length(value: str) -> int:
-    """``Content-Length``, strictly: digits only; a repeated field must repeat the same number
-    (RFC 9110, 8.6). Anything else could cut a body short or read into the next response.
+    """``Content-Length``, strictly: ASCII digits only; a repeated field must repeat the same
+    number (RFC 9110, 8.6). Anything else could cut a body short or read into the next response.
 
     >>> _content_length("10"), _content_length("10, 10")
     (10, 10)
@@ -141,11 +192,54 @@ def _content_length(value: str) -> int:
     Traceback (most recent call last):
     ...
     langgraph_handoff.stores.loop_http._Framing: Content-Length '10, 11' is not one number
+    >>> _content_length("+5")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.stores.loop_http._Framing: Content-Length '+5' is not one number
     """
-    values = {v.strip() for v in value.split(",")}
-    if len(values) != 1 or not next(iter(values)).isdigit():
+    values = {v.strip(" \t") for v in value.split(",")}
+    if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
         raise _Framing(f"Content-Length {value!r} is not one number")
     return int(next(iter(values)))
+
+
+def _chunk_size(line: bytes) -> int:
+    """The size a chunk-size line announces: hexadecimal digits only, as aiohttp and h11 read it.
+    ``int(x, 16)`` alone also takes ``+5``, ``0x5``, ``0_5`` and `` 5``, which another parser on
+    the path (a proxy) reads differently or not at all.
+
+    >>> _chunk_size(b"1a"), _chunk_size(b"5;name=value"), _chunk_size(b"0")
+    (26, 5, 0)
+    >>> _chunk_size(b"0x5")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.stores.loop_http._Framing: chunk size b'0x5' is not hexadecimal digits
+    """
+    match = _CHUNK_SIZE.fullmatch(line)
+    if match is None:
+        raise _Framing(f"chunk size {line[:20]!r} is not hexadecimal digits")
+    return int(match.group(1), 16)
+
+
+def _framing(head: bytes) -> tuple[bool, int | None]:
+    """``(chunked, content_length)`` of a response head, refusing what could be read two ways:
+    a field name with blanks before its colon, a ``Transfer-Encoding`` other than ``chunked``,
+    and both ``Transfer-Encoding`` and ``Content-Length`` (RFC 9112, 6.1: a message with both is
+    a smuggling attempt or a broken server; aiohttp and h11 refuse it too)."""
+    bad = _BAD_FIELD_LINE.search(head)
+    if bad is not None:
+        start = bad.start() + 2
+        stop = head.find(b"\r\n", start)
+        raise _Framing(f"malformed header line {head[start : stop if stop >= 0 else len(head)][:60]!r}")
+    encoding = _field(head, "transfer-encoding")
+    length = _field(head, "content-length")
+    if encoding is not None:
+        if encoding.lower() != "chunked":
+            raise _Framing(f"Transfer-Encoding {encoding!r} is not 'chunked'")
+        if length is not None:
+            raise _Framing("both Transfer-Encoding and Content-Length")
+        return True, None
+    return False, None if length is None else _content_length(length)
 
 
 class _Connection(asyncio.Protocol):
@@ -180,7 +274,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._parse()
         except (_Framing, ValueError) as exc:  # a malformed head or chunk size: fail, never guess
-            self._fail(f"unreadable HTTP response: {exc}")
+            self._fail(f"unreadable HTTP response: {exc}", malformed=True)
 
     def eof_received(self) -> bool | None:
         self.closed = True  # never handed out again, even before connection_lost arrives
@@ -215,29 +309,28 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> None:
         buf = self._buf
         if self._headers is None:
-            end = buf.find(b"\r\n\r\n")
+            end = buf.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
             if end < 0:
+                if len(buf) >= MAX_HEAD + 4:
+                    raise _Framing(f"the status line and headers exceed {MAX_HEAD} bytes")
                 return
             head = bytes(buf[:end])
-            version, _, rest = head[:64].partition(b" ")
-            status = rest[:3]
-            if not version.startswith(b"HTTP/1.") or not status.isdigit():
-                raise _Framing(f"not an HTTP/1.x response: {head[:80]!r}")
-            self._status = int(status)
+            line_end = head.find(b"\r\n")
+            self._status = _status(head if line_end < 0 else head[:line_end])
             if 100 <= self._status < 200:  # an interim response (100 Continue): skip it
                 del buf[: end + 4]
                 self._parse()
                 return
+            chunked, length = _framing(head)  # checked even where no body follows
             connection = _field(head, "connection")
-            keep_alive = version == b"HTTP/1.1" and not (connection and "close" in connection.lower())
-            length = _field(head, "content-length")
+            keep_alive = head.startswith(b"HTTP/1.1 ") and not (connection and "close" in connection.lower())
             if self._head_only or self._status in (204, 304):
                 self._length = 0
-            elif "chunked" in (_field(head, "transfer-encoding") or "").lower():
+            elif chunked:
                 self._length = -2
                 self._chunks, self._chunk_at = [], end + 4
             elif length is not None:
-                self._length = _content_length(length)
+                self._length = length
             else:
                 self._length = -1
                 keep_alive = False
@@ -257,17 +350,17 @@ class _Connection(asyncio.Protocol):
         buf = self._buf
         pos = self._chunk_at
         while True:
-            line_end = buf.find(b"\r\n", pos)
+            line_end = buf.find(b"\r\n", pos, pos + MAX_CHUNK_LINE + 2)
             if line_end < 0:
+                if len(buf) - pos >= MAX_CHUNK_LINE + 2:
+                    raise _Framing(f"a chunk-size line longer than {MAX_CHUNK_LINE} bytes")
                 break
-            size_field = bytes(buf[pos:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_field, 16)
-            except ValueError:
-                raise _Framing(f"chunk size {size_field[:20]!r} is not hexadecimal") from None
+            size = _chunk_size(bytes(buf[pos:line_end]))
             if size == 0:
-                trailer_end = buf.find(b"\r\n\r\n", line_end)
+                trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD + 4)
                 if trailer_end < 0:
+                    if len(buf) - line_end >= MAX_HEAD + 4:
+                        raise _Framing(f"the trailers exceed {MAX_HEAD} bytes")
                     break
                 del buf[: trailer_end + 4]
                 body, self._chunks = b"".join(self._chunks), []
@@ -276,6 +369,8 @@ class _Connection(asyncio.Protocol):
             start = line_end + 2
             if len(buf) < start + size + 2:
                 break
+            if buf[start + size : start + size + 2] != b"\r\n":
+                raise _Framing(f"a chunk of {size} bytes is not followed by CRLF")
             self._chunks.append(bytes(buf[start : start + size]))
             pos = start + size + 2
         self._chunk_at = pos
@@ -293,11 +388,11 @@ class _Connection(asyncio.Protocol):
         """The request's deadline passed: fail it (and never reuse this connection)."""
         self._fail(message)
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, *, malformed: bool = False) -> None:
         waiter, self._waiter = self._waiter, None
         self.close()
         if waiter is not None and not waiter.done():
-            waiter.set_exception(ConnectionFailed(message, sent=True))
+            waiter.set_exception(MalformedResponse(message) if malformed else ConnectionFailed(message, sent=True))
 
     def reusable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -429,9 +524,8 @@ class HttpPool:
             here = await self._here(loop)
         fields = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
         length = f"content-length: {len(body)}\r\n" if body or method in ("PUT", "POST") else ""
-        head = f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n{fields}{length}\r\n".encode(
-            "latin-1"
-        )
+        # UTF-8: the bytes SigV4 signs a header value as (and what boto3 and obstore send)
+        head = f"{method} {target} HTTP/1.1\r\nhost: {self.origin.host_header}\r\n{fields}{length}\r\n".encode()
         async with here.slots:
             connection = self._reuse(here.idle, loop.time())
             if connection is None:

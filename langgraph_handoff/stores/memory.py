@@ -48,6 +48,10 @@ class MemoryStore(StoreBase):
         self._objects: dict[str, tuple[bytes, str]] = {}
         self._keys: list[str] = []  # kept sorted for ordered listing
 
+    def trust_scope(self) -> None:
+        """Nothing to probe: this package implements this store's conditional writes itself."""
+        return None
+
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._objects)} objects)"
 

@@ -266,6 +266,10 @@ class AzureBlobStore(ObstoreBase):
     def __repr__(self) -> str:
         return f"AzureBlobStore(container={self.container!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
 
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per account endpoint, container and prefix."""
+        return ("az", self.endpoint_url, self.container, self.prefix)
+
     # -- Azure's quirks --------------------------------------------------------------------------
     def _store_missing(self, exc: BaseException) -> StoreError | None:
         if "ContainerNotFound" in str(exc) or "container does not exist" in str(exc):

@@ -41,7 +41,7 @@ from typing import Any
 from langgraph_handoff.errors import InvalidConfigError, StoreError
 from langgraph_handoff.stores.base import ListResult, StoredObject, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
-from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
+from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_loop import LoopS3, proxy_applies
 from langgraph_handoff.stores.sigv4 import Keys
 
@@ -174,13 +174,13 @@ class ObstoreS3Store(ObstoreBase):
         obs = import_obstore()
         import boto3
 
-        self.bucket = bucket
+        self.bucket = check_bucket(bucket)
         prefix = prefix.strip("/")
         self.prefix = validate_prefix(prefix + "/") if prefix else ""
         self.quoting = EtagQuoting(etag_quoting)
         self.session = session or boto3.Session(profile_name=profile_name)
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        self.region_name = region_name or self.session.region_name or "us-east-1"
+        self.region_name = check_region(region_name or self.session.region_name or "us-east-1")
         self._credentials = BotoCredentials(self.session)
         # like botocore: over HTTPS the body is not hashed into the signature (TLS protects it, and
         # every object carries its own checksum); over plain HTTP it is
@@ -218,6 +218,10 @@ class ObstoreS3Store(ObstoreBase):
 
     def __repr__(self) -> str:
         return f"ObstoreS3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per server, bucket and prefix, whichever S3 transport reaches them."""
+        return ("s3", self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com", self.bucket, self.prefix)
 
     # -- the two obstore clients -----------------------------------------------------------------
     def _build_clients(self) -> tuple[Any, Any]:

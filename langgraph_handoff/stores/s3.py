@@ -9,7 +9,7 @@ Server deviations this adapter absorbs (measured, see the project README):
   a HEAD shows the very ETag we sent, it wants quotes, and we switch for the rest of the session.
 * **Lost races.** 412 PreconditionFailed and 409 ConditionalRequestConflict both mean "the condition
   did not hold" -> :class:`PreconditionFailedError`. So does 404 on ``If-Match`` against a missing key
-  (moto); RGW answers 412 there.
+  (moto 5); RGW answers 412 there.
 * **Unknown outcomes.** RGW answers many race losers with HTTP 500. A 5xx (or a dropped connection)
   on a *conditional* write is reported as :class:`UnknownOutcomeError`: the caller re-reads and
   decides from what is stored. It is never retried blindly.
@@ -46,7 +46,7 @@ from langgraph_handoff.stores.base import (
     validate_prefix,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
-from langgraph_handoff.stores.s3_compat import EtagQuoting, default_headers, no_such_bucket
+from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
 __all__ = ["S3Store"]
@@ -93,7 +93,9 @@ class S3Store(StoreBase):
         extra_retries: int = 4,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.bucket = bucket
+        self.bucket = check_bucket(bucket, arn=True)  # botocore would only refuse it at the first request
+        if region_name is not None:
+            check_region(region_name)
         prefix = prefix.strip("/")
         self.prefix = validate_prefix(prefix + "/") if prefix else ""
         self._owns_client = client is None
@@ -124,6 +126,10 @@ class S3Store(StoreBase):
 
     def __repr__(self) -> str:
         return f"S3Store(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    def trust_scope(self) -> tuple[str, ...]:
+        """One probe verdict per server, bucket and prefix, whichever S3 transport reaches them."""
+        return ("s3", str(self.client.meta.endpoint_url), self.bucket, self.prefix)
 
     def _add_headers(self, request: Any, **_: Any) -> None:
         for name, value in self.headers.items():

@@ -12,16 +12,128 @@ deviations are the servers', not the client libraries':
   region's leader only when the request carries ``X-Tigris-Consistent: true``; without it a
   condition may be checked against a stale replica. :func:`default_headers` adds it for Tigris
   endpoints.
+* **Names that change where a request goes.** A bucket or region holding ``:``, ``#`` or ``/``
+  becomes part of a host name or path (``https://{bucket}.s3.{region}.amazonaws.com``) and sends
+  the signed request elsewhere; an upper-case bucket in a host name is lower-cased into another
+  bucket. :func:`check_bucket` and :func:`check_region` refuse such names at construction, by
+  the rules botocore checks (its ``validate_bucket_name`` and ``validate_region_name``), for
+  every S3 transport; :func:`virtual_hostable` says when a bucket may go into a host name at all.
+* **Header values** go out as UTF-8 on every transport (boto3 and obstore do; the loop client
+  does the same, since SigV4 signs the UTF-8). Control characters would split or inject header
+  lines, so :func:`check_headers` refuses them, and names that are not HTTP tokens.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from langgraph_handoff.errors import StoreNotFoundError
+from langgraph_handoff.errors import InvalidConfigError, StoreNotFoundError
 
-__all__ = ["EtagQuoting", "default_headers", "no_such_bucket", "strip_etag"]
+__all__ = [
+    "EtagQuoting",
+    "check_bucket",
+    "check_headers",
+    "check_region",
+    "default_headers",
+    "no_such_bucket",
+    "strip_etag",
+    "virtual_hostable",
+]
+
+#: S3's bucket names as botocore accepts them: legacy (us-east-1) names allow upper case and '_'
+_BUCKET = re.compile(r"[A-Za-z0-9._-]{1,255}")
+#: an access point or Outposts ARN, which boto3 (not obstore) resolves to its own endpoint
+_ARN = re.compile(r"arn:aws[a-z-]*:s3(?:-object-lambda|-outposts)?:[a-z0-9-]*:[0-9]{12}:[A-Za-z0-9./:-]+")
+#: what may go into a host name (botocore's virtual-hosted rule): 3-63 lower-case letters, digits
+#: and '-', starting and ending with a letter or digit, no '.' (it would break the certificate)
+_DNS_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9-]{1,61})[a-z0-9]")
+#: a region is one host label: letters, digits and '-', not all digits, not starting or ending with '-'
+_REGION = re.compile(r"(?![0-9]+$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_bucket(bucket: str, *, arn: bool = False) -> str:
+    """``bucket`` if it is an S3 bucket name (or, with ``arn``, an access point ARN), else
+    :class:`~langgraph_handoff.errors.InvalidConfigError`.
+
+    >>> check_bucket("agents"), check_bucket("Legacy_Bucket.2014")
+    ('agents', 'Legacy_Bucket.2014')
+    >>> check_bucket("evil.com#agents")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: S3 bucket name 'evil.com#agents' is not valid: ...
+    """
+    if _BUCKET.fullmatch(bucket) or (arn and _ARN.fullmatch(bucket)):
+        return bucket
+    if not arn and _ARN.fullmatch(bucket):
+        raise InvalidConfigError(
+            f"{bucket!r} is an access point ARN, which only the boto3 transport resolves: use transport=boto3"
+        )
+    raise InvalidConfigError(
+        f"S3 bucket name {bucket!r} is not valid: a bucket name is 1-255 letters, digits, '.', '-' or '_' "
+        f"(botocore's rule{'; or an access point ARN' if arn else ''}). Check the bucket in the URL "
+        "(s3://BUCKET/prefix): ':', '#', '/' or '@' would send the request to another host or bucket"
+    )
+
+
+def virtual_hostable(bucket: str) -> bool:
+    """Whether ``bucket`` may be the first label of a host name (``BUCKET.s3.REGION.amazonaws.com``):
+    botocore's rule. Anything else goes path-style (``s3.REGION.amazonaws.com/BUCKET``), as
+    botocore's default addressing does; in a host name ``Legacy`` would be read as ``legacy``.
+
+    >>> virtual_hostable("agents"), virtual_hostable("Agents"), virtual_hostable("a.b"), virtual_hostable("ab")
+    (True, False, False, False)
+    """
+    return _DNS_BUCKET.fullmatch(bucket) is not None
+
+
+def check_region(region: str) -> str:
+    """``region`` if it is one host label (botocore's rule), else ``InvalidConfigError``.
+
+    >>> check_region("eu-west-1")
+    'eu-west-1'
+    >>> check_region("us-east-1.evil.com#")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: S3 region 'us-east-1.evil.com#' is not valid: ...
+    """
+    if _REGION.fullmatch(region):
+        return region
+    raise InvalidConfigError(
+        f"S3 region {region!r} is not valid: a region is letters, digits and '-' (e.g. eu-west-1), as botocore "
+        "checks it; it becomes part of the host name requests go to. Check region / region_name"
+    )
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    r"""Extra request headers, checked: names are HTTP tokens, values hold no control characters
+    (CR or LF would end the header line and start another). Non-ASCII values are allowed: every
+    transport sends and signs them as UTF-8.
+
+    >>> check_headers({"X-Amz-Meta-Note": "café"})
+    {'X-Amz-Meta-Note': 'café'}
+    >>> check_headers({"X-Note": "a\r\nX-Amz-Acl: public-read"})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: header 'X-Note' has a control character in its value: ...
+    """
+    checked: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise InvalidConfigError(f"header name {name!r} is not an HTTP token (letters, digits, !#$%&'*+.^_`|~-)")
+        if not isinstance(value, str):
+            raise InvalidConfigError(f"header {name!r}: its value must be a string, not {type(value).__name__}")
+        if _CONTROL.search(value):
+            raise InvalidConfigError(
+                f"header {name!r} has a control character in its value: {value!r}. CR or LF would start another "
+                "header line; remove them (a tab is allowed)"
+            )
+        checked[name] = value
+    return checked
+
 
 #: endpoints (host suffixes) that need a header for conditions to be evaluated consistently
 CONSISTENCY_HEADERS = {
@@ -32,7 +144,7 @@ CONSISTENCY_HEADERS = {
 
 def default_headers(endpoint_url: str | None, headers: dict[str, str] | None = None) -> dict[str, str]:
     """The extra headers every request to ``endpoint_url`` carries: the consistency header its
-    service needs (Tigris), then ``headers`` (which win).
+    service needs (Tigris), then ``headers`` (which win), checked (:func:`check_headers`).
 
     >>> default_headers("https://fly.storage.tigris.dev")
     {'X-Tigris-Consistent': 'true'}
@@ -46,7 +158,7 @@ def default_headers(endpoint_url: str | None, headers: dict[str, str] | None = N
     for suffix, extra in CONSISTENCY_HEADERS.items():
         if host == suffix.lstrip(".") or host.endswith(suffix):
             merged.update(extra)
-    merged.update(headers or {})
+    merged.update(check_headers(headers))
     return merged
 
 

@@ -11,7 +11,7 @@ The outcomes are exactly :class:`~langgraph_handoff.stores.s3.S3Store`'s and ``O
 
 * a missing key is ``None`` on GET and no error on DELETE; a missing bucket is
   :class:`~langgraph_handoff.errors.StoreNotFoundError` on every request;
-* 412 and 409 on a conditional PUT are a lost race, and so is 404 on ``If-Match`` (moto);
+* 412 and 409 on a conditional PUT are a lost race, and so is 404 on ``If-Match`` (moto 5);
   a 412 on ``If-Match`` while the object has the very ETag we sent means the server wants the
   other quoting (:class:`~.s3_compat.EtagQuoting`), learnt once, then the PUT is sent again;
 * idempotent requests are retried on 5xx, 429, throttling codes and dropped connections, with
@@ -21,7 +21,11 @@ The outcomes are exactly :class:`~langgraph_handoff.stores.s3.S3Store`'s and ``O
   which the saver settles by re-reading; a connection that failed before anything was sent is
   tried again;
 * 3xx (a wrong region or endpoint), 401 and 403 are :class:`~langgraph_handoff.errors.StoreError`
-  saying what to check.
+  saying what to check;
+* a response the HTTP client refuses to read (:class:`~.loop_http.MalformedResponse`: bad
+  framing, a head over 64 KiB) is never retried, since the same server would answer the same:
+  :class:`~langgraph_handoff.errors.StoreError` for an idempotent request, and
+  :class:`~langgraph_handoff.errors.UnknownOutcomeError` for a conditional PUT (it was sent).
 """
 
 from __future__ import annotations
@@ -49,8 +53,16 @@ from langgraph_handoff.stores.base import (
     validate_prefix,
     validate_start_after,
 )
-from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, Origin, Response
-from langgraph_handoff.stores.s3_compat import EtagQuoting, no_such_bucket, strip_etag
+from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, MalformedResponse, Origin, Response
+from langgraph_handoff.stores.s3_compat import (
+    EtagQuoting,
+    check_bucket,
+    check_headers,
+    check_region,
+    no_such_bucket,
+    strip_etag,
+    virtual_hostable,
+)
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
 
 __all__ = ["KeySource", "LoopS3", "StaticKeys", "proxy_applies"]
@@ -153,7 +165,8 @@ class LoopS3:
         bucket: the bucket.
         prefix: the store's key prefix (``""`` or ending in ``/``), put before every key.
         endpoint_url: an S3-compatible server (path-style addressing), or None for AWS
-            (virtual-hosted addressing, ``https://BUCKET.s3.REGION.amazonaws.com``).
+            (virtual-hosted addressing, ``https://BUCKET.s3.REGION.amazonaws.com``, for the
+            buckets a host name can carry; path-style for the others, as botocore does).
         region: the signing region.
         keys: the credentials to sign with (:class:`KeySource`; renewed by their owner, fetched
             in a worker thread when due, so no refresh ever blocks the loop).
@@ -177,9 +190,10 @@ class LoopS3:
         timeout: float = 30.0,
         max_connections: int = 64,
     ) -> None:
-        self.bucket = bucket
+        # a ':' '#' or '/' in either would send the signed request to another host or bucket
+        self.bucket = check_bucket(bucket)
         self.prefix = prefix
-        self.region = region
+        self.region = check_region(region)
         self.endpoint_url = endpoint_url
         self._keys = keys
         self.quoting = quoting
@@ -188,7 +202,7 @@ class LoopS3:
         if endpoint_url:
             base = endpoint_url.rstrip("/")
             self._root = quote_path(urlsplit(base).path + "/" + bucket)  # path-style: /[base/]bucket
-        elif "." in bucket:  # a dotted bucket does not match the wildcard certificate
+        elif not virtual_hostable(bucket):  # dotted (the wildcard certificate), upper case, '_': path-style
             base = f"https://s3.{region}.amazonaws.com"
             self._root = quote_path("/" + bucket)
         else:
@@ -196,7 +210,7 @@ class LoopS3:
             self._root = ""
         self.origin = Origin.from_url(base)
         self._https = self.origin.scheme == "https"
-        self._extra = {k.lower(): v for k, v in (headers or {}).items()}
+        self._extra = {k.lower(): v for k, v in check_headers(headers).items()}
         self.pool = HttpPool(self.origin, max_connections=max_connections)
 
     def __repr__(self) -> str:
@@ -234,6 +248,11 @@ class LoopS3:
         for attempt in range(self.max_retries + 1):
             try:
                 response: Response = await call()
+            except MalformedResponse as exc:
+                raise StoreError(
+                    f"S3 {what}: the server's response cannot be read ({exc}); check that the endpoint is an "
+                    "S3 server (a proxy, or a TLS port spoken to in plain HTTP, answers like this). Not retried."
+                ) from None
             except ConnectionFailed as exc:
                 last = str(exc)
             else:

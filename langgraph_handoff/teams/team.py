@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import FENCE_KEY, write_refusal
 from langgraph_handoff.errors import (
@@ -148,10 +148,10 @@ class Team(TeamViews, TeamRequests):
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _run(self, plan: Plan[Any]) -> Any:
-        return driver.run(self.store, plan)
+        return driver.run(self.store, trust.gated(self.store, plan))  # never on an unprobed store
 
     async def _arun(self, plan: Plan[Any]) -> Any:
-        return await driver.arun(self.store, plan)
+        return await driver.arun(self.store, trust.gated(self.store, plan))
 
     def thread_id(self, name: str) -> str:
         """The LangGraph thread of member ``name``."""

@@ -40,39 +40,57 @@ Request budget per operation (S3 requests; counted by the tests):
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from langgraph_handoff.checkpoint import trust
 from langgraph_handoff.checkpoint.plans import blobs, listing, maintenance, migrate, reading, rewriting, sweep, writing
 from langgraph_handoff.checkpoint.plans.state import Layout, SaverState
 
 __all__ = ["Layout", "SaverPlans"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _gated(plan: F) -> F:
+    """The plan, probed before its first write on a store no probe has passed yet
+    (:mod:`langgraph_handoff.checkpoint.trust`); on a local or probed store, the plan itself."""
+
+    @functools.wraps(plan)
+    def bound(self: SaverState, *args: Any, **kwargs: Any) -> Any:
+        return trust.gated(self.store, plan(self, *args, **kwargs))
+
+    return bound  # type: ignore[return-value]
 
 
 class SaverPlans(SaverState):
     """What a saver is made of: every plan ``ObjectStoreSaver`` runs, named after the module that
     holds it. The saver drives these (``driver.run`` or ``driver.arun``); inside, a plan calls the
     others as plain functions, never back through the saver, so this table is the whole
-    composition."""
+    composition. Each is ``_gated``: a saver never writes to a store no probe has passed."""
 
     # reading
-    _plan_get_tuple = reading.plan_get_tuple
+    _plan_get_tuple = _gated(reading.plan_get_tuple)
     # writing
-    _plan_put = writing.plan_put
-    _plan_put_writes = writing.plan_put_writes
+    _plan_put = _gated(writing.plan_put)
+    _plan_put_writes = _gated(writing.plan_put_writes)
     # listing
-    _plan_list = listing.plan_list
-    _plan_delta_history = listing.plan_delta_history
-    _plan_heads_ids = listing.plan_heads_ids
-    _plan_namespaces = listing.plan_namespaces
+    _plan_list = _gated(listing.plan_list)
+    _plan_delta_history = _gated(listing.plan_delta_history)
+    _plan_heads_ids = _gated(listing.plan_heads_ids)
+    _plan_namespaces = _gated(listing.plan_namespaces)
     # maintenance (prune and delete_for_runs rewrite history through .rewriting)
-    _plan_delete_thread = maintenance.plan_delete_thread
-    _plan_delete_for_runs = maintenance.plan_delete_for_runs
-    _plan_prune = maintenance.plan_prune
-    _plan_copy_thread = maintenance.plan_copy_thread
+    _plan_delete_thread = _gated(maintenance.plan_delete_thread)
+    _plan_delete_for_runs = _gated(maintenance.plan_delete_for_runs)
+    _plan_prune = _gated(maintenance.plan_prune)
+    _plan_copy_thread = _gated(maintenance.plan_copy_thread)
     # migration and the TTL sweep
-    _plan_migration_targets = migrate.plan_migration_targets
-    _plan_migrate_thread = migrate.plan_migrate_thread
-    _plan_sweep = sweep.plan_sweep
+    _plan_migration_targets = _gated(migrate.plan_migration_targets)
+    _plan_migrate_thread = _gated(migrate.plan_migrate_thread)
+    _plan_sweep = _gated(sweep.plan_sweep)
     # what the command line, session ownership and teams (and tests) call on a saver directly
     _head_from = reading.head_from
-    _plan_load_namespace = rewriting.plan_load_namespace
+    _plan_load_namespace = _gated(rewriting.plan_load_namespace)
     _keep_latest_drop = rewriting.keep_latest_drop
     _blob_keys = staticmethod(blobs.blob_keys)

@@ -17,6 +17,7 @@ from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 from langgraph_handoff.format import keys
 from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.stores.base import StoreBase
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class SaverState:
     serde: Any
     layout: Layout
     _cache: HeadCache
+    store: StoreBase
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
     #: ``(thread_id, rider)``: a function of the root head's extra fields applied inside every
