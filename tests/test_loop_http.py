@@ -26,13 +26,20 @@ Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
 
 
 class Scripted:
-    """A loopback server that runs ``script`` for every request it reads; counts connections."""
+    """A loopback server that runs ``script`` for every request it reads; counts connections.
+
+    Leaving the ``async with`` block closes the server's side of every connection still open
+    before it waits for the server to close: since Python 3.12.1 ``Server.wait_closed()`` waits
+    for every connection, and a client pool keeps its idle keep-alive connection open by design
+    (a test may go on using that pool on another event loop), so waiting first hung forever.
+    3.13's ``Server.close_clients()`` does the same; 3.10 to 3.12 lack it."""
 
     def __init__(self, script: Script) -> None:
         self.script = script
         self.connections = 0
         self.requests: list[bytes] = []
         self.server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def __aenter__(self) -> Scripted:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -41,6 +48,8 @@ class Scripted:
     async def __aexit__(self, *exc: object) -> None:
         assert self.server is not None
         self.server.close()
+        for writer in list(self._writers):
+            writer.close()
         await self.server.wait_closed()
 
     @property
@@ -50,6 +59,7 @@ class Scripted:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -65,6 +75,7 @@ class Scripted:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
 
