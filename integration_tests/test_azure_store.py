@@ -29,6 +29,8 @@ from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_i
 from tests.race_helpers import check_thread_race, race_cas, race_create_only
 from tests.store_contract import StoreContract
 
+pytestmark = pytest.mark.obstore  # AzureBlobStore is obstore's
+
 CONTAINER = "lgh-tests"
 
 

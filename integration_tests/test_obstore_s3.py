@@ -35,6 +35,8 @@ from tests.race_helpers import (
 from tests.store_contract import StoreContract
 from tests.test_request_counts import IN_ORDER, five_nodes
 
+pytestmark = pytest.mark.obstore
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import sys
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -22,6 +23,16 @@ from langgraph.types import Command, Send, StateUpdate, interrupt
 from typing_extensions import TypedDict
 
 DURABILITIES = ("sync", "async", "exit")
+
+#: LangGraph's ``interrupt()`` (and ``get_config()``) read the run's config from a contextvar,
+#: which asyncio passes to a task only from Python 3.11 (``create_task(context=...)``): on 3.10 a
+#: node that calls ``interrupt()`` under ``ainvoke`` raises "Called get_config outside of a
+#: runnable context", with InMemorySaver too. LangGraph's limitation, not the saver's.
+ASYNC_INTERRUPTS = sys.version_info >= (3, 11)
+ASYNC_INTERRUPTS_REASON = (
+    "LangGraph's interrupt() cannot run under ainvoke on Python 3.10 (contextvars are not passed "
+    "to asyncio tasks before 3.11; InMemorySaver fails the same way)"
+)
 
 
 class State(TypedDict, total=False):

@@ -10,7 +10,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver
 from langgraph_handoff.stores import StoreBase
-from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.graph_scenarios import (
+    ASYNC_INTERRUPTS,
+    ASYNC_INTERRUPTS_REASON,
+    ASYNC_SCENARIOS,
+    DURABILITIES,
+    SYNC_SCENARIOS,
+)
 from tests.saver_helpers import put
 
 
@@ -24,7 +30,18 @@ def test_sync_runs_match_inmemory(scenario: str, durability: str, store: StoreBa
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)
-@pytest.mark.parametrize("scenario", sorted(ASYNC_SCENARIOS))
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.skipif(
+                name == "interrupt_resume" and not ASYNC_INTERRUPTS, reason=ASYNC_INTERRUPTS_REASON
+            ),
+        )
+        for name in sorted(ASYNC_SCENARIOS)
+    ],
+)
 async def test_async_runs_match_inmemory(scenario: str, durability: str, store: StoreBase) -> None:
     run = ASYNC_SCENARIOS[scenario]
     expected = await run(InMemorySaver(), durability, "thread-1")

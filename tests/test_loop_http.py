@@ -26,13 +26,20 @@ Script = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
 
 
 class Scripted:
-    """A loopback server that runs ``script`` for every request it reads; counts connections."""
+    """A loopback server that runs ``script`` for every request it reads; counts connections.
+
+    Leaving the ``async with`` block closes the server's side of every connection still open
+    before it waits for the server to close: since Python 3.12.1 ``Server.wait_closed()`` waits
+    for every connection, and a client pool keeps its idle keep-alive connection open by design
+    (a test may go on using that pool on another event loop), so waiting first hung forever.
+    3.13's ``Server.close_clients()`` does the same; 3.10 to 3.12 lack it."""
 
     def __init__(self, script: Script) -> None:
         self.script = script
         self.connections = 0
         self.requests: list[bytes] = []
         self.server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def __aenter__(self) -> Scripted:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -41,6 +48,8 @@ class Scripted:
     async def __aexit__(self, *exc: object) -> None:
         assert self.server is not None
         self.server.close()
+        for writer in list(self._writers):
+            writer.close()
         await self.server.wait_closed()
 
     @property
@@ -50,6 +59,7 @@ class Scripted:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -65,6 +75,7 @@ class Scripted:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
 
@@ -379,14 +390,15 @@ def _connection() -> _Connection:
 async def test_connecting_works_without_asyncio_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """``HttpPool._connect`` uses ``asyncio.timeout`` (3.11+). pyproject says
     ``requires-python = ">=3.10"``: on 3.10 every new connection raises a bare AttributeError
-    (reproduced with /root/.pyenv/versions/3.10.13 too). Simulated here by removing it."""
+    (reproduced with /root/.pyenv/versions/3.10.13 too). Simulated here by removing it on 3.11+;
+    on 3.10 (scripts/test-matrix) it is not there to remove, and the test is the real case."""
 
     async def ok(request: bytes, writer: asyncio.StreamWriter) -> None:
         await answer(writer, OK)
 
     async with Scripted(ok) as server:
         pool = pool_for(server)
-        monkeypatch.delattr(asyncio, "timeout")
+        monkeypatch.delattr(asyncio, "timeout", raising=False)  # 3.10: already the real thing
         response = await pool.request("GET", "/", {})
         monkeypatch.undo()
         await pool.aclose()

@@ -786,6 +786,46 @@ async def test_a_failing_progress_callback_stops_the_run(api: str, tmp_path: Pat
     assert verify_store(saver).problems == []
 
 
+def test_a_failing_progress_callback_stops_after_the_threads_under_way(tmp_path: Path) -> None:
+    """The sync run queued every thread in its pool up front: while the caller's thread was in
+    ``on_result`` (or waiting for the CPU, under load), the pool's workers went on taking new
+    threads, so a progress callback that failed on the first result still saw 6 of 60 threads
+    migrated (the test above failed so on Python 3.12 under a loaded machine). Now at most
+    ``concurrency`` threads are handed out at a time, the next only after ``on_result`` returned.
+
+    Here ``on_result`` fails on the first result, once the pool has either started a fourth
+    thread (before the fix) or finished everything it was given (after): at most 2 migrated."""
+    store = LocalStore(tmp_path / "store", fsync=False)
+    graph = v1_graph(ObjectStoreSaver(store))
+    for n in range(20):
+        graph.invoke({"log": ["hi"]}, cfg(f"t{n}"))
+    saver = ObjectStoreSaver(store, migrations=migrations(1))
+    plan = saver._plan_migrate_thread
+    changed = threading.Condition()
+    counts = {"started": 0, "finished": 0}
+
+    def tracked(*args: Any) -> Any:  # a worker thread's plan for one thread, counted
+        with changed:
+            counts["started"] += 1
+            changed.notify_all()
+        result = yield from plan(*args)
+        with changed:
+            counts["finished"] += 1
+            changed.notify_all()
+        return result
+
+    def explode(result: Any) -> None:
+        with changed:
+            assert changed.wait_for(lambda: counts["started"] >= 4 or counts["finished"] == counts["started"], 30)
+        raise BrokenPipeError("progress output closed")
+
+    saver._plan_migrate_thread = tracked  # type: ignore[method-assign]
+    with pytest.raises(BrokenPipeError):
+        saver.migrate(concurrency=2, on_result=explode)
+    done = ObjectStoreSaver(store, migrations=migrations(1)).migrate(dry_run=True).as_dict()
+    assert (done["current"], done["migrated"]) == (2, 18), counts
+
+
 def test_ctrl_c_reports_every_thread_it_migrated(tmp_path: Path) -> None:
     """Ctrl-C reports every thread migrated before the stop.
 

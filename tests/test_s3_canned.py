@@ -26,34 +26,36 @@ from langgraph_handoff.stores import ObstoreS3Store, S3Store
 from langgraph_handoff.stores.s3_compat import default_headers
 from tests.canned_s3 import canned_s3
 
-TRANSPORTS = [0, 1, 2]
 #: boto3; obstore with its async API on the event loop (the default); obstore through its pool
-IDS = ["boto3", "obstore", "obstore-threads"]
+TRANSPORTS = [
+    pytest.param("boto3", id="boto3"),
+    pytest.param("obstore", id="obstore", marks=pytest.mark.obstore),
+    pytest.param("obstore-threads", id="obstore-threads", marks=pytest.mark.obstore),
+]
 
 
-def _stores(endpoint: str, headers: dict[str, str] | None = None) -> list[Any]:
-    """The boto3 and the two obstore stores on ``endpoint``, each with one retry for idempotent calls."""
+def _store(endpoint: str, transport: str, headers: dict[str, str] | None = None) -> Any:
+    """The boto3 or an obstore store on ``endpoint``, with one retry for idempotent calls."""
     session = boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="secret" * 6)
-    config = Config(retries={"mode": "standard", "max_attempts": 1})
-    client = session.client("s3", endpoint_url=endpoint, region_name="us-east-1", config=config)
-    return [
-        S3Store("b", client=client, headers=headers, extra_retries=1),
-        ObstoreS3Store("b", endpoint_url=endpoint, session=session, headers=headers, max_retries=1, async_io="loop"),
-        ObstoreS3Store("b", endpoint_url=endpoint, session=session, headers=headers, max_retries=1, async_io="threads"),
-    ]
+    if transport == "boto3":
+        config = Config(retries={"mode": "standard", "max_attempts": 1})
+        client = session.client("s3", endpoint_url=endpoint, region_name="us-east-1", config=config)
+        return S3Store("b", client=client, headers=headers, extra_retries=1)
+    async_io = "threads" if transport == "obstore-threads" else "loop"
+    return ObstoreS3Store(
+        "b", endpoint_url=endpoint, session=session, headers=headers, max_retries=1, async_io=async_io
+    )
 
 
-@pytest.fixture(params=TRANSPORTS, ids=IDS)
+@pytest.fixture(params=TRANSPORTS)
 def canned_store(request: Any) -> Iterator[Any]:
     with canned_s3() as (endpoint, _):
-        stores = _stores(endpoint)
-        store = stores[request.param]
+        store = _store(endpoint, request.param)
         store.quoting.detect = False  # a 412 would trigger a HEAD: not what is tested here
         try:
             yield store
         finally:
-            for each in stores:
-                each.close()
+            store.close()
 
 
 @pytest.mark.parametrize(
@@ -94,28 +96,25 @@ async def test_idempotent_requests_fail_as_unavailable_after_retries(canned_stor
         canned_store.put(f"{segment}/k", b"x")
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS, ids=IDS)
-async def test_caller_headers_reach_the_server(transport: int) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_caller_headers_reach_the_server(transport: str) -> None:
     with canned_s3() as (endpoint, seen):
-        stores = _stores(endpoint, {"X-Tigris-Consistent": "true"})
-        store = stores[transport]
-        store.put("200/k", b"x", if_none_match=True)  # type: ignore[attr-defined]
-        store.get("200/k")  # type: ignore[attr-defined]
-        await store.aput("200/k", b"x", if_none_match=True)  # type: ignore[attr-defined]
-        await store.aget("200/k")  # type: ignore[attr-defined]
-        for each in stores:
-            await each.aclose()
+        store = _store(endpoint, transport, {"X-Tigris-Consistent": "true"})
+        store.put("200/k", b"x", if_none_match=True)
+        store.get("200/k")
+        await store.aput("200/k", b"x", if_none_match=True)
+        await store.aget("200/k")
+        await store.aclose()
     assert len(seen) == 4 and all(h.get("x-tigris-consistent") == "true" for h in seen), seen
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS, ids=IDS)
-async def test_no_extra_headers_elsewhere(transport: int) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_no_extra_headers_elsewhere(transport: str) -> None:
     with canned_s3() as (endpoint, seen):
-        stores = _stores(endpoint, None)
-        stores[transport].put("200/k", b"x")  # type: ignore[attr-defined]
-        await stores[transport].aput("200/k", b"x")  # type: ignore[attr-defined]
-        for each in stores:
-            await each.aclose()
+        store = _store(endpoint, transport, None)
+        store.put("200/k", b"x")
+        await store.aput("200/k", b"x")
+        await store.aclose()
     assert len(seen) == 2 and all("x-tigris-consistent" not in h for h in seen), seen
 
 
@@ -128,6 +127,7 @@ def test_tigris_endpoints_get_the_consistency_header() -> None:
     }
 
 
+@pytest.mark.obstore
 def test_a_proxy_keeps_the_async_api_on_the_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop client speaks to no proxy: with ``async_io="auto"`` a proxy that applies to the
     endpoint sends the async API through obstore (which is configured for it), and ``NO_PROXY``

@@ -50,6 +50,7 @@ def test_an_unreadable_listing_is_an_error_not_an_empty_page(body: bytes) -> Non
 # -- 8. proxies: ALL_PROXY is used by obstore, ignored by proxy_applies ---------------------------
 
 
+@pytest.mark.obstore
 def test_all_proxy_keeps_the_async_api_on_the_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """obstore (reqwest) sends requests through ``ALL_PROXY`` (checked: a listening socket set as
     ALL_PROXY receives obstore's ``GET http://endpoint/b/k``). ``proxy_applies`` only looks for
@@ -109,6 +110,7 @@ async def test_refreshable_credentials_are_not_fetched_on_the_event_loop() -> No
 # -- 10. obstore timeouts the loop path cannot read -------------------------------------------------
 
 
+@pytest.mark.obstore
 @pytest.mark.parametrize("timeout", ["1m30s", "1min", "30sec"])
 def test_obstore_durations_are_accepted_by_the_loop_path(timeout: str) -> None:
     """``timeout`` is obstore's duration string (humantime): ``"1m30s"``, ``"1min"``, ``"30sec"``

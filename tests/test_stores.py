@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,6 +137,71 @@ def test_local_store_put_survives_concurrent_directory_pruning(tmp_path: Path) -
         t.join()
     assert errors == []
     assert list(store.list("")) == []
+
+
+def _stripe(key: str) -> int:
+    """The lock stripe LocalStore takes for ``key`` (LocalStore._locked)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big") % 256
+
+
+def test_local_store_put_never_loses_its_directory_to_a_prune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race behind the rare failures of the test above, forced on every attempt: a put has
+    made its key's directories and is about to create its temporary file there when another
+    thread deletes the last other key in that directory, and the delete prunes the directories,
+    empty until the put's file lands. The put retried (5 times; ``_makedirs`` 20) and raised
+    StoreError "could not create the directory" when the prunes kept coming. Now, after two
+    lock-free tries, the put makes them under a lock no prune runs under
+    (``LocalStore._making_dirs``), and that try cannot lose its directory.
+
+    The other thread runs at the exact moment: the put's ``os.open`` of its temporary file waits
+    until that thread's delete has pruned (every try before the fix, the two lock-free tries
+    after it) or is blocked on a lock (the locked try)."""
+    store = LocalStore(tmp_path, fsync=False)
+    key, other = "a/b/c/mine", "a/b/c/other"
+    assert _stripe(key) != _stripe(other)  # the other thread must not wait for this put's stripe
+    writer = threading.get_ident()
+    real_open, real_flock = os.open, fcntl.flock
+    rounds: list[threading.Event] = []
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def put_and_delete_the_other_key(pruned_or_blocked: threading.Event) -> None:
+        try:
+            store.put(other, b"x")
+            store.delete(other)  # prunes a/b/c, a/b and a if they are empty
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            pruned_or_blocked.set()
+
+    def flock(fd: int, operation: int) -> None:
+        if threading.get_ident() != writer and not operation & fcntl.LOCK_NB and operation != fcntl.LOCK_UN:
+            try:
+                return real_flock(fd, operation | fcntl.LOCK_NB)
+            except BlockingIOError:
+                rounds[-1].set()  # the other thread is about to wait for a lock the put holds
+        return real_flock(fd, operation)
+
+    def hooked_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if threading.get_ident() == writer and os.path.basename(path).startswith(".tmp.") and len(rounds) < 8:
+            rounds.append(threading.Event())
+            thread = threading.Thread(target=put_and_delete_the_other_key, args=(rounds[-1],))
+            threads.append(thread)
+            thread.start()
+            assert rounds[-1].wait(30), "the other thread neither pruned nor waited for a lock"
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", hooked_open)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    store.put(key, b"mine")
+    for thread in threads:
+        thread.join(30)
+    monkeypatch.undo()
+    assert errors == []
+    assert store.get(key).body == b"mine" and store.get(other) is None
+    assert [o.key for o in store.list("")] == [key]
+    store.delete(key)
+    assert not (tmp_path / "a").exists()  # pruning still happens when nobody writes there
 
 
 def test_local_store_survives_another_process_reading_its_files(tmp_path: Path) -> None:

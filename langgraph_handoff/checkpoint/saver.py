@@ -9,7 +9,7 @@ import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -581,38 +581,40 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                 return ThreadMigration.failure(thread_id, exc)
 
-        width = max(1, concurrency)
-        pool = ThreadPoolExecutor(width, thread_name_prefix="migrate")
-        # Only ``width`` threads are handed to the pool at a time, the next one as a result is
-        # reported: when reporting fails or Ctrl-C comes, at most the ones under way finish.
+        # at most ``concurrency`` threads are handed to the pool at a time, the next one only once
+        # a result is in: when on_result fails or Ctrl-C comes, only those under way finish. With
+        # every thread queued up front, the workers went on taking new threads until the caller's
+        # thread got the CPU back to stop them (6 of 60 migrated instead of at most 2 under load)
+        pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
         waiting = iter(targets)
-        futures = [pool.submit(one, t) for t in itertools.islice(waiting, width)]
-        in_flight = set(futures)
-        reported: set[int] = set()
+        running: set[Future[ThreadMigration]] = set()  # submitted, result not reported yet
+
+        def start_more() -> None:
+            for thread_id in itertools.islice(waiting, max(1, concurrency) - len(running)):
+                running.add(pool.submit(one, thread_id))
+
         try:
-            while in_flight:
-                done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            start_more()
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     results.append(future.result())
-                    reported.add(id(future))
+                    running.discard(future)
                     if on_result is not None:
                         on_result(results[-1])
-                more = [pool.submit(one, t) for t in itertools.islice(waiting, len(done))]
-                futures += more
-                in_flight.update(more)
+                start_more()
         except BaseException:
             # Ctrl-C, or on_result failing (a closed pipe): threads not started yet never start;
             # the ones under way finish their thread (each is safe to stop between threads) and
             # are still reported, so the output accounts for every thread that was migrated
-            pool.shutdown(wait=True, cancel_futures=True)
-            for future in futures:
-                if id(future) not in reported and future.done() and not future.cancelled():
-                    results.append(future.result())
-                    if on_result is not None:
-                        try:
-                            on_result(results[-1])
-                        except Exception:  # noqa: BLE001 - already stopping on the first error
-                            break
+            pool.shutdown(wait=True)
+            for future in running:
+                results.append(future.result())
+                if on_result is not None:
+                    try:
+                        on_result(results[-1])
+                    except Exception:  # noqa: BLE001 - already stopping on the first error
+                        break
             raise
         pool.shutdown(wait=True)
         summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign)
