@@ -27,6 +27,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
@@ -110,7 +111,9 @@ class SessionManager:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
             fence = max(recorded, new.epoch)
-            written = replace(base, extra={**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
+            written = replace(
+                base, meta=HeadMeta.from_wire({**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
+            )
             body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
             try:
@@ -144,7 +147,7 @@ class SessionManager:
                 head, etag = saver._head_from((yield Get(hkey)), thread_id, ns)
                 if head is None or int(head.extra.get(FENCE_KEY, 0) or 0) >= epoch:
                     break
-                written = replace(head, extra={**head.extra, FENCE_KEY: epoch})
+                written = replace(head, meta=HeadMeta.from_wire({**head.extra, FENCE_KEY: epoch}))
                 body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
                 try:
                     new_etag = yield Put(hkey, body, if_match=etag)

@@ -47,6 +47,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put
 from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState, Selection, select
@@ -602,7 +603,8 @@ class Team(TeamViews, TeamRequests):
             seen = head.extra.get(RESUMES_KEY) or {}
             count = int(seen.get("count", 0)) + 1 if seen.get("checkpoint") == checkpoint_id else 1
             written = dataclasses.replace(
-                head, extra={**head.extra, RESUMES_KEY: {"checkpoint": checkpoint_id, "count": count}}
+                head,
+                meta=HeadMeta.from_wire({**head.extra, RESUMES_KEY: {"checkpoint": checkpoint_id, "count": count}}),
             )
             body = rec_io.encode_head(written, schema_version=self.saver.layout.schema_version)
             try:

@@ -42,6 +42,7 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
@@ -87,7 +88,9 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
             if lease:
                 lease.update(state="released", transfer=None)
                 ownership[LEASE_KEY] = lease
-            tomb = rec_io.encode_head(Head(tid, "", {}, {}, (), ownership), schema_version=saver.layout.schema_version)
+            tomb = rec_io.encode_head(
+                Head(tid, "", {}, {}, (), HeadMeta.from_wire(ownership)), schema_version=saver.layout.schema_version
+            )
             try:
                 yield Put(root_key, tomb, if_match=etag)
             except (PreconditionFailedError, UnknownOutcomeError):
@@ -99,7 +102,7 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
                     fresh is None
                     or fresh.records
                     or fresh.segments
-                    or fresh.extra != Head(tid, "", {}, {}, (), ownership).extra
+                    or fresh.extra != HeadMeta.from_wire(ownership).wire()
                 ):
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
@@ -302,4 +305,4 @@ def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: d
     # source's, and keeps the target's own if it had one
     extra = restamp({k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS}, saver.ttl, saver._clock())
     extra |= ownership
-    return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)
+    return rec_io.encode_head(replace(head, thread_id=dst, meta=HeadMeta.from_wire(extra)), schema_version=schema)

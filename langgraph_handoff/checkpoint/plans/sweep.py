@@ -95,6 +95,7 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import Head, Record
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
@@ -178,7 +179,7 @@ def _empty_head_sizes(saver: SaverState, thread_id: str, ns: str) -> tuple[int, 
     still carrying ``upto`` is bigger by the id, so it is never taken for settled."""
     sizes = []
     for extra in ({}, {SWEPT_KEY: swept_mark(0.0, None)}, {SWEPT_KEY: 0.0}):
-        head = Head(thread_id, ns, {}, {}, (), extra)
+        head = Head(thread_id, ns, {}, {}, (), HeadMeta.from_wire(extra))
         sizes.append(len(rec_io.encode_head(head, schema_version=saver.layout.schema_version)))
     return tuple(sizes)
 
@@ -371,7 +372,7 @@ def _tombstone(thread_id: str, ns: str, head: Head | None, now: float, upto: str
         if not ns and isinstance(lease, dict):
             extra[LEASE_KEY] = {**lease, "state": "released", "transfer": None}
     extra[SWEPT_KEY] = swept_mark(now, upto)
-    return Head(thread_id, ns, {}, {}, (), extra)
+    return Head(thread_id, ns, {}, {}, (), HeadMeta.from_wire(extra))
 
 
 def _swap_to_empty(
@@ -418,7 +419,9 @@ def _clear_marks(saver: SaverState, thread_id: str, marked: list[tuple[Head, str
             extra.pop(SWEPT_KEY, None)
         else:
             extra[SWEPT_KEY] = swept_mark(at, None)
-        new = Head(head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, extra)
+        new = Head(
+            head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, HeadMeta.from_wire(extra)
+        )
         fresh.append(new)
         key = keys.head_key(thread_id, head.checkpoint_ns)
         ops.append(Put(key, rec_io.encode_head(new, schema_version=saver.layout.schema_version), if_match=etag))

@@ -39,6 +39,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import (
     BlobRef,
     Folded,
@@ -173,7 +174,7 @@ def _next_head(
         records=records,
         payloads=table,
         segments=head.segments if head is not None else (),
-        extra=_stamp(saver, head.extra if head is not None else {}, thread_id, ns),
+        meta=HeadMeta.from_wire(_stamp(saver, head.extra if head is not None else {}, thread_id, ns)),
     )
     schema = saver.layout.schema_version
     body = rec_io.encode_head(new, schema_version=schema)
@@ -233,7 +234,7 @@ def _undo_if_fenced(
         yield from _check_root_fence(saver, thread_id, ns, fence)
     except OwnershipLostError:
         hkey = keys.head_key(thread_id, ns)
-        restore = before if before is not None else Head(thread_id, ns, {}, {}, (), dict(written.extra))
+        restore = before if before is not None else Head(thread_id, ns, {}, {}, (), written.meta)
         for _ in range(saver.layout.max_attempts):
             body = rec_io.encode_head(restore, schema_version=saver.layout.schema_version)
             try:
@@ -251,7 +252,9 @@ def _undo_if_fenced(
                         ns,
                     )
                     break
-                restore = fast_replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
+                restore = fast_replace(
+                    restore, meta=HeadMeta.from_wire({**restore.extra, **fresh.extra})
+                )  # keep the newer fence
                 etag = fresh_etag
         saver._cache.forget_thread(thread_id)
         raise
@@ -269,7 +272,7 @@ def _mark_refused_writes(
     at, upto = swept_of(head.extra)
     if at is None or (upto is not None and upto >= parent_id):
         return None
-    marked = fast_replace(head, extra={**head.extra, SWEPT_KEY: swept_mark(at, parent_id)})
+    marked = fast_replace(head, meta=HeadMeta.from_wire({**head.extra, SWEPT_KEY: swept_mark(at, parent_id)}))
     body = rec_io.encode_head(marked, schema_version=saver.layout.schema_version)
     try:
         new_etag = yield Put(keys.head_key(thread_id, ns), body, if_match=etag)
