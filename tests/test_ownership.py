@@ -26,6 +26,7 @@ from langgraph_handoff.errors import (
     TransferError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
@@ -81,7 +82,7 @@ def writable_epochs(saver: ObjectStoreSaver, thread: str, epochs: range) -> list
     obj = saver.store.get(head_key(thread, ""))
     head, _ = saver._head_from(obj, thread, "")
     assert head is not None
-    return [e for e in epochs if write_refusal(head.extra, e) is None and e >= 1]
+    return [e for e in epochs if write_refusal(head.meta, e) is None and e >= 1]
 
 
 # -- leases --------------------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-u
     sessions.acquire("chat", "b", ttl=10)
     for ns in sub_ns:  # the takeover carried epoch 2 to every subgraph head ...
         head, _ = saver._head_from(saver.store.get(head_key("chat", ns)), "chat", ns)
-        assert head is not None and write_refusal(head.extra, 1) is not None
+        assert head is not None and write_refusal(head.meta, 1) is not None
         # ... so a zombie's subgraph step is refused, even from a process with a stale cache
         zombie = ObjectStoreSaver(saver.store).with_lease(a)
         latest = zombie.get_tuple({"configurable": {"thread_id": "chat", "checkpoint_ns": ns}})
@@ -728,7 +729,7 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
         current = sessions.get("s")
         if current is None:
             continue
-        writable = {x.epoch for x in issued if write_refusal(_root_extra(saver), x.epoch) is None}
+        writable = {x.epoch for x in issued if write_refusal(_root_meta(saver), x.epoch) is None}
         assert len(writable) <= 1, (step, op, writable)
         if current.state == "active":
             assert writable == {current.epoch}, (step, op, current)
@@ -737,10 +738,10 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
         assert current.owner is not None  # always somebody's (released sessions keep the last name)
 
 
-def _root_extra(saver: ObjectStoreSaver) -> dict[str, Any]:
+def _root_meta(saver: ObjectStoreSaver) -> HeadMeta:
     head, _ = saver._head_from(saver.store.get(head_key("s", "")), "s", "")
     assert head is not None
-    return head.extra
+    return head.meta
 
 
 def test_renew_without_ttl_keeps_the_same_duration(setup) -> None:  # type: ignore[no-untyped-def]

@@ -329,6 +329,15 @@ class HeadMeta:
         values.update(changes)
         return HeadMeta(**values, newer=self.newer, _as_read=as_read)
 
+    def overlay(self, other: HeadMeta) -> HeadMeta:
+        """This record with every field ``other`` holds (readable or not) taken from it, and its
+        newer keys added: a head restored under a change someone else wrote on top of it.
+
+        >>> HeadMeta(fence=1, ttl=TTLStamp(5.0, 1.0)).overlay(HeadMeta(fence=2)).wire()
+        {'fence': 2, 'ttl': {'at': 5.0, 'm': 1.0}}
+        """
+        return HeadMeta.from_wire({**self.wire(), **other.wire()})
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, HeadMeta):
             return NotImplemented

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from langgraph_handoff._records import Record
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY, write_refusal
+from langgraph_handoff.checkpoint.fencing import write_refusal
 from langgraph_handoff.errors import InvalidInputError, LeaseHeldError, OwnershipLostError, TransferError
 
 __all__ = [
@@ -39,6 +39,10 @@ __all__ = [
     "renew",
     "write_refusal",
 ]
+
+#: keys of the lease and the fencing epoch in a head's stored metadata (transitional)
+LEASE_KEY = "lease"
+FENCE_KEY = "fence"
 
 State = Literal["active", "transferring", "released"]
 Status = Literal["owned", "expired", "transferring", "stuck", "released", "ownerless"]

@@ -33,7 +33,7 @@ from typing import Any
 
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, write_refusal
+from langgraph_handoff.checkpoint.fencing import fence_of, write_refusal
 from langgraph_handoff.errors import (
     ConflictError,
     CorruptObjectError,
@@ -596,9 +596,9 @@ class Team(TeamViews, TeamRequests):
             head, etag = self.saver._head_from((yield Get(hkey)), thread, "")
             if head is None or etag is None:
                 return 1
-            refusal = write_refusal(head.extra, epoch)
+            refusal = write_refusal(head.meta, epoch)
             if refusal is not None:
-                raise OwnershipLostError(thread, "", epoch=epoch, current=int(head.extra.get(FENCE_KEY, 0) or 0),
+                raise OwnershipLostError(thread, "", epoch=epoch, current=fence_of(head.meta),
                                          reason=refusal)  # fmt: skip
             seen = head.extra.get(RESUMES_KEY) or {}
             count = int(seen.get("count", 0)) + 1 if seen.get("checkpoint") == checkpoint_id else 1

@@ -25,7 +25,6 @@ from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import fast_replace
 from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
 
@@ -292,9 +291,9 @@ def _plan_refresh(
     the TTL). A lost or unsettled swap is dropped: whoever moved the head was active too."""
     assert saver.ttl is not None
     now = saver._clock()
-    if etag is None or not wants_refresh(head.extra, saver.ttl, now):
+    if etag is None or not wants_refresh(head.meta, saver.ttl, now):
         return head, etag
-    fresh = fast_replace(head, meta=HeadMeta.from_wire(restamp(head.extra, saver.ttl, now)))
+    fresh = fast_replace(head, meta=restamp(head.meta, saver.ttl, now))
     try:
         new_etag = yield Put(
             keys.head_key(thread_id, ns),
