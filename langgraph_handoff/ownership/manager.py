@@ -16,22 +16,21 @@ from typing import Any
 
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
+from langgraph_handoff.checkpoint.fencing import fence_of, fenced
 from langgraph_handoff.checkpoint.plans.state import backoff
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     ConflictError,
-    CorruptObjectError,
     LeaseHeldError,
     PreconditionFailedError,
     UnknownOutcomeError,
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
-from langgraph_handoff.ownership.lease import FENCE_KEY, LEASE_KEY, Lease, Status
+from langgraph_handoff.ownership.lease import Lease, Status
 from langgraph_handoff.stores.base import Get, Put
 
 log = logging.getLogger("langgraph_handoff.ownership")
@@ -67,14 +66,8 @@ class SessionInfo:
 
 
 def lease_of(head: Head | None, thread_id: str) -> Lease | None:
-    """The lease recorded in a root head, if any."""
-    raw = head.extra.get(LEASE_KEY) if head is not None else None
-    if raw is None:
-        return None
-    try:
-        return Lease.from_data(raw)
-    except Exception as exc:  # noqa: BLE001 - any malformed lease is a corrupt object
-        raise CorruptObjectError(keys.head_key(thread_id, ""), f"malformed session lease: {exc}") from None
+    """The lease recorded in a root head, if any (:meth:`Lease.from_meta`: strictly)."""
+    return Lease.from_meta(head.meta, thread_id) if head is not None else None
 
 
 class SessionManager:
@@ -106,14 +99,11 @@ class SessionManager:
             current = lease_of(head, thread_id)
             new = decide(current, self.clock())
             base = head if head is not None else Head(thread_id, "", {}, {})
-            recorded = int(base.extra.get(FENCE_KEY, 0) or 0)
+            recorded = fence_of(base.meta)
             if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
-            fence = max(recorded, new.epoch)
-            written = replace(
-                base, meta=HeadMeta.from_wire({**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
-            )
+            written = replace(base, meta=new.into(base.meta))
             body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
             op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
             try:
@@ -145,9 +135,9 @@ class SessionManager:
             hkey = keys.head_key(thread_id, ns)
             for attempt in range(saver.layout.max_attempts):
                 head, etag = saver._head_from((yield Get(hkey)), thread_id, ns)
-                if head is None or int(head.extra.get(FENCE_KEY, 0) or 0) >= epoch:
+                if head is None or fence_of(head.meta) >= epoch:
                     break
-                written = replace(head, meta=HeadMeta.from_wire({**head.extra, FENCE_KEY: epoch}))
+                written = replace(head, meta=fenced(head.meta, epoch))
                 body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
                 try:
                     new_etag = yield Put(hkey, body, if_match=etag)
