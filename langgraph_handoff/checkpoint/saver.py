@@ -38,6 +38,7 @@ from langgraph_handoff.checkpoint.ttl import (
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
@@ -226,9 +227,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         clone._fence = (lease.thread_id, int(lease.epoch))
         return clone
 
-    def with_head_rider(self, thread_id: str, rider: Callable[[dict[str, Any]], dict[str, Any]]) -> ObjectStoreSaver:
+    def with_head_rider(self, thread_id: str, rider: Callable[[HeadMeta], HeadMeta]) -> ObjectStoreSaver:
         """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
-        the head's extra fields through ``rider`` inside the same compare-and-swap.
+        the head's metadata (:class:`~langgraph_handoff.format.head_meta.HeadMeta`) through
+        ``rider`` inside the same compare-and-swap.
 
         This is how a team member's inbox acknowledgement costs no request of its own: the record
         of which messages a turn consumed rides in the checkpoint put that stores them, so both

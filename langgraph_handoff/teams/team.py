@@ -47,7 +47,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.head_meta import HeadMeta
+from langgraph_handoff.format.head_meta import ResumeCount
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put
 from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState, Selection, select
@@ -77,8 +77,6 @@ log = logging.getLogger("langgraph_handoff.teams")
 
 #: attempts of a create-only send whose outcome was unknown (RGW answers a lost race with a 500)
 _SEND_ATTEMPTS = 6
-#: key, in a member's root head, of the count of attempts to finish one unfinished step
-RESUMES_KEY = "team_resumes"
 _ROSTER_ATTEMPTS = 12
 
 
@@ -326,7 +324,7 @@ class Team(TeamViews, TeamRequests):
             return moved
         thread = self.thread_id(name)
         head, _ = self.saver._head_from((yield Get(keys.head_key(thread, ""))), thread, "")
-        ack = AckState.from_extra(head.extra if head is not None else None)
+        ack = AckState.of(head.meta if head is not None else None, thread)
         for info in listed:
             roster, _ = yield from self._plan_roster()
             if roster is not None and name in roster.members:
@@ -566,7 +564,7 @@ class Team(TeamViews, TeamRequests):
             got = yield Batch((Get(keys.head_key(thread, "")), *ops))
             head, _ = self.saver._head_from(got[0], thread, "")
             got = got[1:]
-        ack = AckState.from_extra(head.extra if head is not None else None)
+        ack = AckState.of(head.meta if head is not None else None, thread)
         messages: list[Message] = []
         unreadable: list[str] = []
         for info, obj in zip(listed, got, strict=True):
@@ -600,12 +598,9 @@ class Team(TeamViews, TeamRequests):
             if refusal is not None:
                 raise OwnershipLostError(thread, "", epoch=epoch, current=fence_of(head.meta),
                                          reason=refusal)  # fmt: skip
-            seen = head.extra.get(RESUMES_KEY) or {}
-            count = int(seen.get("count", 0)) + 1 if seen.get("checkpoint") == checkpoint_id else 1
-            written = dataclasses.replace(
-                head,
-                meta=HeadMeta.from_wire({**head.extra, RESUMES_KEY: {"checkpoint": checkpoint_id, "count": count}}),
-            )
+            seen = head.meta.team_resumes
+            count = seen.count + 1 if seen is not None and seen.checkpoint == checkpoint_id else 1
+            written = dataclasses.replace(head, meta=head.meta.replace(team_resumes=ResumeCount(checkpoint_id, count)))
             body = rec_io.encode_head(written, schema_version=self.saver.layout.schema_version)
             try:
                 new_etag = yield Put(hkey, body, if_match=etag)

@@ -42,6 +42,7 @@ from langgraph_handoff.errors import (
     OwnershipLostError,
 )
 from langgraph_handoff.format import keys
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager
@@ -160,7 +161,7 @@ class TeamWorker(SessionWorker):
         self._unserved: dict[str, float] = {}
         self._graphs: dict[tuple[str, int, str], Any] = {}
         self._roster_nonce = ""
-        self._riders: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self._riders: dict[str, Callable[[HeadMeta], HeadMeta]] = {}
         self._delivered: dict[str, dict[str, int]] = {}
         self._failures: dict[str, int] = {}
         self._fresh: set[str] = set()
@@ -179,10 +180,10 @@ class TeamWorker(SessionWorker):
     def _name(self, thread_id: str) -> str:
         return thread_id.split("/", 1)[1]
 
-    def _ride(self, thread_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def ride(extra: dict[str, Any]) -> dict[str, Any]:
+    def _ride(self, thread_id: str) -> Callable[[HeadMeta], HeadMeta]:
+        def ride(meta: HeadMeta) -> HeadMeta:
             rider = self._riders.get(thread_id)
-            return rider(extra) if rider is not None else extra
+            return rider(meta) if rider is not None else meta
 
         return ride
 

@@ -285,7 +285,7 @@ def _stamp(saver: SaverState, meta: HeadMeta, thread_id: str, ns: str = "") -> H
     a rider's fields ride along in the root head: decided against the head this CAS replaces,
     so they commit atomically with the checkpoint or not at all."""
     if saver._rider is not None and not ns and saver._rider[0] == thread_id:
-        meta = HeadMeta.from_wire(saver._rider[1](meta.wire()))
+        meta = saver._rider[1](meta)
     meta = restamp(meta, saver.ttl, saver._clock())
     fence = _fence_for(saver, thread_id)
     return meta if fence is None else fenced(meta, fence)
