@@ -355,7 +355,7 @@ def test_takeover_with_unknown_outcome_still_fences_namespaces(leased) -> None: 
     clock.t += 11
     b = SessionManager(ObjectStoreSaver(Hooked(base, fail_root_cas=True)), clock=clock).acquire("chat", "b", ttl=10)
     assert b.epoch == 2
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 def test_undo_never_destroys_a_new_owners_namespace(leased) -> None:  # type: ignore[no-untyped-def]
@@ -400,7 +400,7 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
     with pytest.raises(OwnershipLostError):
         step_in(ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a), "chat", ns)
     head = saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0]
-    assert sorted(head.records) == before and head.extra["fence"] == 2
+    assert sorted(head.records) == before and head.meta.fence == 2
 
 
 @pytest.mark.heavy
@@ -423,7 +423,7 @@ def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # ty
     with pytest.raises(ConflictError, match="call acquire again"):
         SessionManager(ObjectStoreSaver(RefuseSubHeads(base)), clock=clock).acquire("chat", "b", ttl=10)
     SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 # -- ownership across copy_thread and delete_thread -------------------------------------------------------

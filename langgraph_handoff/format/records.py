@@ -267,11 +267,6 @@ class Head(RecordsObject):
         return max(self.records) if self.records else None
 
     @property
-    def extra(self) -> dict[str, Any]:
-        """The metadata as stored (a new dict). Transitional: read :attr:`meta` instead."""
-        return self.meta.wire()
-
-    @property
     def latest(self) -> Record | None:
         latest = self.latest_id
         return self.records[latest] if latest is not None else None
