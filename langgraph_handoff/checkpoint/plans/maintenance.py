@@ -190,6 +190,20 @@ def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> P
     return None
 
 
+def plan_prune_count(saver: SaverState, thread_id: str) -> Plan[int]:
+    """How many checkpoints ``prune(keep_latest)`` would remove from a thread now: per namespace,
+    everything but the latest and the ancestors a DeltaChannel still needs (the rule
+    :func:`plan_prune` applies). Reads every head and segment; writes nothing."""
+    removed = 0
+    for ns in (yield from listing.plan_namespaces(saver, thread_id)):
+        head, _etag, segments = yield from rewriting.plan_load_namespace(saver, thread_id, ns)
+        if head is None:
+            continue
+        everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
+        removed += len(rewriting.keep_latest_drop(saver, everything))
+    return removed
+
+
 def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id: Any) -> Plan[None]:
     """Copy every namespace of ``src`` to ``dst``:
 
