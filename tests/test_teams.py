@@ -296,7 +296,7 @@ def test_two_consumers_without_leases_never_ingest_one_message_twice() -> None:
     graph0 = echo_build(saver)
     graph0.invoke({"messages": [("user", "start")]}, {"configurable": {"thread_id": "t/alice"}}, durability="sync")
     msgs = [team.send("alice", f"m{i}", sender="ops") for i in range(3)]
-    receipts = [team._run(team._plan_receive("alice")) for _ in range(2)]
+    receipts = [team.receive("alice") for _ in range(2)]
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
 
