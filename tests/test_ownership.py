@@ -80,7 +80,7 @@ def setup(store) -> tuple[ObjectStoreSaver, SessionManager, Clock]:  # type: ign
 def writable_epochs(saver: ObjectStoreSaver, thread: str, epochs: range) -> list[int]:
     """Which lease epochs the store would accept a write from right now."""
     obj = saver.store.get(head_key(thread, ""))
-    head, _ = saver._head_from(obj, thread, "")
+    head, _ = saver.heads.decode(obj, thread, "")
     assert head is not None
     return [e for e in epochs if write_refusal(head.meta, e) is None and e >= 1]
 
@@ -205,7 +205,7 @@ def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-u
     clock.t += 11
     sessions.acquire("chat", "b", ttl=10)
     for ns in sub_ns:  # the takeover carried epoch 2 to every subgraph head ...
-        head, _ = saver._head_from(saver.store.get(head_key("chat", ns)), "chat", ns)
+        head, _ = saver.heads.decode(saver.store.get(head_key("chat", ns)), "chat", ns)
         assert head is not None and write_refusal(head.meta, 1) is not None
         # ... so a zombie's subgraph step is refused, even from a process with a stale cache
         zombie = ObjectStoreSaver(saver.store).with_lease(a)
@@ -224,7 +224,7 @@ def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-u
 def driver_namespaces(saver: ObjectStoreSaver, thread: str) -> list[str]:
     from langgraph_handoff.checkpoint import driver
 
-    return driver.run(saver.store, saver._plan_namespaces(thread))
+    return driver.run(saver.store, saver.heads.namespaces(thread))
 
 
 def test_a_bound_saver_refuses_other_threads(setup) -> None:  # type: ignore[no-untyped-def]
@@ -307,7 +307,7 @@ def test_subgraph_write_during_a_takeover_is_undone(leased) -> None:  # type: ig
     Found by an adversarial review of session ownership; fails before commit 596ef7d."""
     base, saver, _, clock, a = leased
     ns = sub_namespace(saver)
-    before = len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    before = len(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records)
     outcome: list[str] = []
 
     def after_put(key: str) -> None:
@@ -321,7 +321,7 @@ def test_subgraph_write_during_a_takeover_is_undone(leased) -> None:  # type: ig
     clock.t += 11
     SessionManager(ObjectStoreSaver(Hooked(base, after_put=after_put)), clock=clock).acquire("chat", "b", ttl=10)
     assert outcome == ["refused"]
-    assert len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records) == before
+    assert len(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records) == before
 
 
 def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # type: ignore[no-untyped-def]
@@ -341,7 +341,7 @@ def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # t
     zombie = ObjectStoreSaver(Hooked(base, after_get=after_get)).with_lease(a)
     with pytest.raises(OwnershipLostError):
         zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
-    undone, _ = saver._head_from(base.get(head_key("chat", "new:1")), "chat", "new:1")
+    undone, _ = saver.heads.decode(base.get(head_key("chat", "new:1")), "chat", "new:1")
     assert undone is not None and not undone.records  # an emptied head: the namespace reads as empty
     assert saver.get_tuple(cfg("chat", "new:1")) is None
 
@@ -355,7 +355,7 @@ def test_takeover_with_unknown_outcome_still_fences_namespaces(leased) -> None: 
     clock.t += 11
     b = SessionManager(ObjectStoreSaver(Hooked(base, fail_root_cas=True)), clock=clock).acquire("chat", "b", ttl=10)
     assert b.epoch == 2
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
+    assert saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 def test_undo_never_destroys_a_new_owners_namespace(leased) -> None:  # type: ignore[no-untyped-def]
@@ -388,7 +388,7 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
     Found by the fourth review round; fails before commit 495eae2."""
     base, saver, _, clock, a = leased
     ns = sub_namespace(saver)
-    before = sorted(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    before = sorted(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records)
     fired: list[int] = []
 
     def after_put(key: str) -> None:
@@ -399,7 +399,7 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
 
     with pytest.raises(OwnershipLostError):
         step_in(ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a), "chat", ns)
-    head = saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0]
+    head = saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0]
     assert sorted(head.records) == before and head.meta.fence == 2
 
 
@@ -423,7 +423,7 @@ def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # ty
     with pytest.raises(ConflictError, match="call acquire again"):
         SessionManager(ObjectStoreSaver(RefuseSubHeads(base)), clock=clock).acquire("chat", "b", ttl=10)
     SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
+    assert saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 # -- ownership across copy_thread and delete_thread -------------------------------------------------------
@@ -739,7 +739,7 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
 
 
 def _root_meta(saver: ObjectStoreSaver) -> HeadMeta:
-    head, _ = saver._head_from(saver.store.get(head_key("s", "")), "s", "")
+    head, _ = saver.heads.decode(saver.store.get(head_key("s", "")), "s", "")
     assert head is not None
     return head.meta
 

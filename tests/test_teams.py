@@ -203,7 +203,7 @@ def test_messages_enter_the_conversation_with_provenance_and_the_ack_rides_the_c
     assert human[1].content == f"[message from lead (#{second.id}, reply to #{first.id})]\nand add one"
     assert human[1].additional_kwargs["team_message"]["id"] == second.id
     assert convo[-1].content == "ack and add one"  # one turn for the batch
-    head = saver._head_from(store.get(head_key("t/alice", "")), "t/alice", "")[0]
+    head = saver.heads.decode(store.get(head_key("t/alice", "")), "t/alice", "")[0]
     assert set(AckState.of(head.meta, "t/alice").recent) == {first.id, second.id}
     assert team.inbox("alice", all=True) == []  # deleted after the commit
     assert worker.step() == 0
