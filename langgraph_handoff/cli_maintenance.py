@@ -126,14 +126,7 @@ def _keep_latest_count(saver: ObjectStoreSaver, thread_id: str) -> int:
     latest and the ancestors a DeltaChannel still needs (the rule prune itself applies)."""
     from langgraph_handoff.checkpoint import driver
 
-    removed = 0
-    for ns in driver.run(saver.store, saver._plan_namespaces(thread_id)):
-        head, _etag, segments = driver.run(saver.store, saver._plan_load_namespace(thread_id, ns))
-        if head is None:
-            continue
-        everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
-        removed += len(saver._keep_latest_drop(everything))
-    return removed
+    return driver.run(saver.store, saver.heads.prune_count(thread_id))
 
 
 @app.command()

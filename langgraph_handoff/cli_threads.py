@@ -136,7 +136,7 @@ def show(
                 "etag": obj.etag,
                 "bytes": len(obj.body),
                 "format": head.format_version,
-                "extra": head.extra,
+                "extra": head.meta.wire(),  # the metadata as stored (format/head_meta.py)
                 "segments": [s.__dict__ for s in head.segments],
                 "records": [
                     {

@@ -541,11 +541,11 @@ def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed
         finished = done.is_set()
         busy = 0
         for name in rng.sample(members, len(members)):
-            receipt = team._run(team._plan_receive(name))
+            receipt = team.receive(name)
             if receipt is None:
                 continue
             if receipt.selection.done:
-                team._run(team._plan_discard(name, receipt.selection.done))
+                team.delete_ingested(name, receipt.selection.done)
             ready = receipt.selection.ready
             if not ready:
                 continue
@@ -558,7 +558,7 @@ def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed
             except (MessageIngestedError, StaleWriterError) as exc:
                 stats[type(exc).__name__] += 1
                 continue
-            team._run(team._plan_discard(name, ready))
+            team.delete_ingested(name, ready)
             stats["turns"] += 1
             stats["ingested"] += len(ready)
             busy += 1

@@ -26,6 +26,7 @@ from langgraph_handoff.errors import CorruptObjectError, DamagedObjectsError, Ow
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.inspect import list_threads, thread_heads, verify_store
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.migrations import SchemaMigrations
@@ -223,7 +224,7 @@ def test_delete_thread_removes_a_damaged_thread_without_reading_it(mode: str, wh
         # lease the lost head held; nothing else of the thread is left
         assert list(left) == [keys.head_key("bad", "")]
         tomb = rec_io.decode_head(left[keys.head_key("bad", "")], key="k")
-        assert not tomb.records and not tomb.segments and tomb.extra == {"fence": LOST_EPOCH_GAP}
+        assert not tomb.records and not tomb.segments and tomb.meta == HeadMeta(fence=LOST_EPOCH_GAP)
     else:
         assert left == {}
     assert _objects(store, "good") == good  # nothing of another thread

@@ -7,11 +7,12 @@ from __future__ import annotations
 import msgpack
 
 from langgraph_handoff.format import envelope, records
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import BlobRef, Folded, Head, Inline, Record, SegmentRef, WriteItem
 
 
 def _plain_body(head: Head, nonce: bytes) -> bytes:
-    obj = dict(head.extra)
+    obj = head.meta.wire()
     obj.update(
         {
             "t": head.thread_id,
@@ -54,7 +55,7 @@ def _head(n_records: int, n_channels: int) -> Head:
         chs: dict[str, records.Payload] = {ch: Inline("msgpack", bytes([i]) * (c + 1)) for c, ch in enumerate(values)}
         chs["str"] = Inline("msgpack", b"s" * 40, "digest") if i % 2 else BlobRef("msgpack", "d" * 64, 99_999)
         table[cid] = chs
-    return Head("thread", "ns", recs, table, (SegmentRef("seg", "a", "b", 3),), {"e": {"k": 1}})
+    return Head("thread", "ns", recs, table, (SegmentRef("seg", "a", "b", 3),), HeadMeta(newer={"e": {"k": 1}}))
 
 
 def test_head_body_is_the_plain_msgpack_of_its_structure() -> None:

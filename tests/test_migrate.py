@@ -65,7 +65,7 @@ def schemas(saver: ObjectStoreSaver, threads: list[str]) -> set[int]:
 
     found = set()
     for t in threads:
-        for ns in driver.run(saver.store, saver._plan_namespaces(t)):
+        for ns in driver.run(saver.store, saver.heads.namespaces(t)):
             head, _, segments = driver.run(saver.store, saver._plan_load_namespace(t, ns))
             for recs in [head.records, *(s.records for s in segments.values())]:
                 found |= {r.schema for r in recs.values()}

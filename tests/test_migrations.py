@@ -78,7 +78,7 @@ def migrations(up_to: int = 2) -> SchemaMigrations:
 
 
 def record_schemas(saver: ObjectStoreSaver) -> list[int]:
-    head, _ = saver._head_from(saver.store.get(head_key("chat", "")), "chat", "")
+    head, _ = saver.heads.decode(saver.store.get(head_key("chat", "")), "chat", "")
     return [r.schema for _, r in sorted(head.records.items())]
 
 

@@ -26,6 +26,7 @@ from langgraph_handoff.errors import (
     TransferError,
     UnknownOutcomeError,
 )
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
@@ -79,9 +80,9 @@ def setup(store) -> tuple[ObjectStoreSaver, SessionManager, Clock]:  # type: ign
 def writable_epochs(saver: ObjectStoreSaver, thread: str, epochs: range) -> list[int]:
     """Which lease epochs the store would accept a write from right now."""
     obj = saver.store.get(head_key(thread, ""))
-    head, _ = saver._head_from(obj, thread, "")
+    head, _ = saver.heads.decode(obj, thread, "")
     assert head is not None
-    return [e for e in epochs if write_refusal(head.extra, e) is None and e >= 1]
+    return [e for e in epochs if write_refusal(head.meta, e) is None and e >= 1]
 
 
 # -- leases --------------------------------------------------------------------------------------------
@@ -204,8 +205,8 @@ def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-u
     clock.t += 11
     sessions.acquire("chat", "b", ttl=10)
     for ns in sub_ns:  # the takeover carried epoch 2 to every subgraph head ...
-        head, _ = saver._head_from(saver.store.get(head_key("chat", ns)), "chat", ns)
-        assert head is not None and write_refusal(head.extra, 1) is not None
+        head, _ = saver.heads.decode(saver.store.get(head_key("chat", ns)), "chat", ns)
+        assert head is not None and write_refusal(head.meta, 1) is not None
         # ... so a zombie's subgraph step is refused, even from a process with a stale cache
         zombie = ObjectStoreSaver(saver.store).with_lease(a)
         latest = zombie.get_tuple({"configurable": {"thread_id": "chat", "checkpoint_ns": ns}})
@@ -223,7 +224,7 @@ def test_subgraph_namespaces_are_fenced_too(setup) -> None:  # type: ignore[no-u
 def driver_namespaces(saver: ObjectStoreSaver, thread: str) -> list[str]:
     from langgraph_handoff.checkpoint import driver
 
-    return driver.run(saver.store, saver._plan_namespaces(thread))
+    return driver.run(saver.store, saver.heads.namespaces(thread))
 
 
 def test_a_bound_saver_refuses_other_threads(setup) -> None:  # type: ignore[no-untyped-def]
@@ -306,7 +307,7 @@ def test_subgraph_write_during_a_takeover_is_undone(leased) -> None:  # type: ig
     Found by an adversarial review of session ownership; fails before commit 596ef7d."""
     base, saver, _, clock, a = leased
     ns = sub_namespace(saver)
-    before = len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    before = len(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records)
     outcome: list[str] = []
 
     def after_put(key: str) -> None:
@@ -320,7 +321,7 @@ def test_subgraph_write_during_a_takeover_is_undone(leased) -> None:  # type: ig
     clock.t += 11
     SessionManager(ObjectStoreSaver(Hooked(base, after_put=after_put)), clock=clock).acquire("chat", "b", ttl=10)
     assert outcome == ["refused"]
-    assert len(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records) == before
+    assert len(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records) == before
 
 
 def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # type: ignore[no-untyped-def]
@@ -340,7 +341,7 @@ def test_new_namespace_created_during_a_takeover_is_undone(leased) -> None:  # t
     zombie = ObjectStoreSaver(Hooked(base, after_get=after_get)).with_lease(a)
     with pytest.raises(OwnershipLostError):
         zombie.put(cfg("chat", "new:1"), {**latest.checkpoint, "id": str(uuid6())}, {"source": "input"}, {})
-    undone, _ = saver._head_from(base.get(head_key("chat", "new:1")), "chat", "new:1")
+    undone, _ = saver.heads.decode(base.get(head_key("chat", "new:1")), "chat", "new:1")
     assert undone is not None and not undone.records  # an emptied head: the namespace reads as empty
     assert saver.get_tuple(cfg("chat", "new:1")) is None
 
@@ -354,7 +355,7 @@ def test_takeover_with_unknown_outcome_still_fences_namespaces(leased) -> None: 
     clock.t += 11
     b = SessionManager(ObjectStoreSaver(Hooked(base, fail_root_cas=True)), clock=clock).acquire("chat", "b", ttl=10)
     assert b.epoch == 2
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+    assert saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 def test_undo_never_destroys_a_new_owners_namespace(leased) -> None:  # type: ignore[no-untyped-def]
@@ -387,7 +388,7 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
     Found by the fourth review round; fails before commit 495eae2."""
     base, saver, _, clock, a = leased
     ns = sub_namespace(saver)
-    before = sorted(saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].records)
+    before = sorted(saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].records)
     fired: list[int] = []
 
     def after_put(key: str) -> None:
@@ -398,8 +399,8 @@ def test_fence_stamp_does_not_stop_the_undo(leased) -> None:  # type: ignore[no-
 
     with pytest.raises(OwnershipLostError):
         step_in(ObjectStoreSaver(Hooked(base, after_put=after_put)).with_lease(a), "chat", ns)
-    head = saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0]
-    assert sorted(head.records) == before and head.extra["fence"] == 2
+    head = saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0]
+    assert sorted(head.records) == before and head.meta.fence == 2
 
 
 @pytest.mark.heavy
@@ -422,7 +423,7 @@ def test_acquire_again_finishes_an_interrupted_fence_pass(leased) -> None:  # ty
     with pytest.raises(ConflictError, match="call acquire again"):
         SessionManager(ObjectStoreSaver(RefuseSubHeads(base)), clock=clock).acquire("chat", "b", ttl=10)
     SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
-    assert saver._head_from(base.get(head_key("chat", ns)), "chat", ns)[0].extra["fence"] == 2
+    assert saver.heads.decode(base.get(head_key("chat", ns)), "chat", ns)[0].meta.fence == 2
 
 
 # -- ownership across copy_thread and delete_thread -------------------------------------------------------
@@ -728,7 +729,7 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
         current = sessions.get("s")
         if current is None:
             continue
-        writable = {x.epoch for x in issued if write_refusal(_root_extra(saver), x.epoch) is None}
+        writable = {x.epoch for x in issued if write_refusal(_root_meta(saver), x.epoch) is None}
         assert len(writable) <= 1, (step, op, writable)
         if current.state == "active":
             assert writable == {current.epoch}, (step, op, current)
@@ -737,10 +738,10 @@ def test_random_lease_histories_never_allow_two_writers(setup) -> None:  # type:
         assert current.owner is not None  # always somebody's (released sessions keep the last name)
 
 
-def _root_extra(saver: ObjectStoreSaver) -> dict[str, Any]:
-    head, _ = saver._head_from(saver.store.get(head_key("s", "")), "s", "")
+def _root_meta(saver: ObjectStoreSaver) -> HeadMeta:
+    head, _ = saver.heads.decode(saver.store.get(head_key("s", "")), "s", "")
     assert head is not None
-    return head.extra
+    return head.meta
 
 
 def test_renew_without_ttl_keeps_the_same_duration(setup) -> None:  # type: ignore[no-untyped-def]

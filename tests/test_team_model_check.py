@@ -216,11 +216,11 @@ def run_schedule(seed: int, *, leases: bool) -> dict[str, Any]:
                     if plain.get_state(cfg).tasks:  # a turn a dead consumer left half done
                         with contextlib.suppress(StaleWriterError):
                             plain.invoke(None, cfg, durability="sync")
-                    receipt = team._run(team._plan_receive(r))
+                    receipt = team.receive(r)
                     if receipt is None:
                         continue
                     if receipt.selection.done:
-                        team._run(team._plan_discard(r, receipt.selection.done))
+                        team.delete_ingested(r, receipt.selection.done)
                     ready = receipt.selection.ready
                     if not ready:
                         continue
@@ -232,7 +232,7 @@ def run_schedule(seed: int, *, leases: bool) -> dict[str, Any]:
                                      {"configurable": {"thread_id": thread}}, durability="sync")  # fmt: skip
                     except (MessageIngestedError, StaleWriterError):
                         continue
-                    team._run(team._plan_discard(r, ready))
+                    team.delete_ingested(r, ready)
 
         return body
 

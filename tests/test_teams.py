@@ -19,11 +19,11 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     UnknownRecipientError,
 )
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.keys import head_key, team_prefix
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
 from langgraph_handoff.teams import AckState, Team, TeamState, TeamWorker, ack_rider, outbox_reducer
-from langgraph_handoff.teams.acks import ACK_KEY
 from langgraph_handoff.testing import tool_call
 from tests.team_helpers import (
     Clock,
@@ -203,8 +203,8 @@ def test_messages_enter_the_conversation_with_provenance_and_the_ack_rides_the_c
     assert human[1].content == f"[message from lead (#{second.id}, reply to #{first.id})]\nand add one"
     assert human[1].additional_kwargs["team_message"]["id"] == second.id
     assert convo[-1].content == "ack and add one"  # one turn for the batch
-    head = saver._head_from(store.get(head_key("t/alice", "")), "t/alice", "")[0]
-    assert set(AckState.from_extra(head.extra).recent) == {first.id, second.id}
+    head = saver.heads.decode(store.get(head_key("t/alice", "")), "t/alice", "")[0]
+    assert set(AckState.of(head.meta, "t/alice").recent) == {first.id, second.id}
     assert team.inbox("alice", all=True) == []  # deleted after the commit
     assert worker.step() == 0
     worker.stop()
@@ -296,7 +296,7 @@ def test_two_consumers_without_leases_never_ingest_one_message_twice() -> None:
     graph0 = echo_build(saver)
     graph0.invoke({"messages": [("user", "start")]}, {"configurable": {"thread_id": "t/alice"}}, durability="sync")
     msgs = [team.send("alice", f"m{i}", sender="ops") for i in range(3)]
-    receipts = [team._run(team._plan_receive("alice")) for _ in range(2)]
+    receipts = [team.receive("alice") for _ in range(2)]
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
 
@@ -326,11 +326,11 @@ def test_the_rider_refuses_messages_another_turn_recorded() -> None:
     from langgraph_handoff.teams.model import Message
 
     m = Message(id="x", team="t", sender="ops", to="a", content="")
-    extra = ack_rider("t/a", [m], "turn-1", 0.0)({})
-    assert ack_rider("t/a", [m], "turn-1", 0.0)(extra) is extra  # our own later puts: unchanged
+    meta = ack_rider("t/a", [m], "turn-1", 0.0)(HeadMeta())
+    assert ack_rider("t/a", [m], "turn-1", 0.0)(meta) is meta  # our own later puts: unchanged
     with pytest.raises(MessageIngestedError, match="already ingested"):
-        ack_rider("t/a", [m], "turn-2", 0.0)(extra)
-    assert extra[ACK_KEY]["turn"] == "turn-1"
+        ack_rider("t/a", [m], "turn-2", 0.0)(meta)
+    assert meta.wire()["team_inbox"]["turn"] == "turn-1"
 
 
 def test_fifo_per_sender_in_batches(store: StoreBase) -> None:

@@ -9,20 +9,25 @@ import threading
 import pytest
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
-from langgraph_handoff.checkpoint.ttl import TTL_KEY, BackgroundSweeper, TTLSettings
+from langgraph_handoff.checkpoint.ttl import BackgroundSweeper, TTLSettings
 from langgraph_handoff.errors import InvalidConfigError, ThreadExpiredError
 from langgraph_handoff.format import records
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.stores import CountingStore
 from tests.sweep_helpers import TTL, Clock, HookStore, cfg, chat_graph, history_ids, is_delete, messages
 from tests.test_request_counts import five_nodes
 
+#: the key of the TTL stamp in a head's stored metadata
+TTL_KEY = "ttl"
+
 
 def head_extra(saver: ObjectStoreSaver, thread: str = "t", ns: str = "") -> dict:
+    """The head's metadata as stored."""
     from langgraph_handoff.format import keys
 
     obj = saver.store.get(keys.head_key(thread, ns))
     assert obj is not None
-    return records.decode_head(obj.body, key=obj.key).extra
+    return records.decode_head(obj.body, key=obj.key).meta.wire()
 
 
 def run(saver: ObjectStoreSaver, thread: str = "t", text: str = "hi") -> None:
@@ -316,14 +321,15 @@ def test_idle_expiry_counts_a_live_lease_as_activity() -> None:
     from langgraph_handoff.checkpoint.ttl import head_expiry, lease_hold
 
     stamped = {"ttl": {"at": 0.0, "m": 1.0}}
-    assert head_expiry(stamped, None, None) == 60.0
-    live = {**stamped, "lease": {"state": "active", "expires_at": 500.0}}
+    assert head_expiry(HeadMeta.from_wire(stamped), None, None) == 60.0
+    live = HeadMeta.from_wire({**stamped, "lease": {"state": "active", "expires_at": 500.0}})
     assert lease_hold(live) == 500.0 and head_expiry(live, None, None) == 500.0
-    released = {**stamped, "lease": {"state": "released", "expires_at": 500.0}}
+    released = HeadMeta.from_wire({**stamped, "lease": {"state": "released", "expires_at": 500.0}})
     assert head_expiry(released, None, None) == 60.0
     moving = {**stamped, "lease": {"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 700.0}}}
-    assert head_expiry(moving, None, None) == 700.0
-    assert head_expiry({"lease": {"state": "active", "expires_at": 500.0}}, None, None) == float("inf")
+    assert head_expiry(HeadMeta.from_wire(moving), None, None) == 700.0
+    only_lease = HeadMeta.from_wire({"lease": {"state": "active", "expires_at": 500.0}})
+    assert head_expiry(only_lease, None, None) == float("inf")
 
 
 @pytest.mark.parametrize("durability", ["sync", "exit"])

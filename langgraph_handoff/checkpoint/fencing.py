@@ -35,12 +35,13 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.constants import START
 
-from langgraph_handoff.checkpoint.ttl import swept_of
 from langgraph_handoff.errors import (
     CheckpointOrderError,
     ConflictError,
@@ -48,14 +49,21 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     ThreadExpiredError,
 )
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import Head, fast_init
 
-__all__ = ["FENCE_KEY", "LEASE_KEY", "LINEAGE_SOURCES", "PutIntent", "check_put", "write_refusal"]
-
-#: key of the session lease in a thread's root head (extra fields), and of the fencing epoch in
-#: every head of the thread (see :mod:`langgraph_handoff.ownership`)
-LEASE_KEY = "lease"
-FENCE_KEY = "fence"
+__all__ = [
+    "LINEAGE_SOURCES",
+    "LeaseTerms",
+    "PutIntent",
+    "check_put",
+    "fence_of",
+    "fenced",
+    "released",
+    "session_of",
+    "with_session",
+    "write_refusal",
+]
 
 #: Metadata sources of a run continuing its own lineage; everything else is an explicit fork
 #: (and so is every put that is not a run's, whatever its source).
@@ -104,18 +112,19 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
             reason="the session has no lease any more (its thread was deleted)",
         )
     if head is not None and intent.fence is not None:
-        refusal = write_refusal(head.extra, intent.fence)
+        refusal = write_refusal(head.meta, intent.fence)
         if refusal is not None:
             return OwnershipLostError(
                 intent.thread_id,
                 intent.checkpoint_ns,
                 epoch=intent.fence,
-                current=int(head.extra.get(FENCE_KEY, 0) or 0),
+                current=fence_of(head.meta),
                 reason=refusal,
             )
     swept_at = None
     if head is not None and not head.records:
-        swept_at = swept_of(head.extra)[0]
+        mark = head.meta.swept
+        swept_at = mark.at if mark is not None else None
         head = None  # an emptied head (everything deleted, or holding only a lease) is an empty namespace
     latest = head.latest_id if head is not None else None
     cid = intent.checkpoint_id
@@ -186,20 +195,113 @@ def _stale(intent: PutIntent, latest: str | None, reason: str = "") -> StaleWrit
     )
 
 
-def write_refusal(extra: dict[str, Any], epoch: int) -> str | None:
-    """Why a writer holding ``epoch`` may not write a head whose extra fields are ``extra``
-    (``None``: it may). Shared by the saver's put and the tests."""
-    fence = int(extra.get(FENCE_KEY, 0) or 0)
+def write_refusal(meta: HeadMeta, epoch: int) -> str | None:
+    """Why a writer holding ``epoch`` may not write a head carrying ``meta`` (``None``: it may).
+    Shared by the saver's put, a team's resume counter and the tests.
+
+    >>> write_refusal(HeadMeta(fence=2, lease={"epoch": 2, "owner": "b"}), 1)
+    "the session was taken over (epoch 2, owner 'b')"
+    >>> write_refusal(HeadMeta(fence=2, lease={"epoch": 2, "state": "transferring"}), 2)
+    'it locked the session for a transfer'
+    """
+    fence = fence_of(meta)
+    lease = LeaseTerms.of(meta)
     if fence > epoch:
-        lease = extra.get(LEASE_KEY) or {}
-        who = lease.get("owner")
+        who = lease.owner if lease is not None else None
         return f"the session was taken over (epoch {fence}" + (f", owner {who!r})" if who else ")")
-    lease = extra.get(LEASE_KEY)
-    if isinstance(lease, dict):
-        if int(lease.get("epoch", 0)) != epoch:
-            return f"the session's lease is at epoch {lease.get('epoch')}, held by {lease.get('owner')!r}"
-        if lease.get("state") == "transferring":
+    if lease is not None:
+        if lease.epoch != epoch:
+            return f"the session's lease is at epoch {lease.epoch}, held by {lease.owner!r}"
+        if lease.state == "transferring":
             return "it locked the session for a transfer"
-        if lease.get("state") == "released":
+        if lease.state == "released":
             return "it released the session"
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The session fields of a head (``HeadMeta.lease`` and ``HeadMeta.fence``), as the layers below
+# ``ownership`` read and keep them: ``ownership/lease.py`` writes the lease and reads it strictly.
+# --------------------------------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What the write rule and the TTL sweep read of a session lease stored in a root head, read
+    leniently: they must never fail on a lease they cannot read (the session monitor, which reads
+    it strictly through ``ownership.Lease``, reports it instead). An epoch that is not an integer
+    reads as 0 (no writer holds it), a state that is not a string as ``"active"``, a time that is
+    not a finite number as unknown (None).
+
+    >>> meta = HeadMeta(lease={"epoch": 3, "owner": "a", "state": "transferring", "expires_at": 90,
+    ...                        "transfer": {"deadline": 120.0}})
+    >>> LeaseTerms.of(meta)
+    LeaseTerms(epoch=3, owner='a', state='transferring', expires_at=90.0, transfer_deadline=120.0)
+    >>> LeaseTerms.of(HeadMeta()) is None
+    True
+    """
+
+    epoch: int
+    owner: str | None
+    #: ``"active"``, ``"transferring"`` or ``"released"`` (as ``ownership.lease.State``)
+    state: str
+    expires_at: float | None
+    #: the deadline of a transfer under way (when the lease records one)
+    transfer_deadline: float | None
+
+    @classmethod
+    def of(cls, meta: HeadMeta) -> LeaseTerms | None:
+        raw = meta.lease
+        if raw is None:
+            return None
+        epoch, owner, state = raw.get("epoch", 0), raw.get("owner"), raw.get("state", "active")
+        transfer = raw.get("transfer")
+        return cls(
+            epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
+            owner=owner if isinstance(owner, str) else None,
+            state=state if isinstance(state, str) else "active",
+            expires_at=_finite(raw.get("expires_at")),
+            transfer_deadline=_finite(transfer.get("deadline")) if isinstance(transfer, Mapping) else None,
+        )
+
+
+def fence_of(meta: HeadMeta) -> int:
+    """The fencing epoch recorded in a head (0: none)."""
+    return meta.fence or 0
+
+
+def fenced(meta: HeadMeta, epoch: int) -> HeadMeta:
+    """``meta`` with its fencing epoch raised to ``epoch`` (never lowered).
+
+    >>> fenced(HeadMeta(fence=3), 2).fence, fenced(HeadMeta(), 2).fence
+    (3, 2)
+    """
+    return meta if fence_of(meta) >= epoch else meta.replace(fence=epoch)
+
+
+def session_of(meta: HeadMeta) -> HeadMeta:
+    """Only the session fields of ``meta``: what a session keeps through a delete, a sweep or a
+    copy of its thread (the next owner must get a higher epoch, a superseded one stays refused)."""
+    return HeadMeta(lease=meta.lease, fence=meta.fence)
+
+
+def with_session(meta: HeadMeta, session: HeadMeta) -> HeadMeta:
+    """``meta`` with the session fields of ``session`` instead of its own."""
+    return meta.replace(lease=session.lease, fence=session.fence)
+
+
+def released(meta: HeadMeta) -> HeadMeta:
+    """``meta`` with its lease (if any) released: what a tombstone keeps of a live session.
+
+    >>> released(HeadMeta(lease={"epoch": 1, "state": "active", "transfer": {}})).lease
+    {'epoch': 1, 'state': 'released', 'transfer': None}
+    """
+    if meta.lease is None:
+        return meta
+    return meta.replace(lease={**meta.lease, "state": "released", "transfer": None})

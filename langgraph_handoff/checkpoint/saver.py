@@ -25,6 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.ttl import (
@@ -38,6 +39,7 @@ from langgraph_handoff.checkpoint.ttl import (
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
@@ -75,6 +77,11 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             are deleted by :meth:`sweep`; see :mod:`langgraph_handoff.checkpoint.ttl`.
         clock: seconds since the epoch for TTL stamps and sweeps (default ``time.time``; tests
             pass their own).
+
+    For langgraph-handoff's own layers (not a user API, it may change with any release):
+    :attr:`heads` reads and compare-and-swaps heads, lists threads and namespaces and counts a
+    prune, as plans; session ownership, teams and the command line use it instead of the
+    saver's private members, and its compare-and-swap keeps the head cache right by itself.
 
     Example:
         >>> from langgraph.graph import StateGraph, START, END
@@ -216,6 +223,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self._sweeper.stop()
         await self.store.aclose()
 
+    @property
+    def heads(self) -> SaverHeads:
+        """This saver's heads for the package's other layers: read, compare-and-swap (recorded
+        in the head cache), list, count a prune (:mod:`langgraph_handoff.checkpoint.heads`)."""
+        return SaverHeads(self)
+
     def with_lease(self, lease: Any) -> ObjectStoreSaver:
         """A copy of this saver whose writes to ``lease.thread_id`` are fenced by the lease's
         epoch: once another worker takes the session over (or this one locks it for a transfer or
@@ -226,9 +239,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         clone._fence = (lease.thread_id, int(lease.epoch))
         return clone
 
-    def with_head_rider(self, thread_id: str, rider: Callable[[dict[str, Any]], dict[str, Any]]) -> ObjectStoreSaver:
+    def with_head_rider(self, thread_id: str, rider: Callable[[HeadMeta], HeadMeta]) -> ObjectStoreSaver:
         """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
-        the head's extra fields through ``rider`` inside the same compare-and-swap.
+        the head's metadata (:class:`~langgraph_handoff.format.head_meta.HeadMeta`) through
+        ``rider`` inside the same compare-and-swap.
 
         This is how a team member's inbox acknowledgement costs no request of its own: the record
         of which messages a turn consumed rides in the checkpoint put that stores them, so both
@@ -513,10 +527,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     def thread_ids(self) -> builtins.list[str]:
         """Every thread id the store holds (from key listings: no object is read unless its id
         was too long to sit in its key)."""
-        return sorted({t for t, _ns in driver.run(self.store, self._plan_heads_ids(keys.heads_prefix()))})
+        return sorted({t for t, _ns in driver.run(self.store, self.heads.ids())})
 
     async def athread_ids(self) -> builtins.list[str]:
-        return sorted({t for t, _ns in await driver.arun(self.store, self._plan_heads_ids(keys.heads_prefix()))})
+        return sorted({t for t, _ns in await driver.arun(self.store, self.heads.ids())})
 
     def migrate_thread(self, thread_id: str, *, dry_run: bool = False) -> ThreadMigration:
         """Rewrite one thread into this saver's state schema (``migrations``) and the current

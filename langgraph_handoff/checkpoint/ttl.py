@@ -1,12 +1,15 @@
 """Checkpoint TTL, the pure part: settings, the idle stamp, expiry, and what a sweep reports.
 
-**How idle is measured.** A saver built with ``ttl=`` writes a stamp into the extra fields of
-every head it writes (``{"ttl": {"at": seconds, "m": minutes}}``): the head is rewritten on every
-``put`` anyway, so the stamp costs no request. A thread expires when *every* one of its namespace
+**How idle is measured.** A saver built with ``ttl=`` writes a stamp into the metadata of every
+head it writes (:class:`~langgraph_handoff.format.head_meta.TTLStamp`, stored as
+``{"ttl": {"at": seconds, "m": minutes}}``): the head is rewritten on every ``put`` anyway, so
+the stamp costs no request. This module owns that field and the sweep's mark (``swept``): it is
+the only one that builds them. A thread expires when *every* one of its namespace
 heads is older than its TTL (a subgraph writing while the root waits keeps the thread alive),
 and no session lease on it is live: a lease that has not expired, or a transfer before its
 deadline, keeps the thread (an owner's heartbeat renews the lease in the head without writing a
-checkpoint or the stamp; see :func:`lease_hold`). A
+checkpoint or the stamp; see :func:`lease_hold`, which reads the lease through the session's
+typed view, :class:`~langgraph_handoff.checkpoint.fencing.LeaseTerms`). A
 head written without a stamp (before TTL was turned on, or by a saver without it) counts from the
 time inside its latest checkpoint id (LangGraph's ids are time-based uuid6), with the sweeper's
 ``default_ttl``; with no default it never expires. A saver *without* ``ttl`` drops the stamp when
@@ -26,13 +29,13 @@ The sweep itself lives in :mod:`langgraph_handoff.checkpoint.plans.sweep`.
 >>> settings = TTLSettings.parse({"default_ttl": 60, "refresh_on_read": True})
 >>> settings.default_ttl, settings.refresh_on_read, settings.strategy
 (60.0, True, 'delete')
->>> extra = restamp({"lease": {"epoch": 2}}, settings, now=1000.0)
->>> extra
-{'lease': {'epoch': 2}, 'ttl': {'at': 1000.0, 'm': 60.0}}
->>> stamp_expiry(extra)
+>>> meta = restamp(HeadMeta(fence=2), settings, now=1000.0)
+>>> meta.ttl, meta.wire()
+(TTLStamp(at=1000.0, minutes=60.0), {'fence': 2, 'ttl': {'at': 1000.0, 'm': 60.0}})
+>>> stamp_expiry(meta)
 4600.0
->>> restamp(extra, None, now=2000.0)  # a saver without ttl drops the stamp
-{'lease': {'epoch': 2}}
+>>> restamp(meta, None, now=2000.0).wire()  # a saver without ttl drops the stamp
+{'fence': 2}
 """
 
 from __future__ import annotations
@@ -48,13 +51,13 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from langgraph_handoff.checkpoint.fencing import LeaseTerms
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta, SweptMark, TTLStamp
 
 __all__ = [
     "REFRESH_AFTER",
-    "SWEPT_KEY",
-    "TTL_KEY",
     "BackgroundSweeper",
     "SweepResult",
     "TTLSettings",
@@ -62,21 +65,15 @@ __all__ = [
     "checkpoint_time",
     "idle_expiry",
     "lease_hold",
+    "pending_cleanup",
     "restamp",
     "stamp_expiry",
     "sweep_arguments",
     "swept_mark",
-    "swept_of",
 ]
 
 log = logging.getLogger("langgraph_handoff")
 
-#: head extra field holding the idle stamp: ``{"at": epoch seconds, "m": TTL minutes}``
-TTL_KEY = "ttl"
-#: extra field of the empty head a sweep leaves behind: ``{"at": epoch seconds, "upto": id}``,
-#: ``upto`` (the newest checkpoint id the sweep decided on) only while the swept thread's data
-#: objects may still be there (see :mod:`langgraph_handoff.checkpoint.plans.sweep`)
-SWEPT_KEY = "swept"
 #: refresh_on_read writes only when the stamp is older than this fraction of the TTL
 REFRESH_AFTER = 0.1
 #: the Agent Server's own default for ``sweep_interval_minutes``
@@ -188,74 +185,59 @@ def sweep_arguments(
 # --------------------------------------------------------------------------------------------------
 
 
-def restamp(extra: dict[str, Any], settings: TTLSettings | None, now: float) -> dict[str, Any]:
-    """A written head's extra fields: stamped ``now`` when TTL is on, the stamp dropped when it is
+def restamp(meta: HeadMeta, settings: TTLSettings | None, now: float) -> HeadMeta:
+    """A written head's metadata: stamped ``now`` when TTL is on, the stamp dropped when it is
     off, and the sweep's mark dropped either way (a put on a swept head starts a new thread),
     except a cleanup still pending (``upto``), which stays until a sweep has done it.
 
-    >>> restamp({"swept": {"at": 5.0, "upto": "c1"}}, None, now=9.0)
+    >>> restamp(HeadMeta(swept=SweptMark(5.0, "c1")), None, now=9.0).wire()
     {'swept': {'upto': 'c1'}}
     """
-    if settings is None and TTL_KEY not in extra and SWEPT_KEY not in extra:
-        return extra  # the common case allocates nothing
-    out = {k: v for k, v in extra.items() if k not in (TTL_KEY, SWEPT_KEY)}
-    upto = swept_of(extra)[1]
-    if upto is not None:
-        out[SWEPT_KEY] = {"upto": upto}
-    if settings is not None:
-        out[TTL_KEY] = {"at": round(float(now), 3), "m": settings.default_ttl}
-    return out
+    if settings is None and meta.ttl is None and meta.swept is None and not meta.unreadable & {"ttl", "swept"}:
+        return meta  # the common case allocates nothing
+    upto = pending_cleanup(meta)
+    return meta.replace(
+        swept=SweptMark(None, upto) if upto is not None else None,
+        ttl=TTLStamp(round(float(now), 3), settings.default_ttl) if settings is not None else None,
+    )
 
 
-def swept_mark(at: float, upto: str | None) -> dict[str, Any]:
-    """The ``swept`` field of a tombstone: when, and (until its data objects are known deleted)
-    the newest checkpoint id the sweep decided on: objects owned by ids up to it are the swept
-    thread's."""
-    mark: dict[str, Any] = {"at": round(float(at), 3)}
-    if upto is not None:
-        mark["upto"] = upto
-    return mark
+def swept_mark(at: float, upto: str | None) -> SweptMark:
+    """The mark of a tombstone: when, and (until its data objects are known deleted) the newest
+    checkpoint id the sweep decided on: objects owned by ids up to it are the swept thread's."""
+    return SweptMark(round(float(at), 3), upto)
 
 
-def swept_of(extra: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """``(at, upto)`` of a head's sweep mark (either may be None). A bare number is the mark of
-    the first TTL release (``at`` only).
+def pending_cleanup(meta: HeadMeta) -> str | None:
+    """``upto`` of a head's sweep mark: the thread was emptied, and its data objects owned by
+    checkpoint ids up to this one may still be there (None: nothing left to clean up).
 
-    >>> swept_of({"swept": {"at": 5.0, "upto": "c1"}}), swept_of({"swept": 5.0}), swept_of({})
-    ((5.0, 'c1'), (5.0, None), (None, None))
+    >>> pending_cleanup(HeadMeta(swept=SweptMark(5.0, "c1"))), pending_cleanup(HeadMeta())
+    ('c1', None)
     """
-    raw = extra.get(SWEPT_KEY)
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        return float(raw), None
-    if not isinstance(raw, Mapping):
-        return None, None
-    at, upto = raw.get("at"), raw.get("upto")
-    when = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
-    return when, (upto if isinstance(upto, str) and upto else None)
+    return meta.swept.upto if meta.swept is not None else None
 
 
-def lease_hold(extra: Mapping[str, Any]) -> float | None:
+def lease_hold(meta: HeadMeta) -> float | None:
     """Until when a session lease in a root head keeps its thread from being idle (epoch
     seconds): an active lease until it expires, one locked for a transfer until the transfer's
     deadline; None for no lease or a released one. Renewing a lease rewrites the head but not
     the stamp, so this is what tells a heartbeating session from an idle thread.
 
-    >>> lease_hold({"lease": {"state": "active", "expires_at": 100.0}})
+    >>> lease_hold(HeadMeta(lease={"state": "active", "expires_at": 100.0}))
     100.0
-    >>> lease_hold({"lease": {"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 120.0}}})
+    >>> lease_hold(HeadMeta(lease={"state": "transferring", "expires_at": 90.0, "transfer": {"deadline": 120.0}}))
     120.0
-    >>> lease_hold({"lease": {"state": "released", "expires_at": 100.0}}) is None
+    >>> lease_hold(HeadMeta(lease={"state": "released", "expires_at": 100.0})) is None
     True
     """
-    raw = extra.get("lease")
-    if not isinstance(raw, Mapping) or raw.get("state", "active") == "released":
+    lease = LeaseTerms.of(meta)
+    if lease is None or lease.state == "released":
         return None
-    times = [raw.get("expires_at")]
-    transfer = raw.get("transfer")
-    if raw.get("state") == "transferring" and isinstance(transfer, Mapping):
-        times.append(transfer.get("deadline"))
-    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
-    known = [t for t in known if math.isfinite(t)]
+    times = [lease.expires_at]
+    if lease.state == "transferring":
+        times.append(lease.transfer_deadline)
+    known = [t for t in times if t is not None]
     return max(known) if known else None
 
 
@@ -280,36 +262,24 @@ def idle_expiry(
     return expiry if held_until is None else max(expiry, held_until)
 
 
-def stamp_of(extra: Mapping[str, Any]) -> tuple[float, float] | None:
-    """``(at, minutes)`` of a head's stamp, or None (absent or not understood)."""
-    raw = extra.get(TTL_KEY)
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        at, minutes = float(raw["at"]), float(raw["m"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return (at, minutes) if math.isfinite(at) and math.isfinite(minutes) and minutes > 0 else None
+def stamp_expiry(meta: HeadMeta) -> float | None:
+    """When a stamped head expires (epoch seconds), or None if it carries no stamp (or one that
+    cannot be read)."""
+    return None if meta.ttl is None else meta.ttl.expires_at
 
 
-def stamp_expiry(extra: Mapping[str, Any]) -> float | None:
-    """When a stamped head expires (epoch seconds), or None if it carries no stamp."""
-    stamp = stamp_of(extra)
-    return None if stamp is None else stamp[0] + stamp[1] * 60
-
-
-def wants_refresh(extra: Mapping[str, Any], settings: TTLSettings, now: float) -> bool:
+def wants_refresh(meta: HeadMeta, settings: TTLSettings, now: float) -> bool:
     """Whether a read should re-stamp the head: no stamp, another TTL, or older than
     :data:`REFRESH_AFTER` of it.
 
     >>> s = TTLSettings(default_ttl=10, refresh_on_read=True)
-    >>> wants_refresh(restamp({}, s, 0.0), s, 59.0), wants_refresh(restamp({}, s, 0.0), s, 60.0)
+    >>> wants_refresh(restamp(HeadMeta(), s, 0.0), s, 59.0), wants_refresh(restamp(HeadMeta(), s, 0.0), s, 60.0)
     (False, True)
     """
-    stamp = stamp_of(extra)
-    if stamp is None or stamp[1] != settings.default_ttl:
+    stamp = meta.ttl
+    if stamp is None or stamp.minutes != settings.default_ttl:
         return True
-    return now - stamp[0] >= REFRESH_AFTER * settings.default_ttl * 60
+    return now - stamp.at >= REFRESH_AFTER * settings.default_ttl * 60
 
 
 _UUID_EPOCH = 0x01B21DD213814000  # 1582-10-15 to 1970-01-01, in 100 ns
@@ -341,9 +311,9 @@ def checkpoint_time(checkpoint_id: str | None) -> float | None:
     return (ticks - _UUID_EPOCH) / 1e7
 
 
-def head_expiry(extra: Mapping[str, Any], latest_id: str | None, default_minutes: float | None) -> float:
+def head_expiry(meta: HeadMeta, latest_id: str | None, default_minutes: float | None) -> float:
     """When one non-empty head expires (:func:`idle_expiry` of what the head holds)."""
-    return idle_expiry(stamp_expiry(extra), checkpoint_time(latest_id), lease_hold(extra), default_minutes)
+    return idle_expiry(stamp_expiry(meta), checkpoint_time(latest_id), lease_hold(meta), default_minutes)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from langgraph_handoff.errors import CorruptObjectError
 from langgraph_handoff.format import envelope
 from langgraph_handoff.format.envelope import FORMAT_VERSION, Kind
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.upgrades import upgrade_body
 
 __all__ = [
@@ -253,8 +254,9 @@ class Head(RecordsObject):
 
     #: newest first
     segments: tuple[SegmentRef, ...] = ()
-    #: top-level fields written by newer versions of this package, preserved on rewrite
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: what the head carries besides its checkpoints (TTL stamp, sweep mark, session lease and
+    #: fencing epoch, a team member's ack and resume count; see :mod:`.head_meta`)
+    meta: HeadMeta = field(default_factory=HeadMeta)
     #: storage format the object was read in (what ``migrate`` looks at); writes are always current
     format_version: int = field(default=FORMAT_VERSION, compare=False)
     #: memo of ``cache.approx_size`` for this head (heads are never mutated; ``replace`` resets it)
@@ -449,7 +451,7 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
     store, and a head written again with the same content (a thread deleted and copied back)
     must not carry the ETag a writer still holds, or its compare-and-swap would succeed on a
     head it never read (ABA) and trust what it remembers about the old one."""
-    obj: dict[str, Any] = dict(head.extra)
+    obj: dict[str, Any] = head.meta.wire()
     obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
     obj["s"] = [[s.key, s.first_id, s.last_id, s.count] for s in head.segments]
     obj["u"] = secrets.token_bytes(8)
@@ -474,7 +476,7 @@ def _head_of(obj: Any, fmt: int) -> Head:
     return Head(
         **_records_fields(obj),
         segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
-        extra={k: v for k, v in obj.items() if k not in _HEAD_KEYS},
+        meta=HeadMeta.from_wire({k: v for k, v in obj.items() if k not in _HEAD_KEYS}),
         format_version=fmt,
     )
 

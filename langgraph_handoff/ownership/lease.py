@@ -21,12 +21,18 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from langgraph_handoff._records import Record
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY, write_refusal
-from langgraph_handoff.errors import InvalidInputError, LeaseHeldError, OwnershipLostError, TransferError
+from langgraph_handoff.checkpoint.fencing import fenced, write_refusal
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    InvalidInputError,
+    LeaseHeldError,
+    OwnershipLostError,
+    TransferError,
+)
+from langgraph_handoff.format.head_meta import HeadMeta
+from langgraph_handoff.format.keys import head_key
 
 __all__ = [
-    "FENCE_KEY",
-    "LEASE_KEY",
     "Lease",
     "State",
     "Status",
@@ -90,6 +96,38 @@ class Lease(Record):
         if self.state == "transferring" and self.transfer is not None:
             return now > self.transfer.deadline
         return now > self.expires_at
+
+    @classmethod
+    def from_meta(cls, meta: HeadMeta, thread_id: str) -> Lease | None:
+        """The lease a root head records (None: it records none), read strictly: a lease that
+        cannot be read makes the head corrupt (:class:`~langgraph_handoff.errors.CorruptObjectError`)
+        for the session monitor, which must report it. The write rule and the TTL sweep read the
+        same field leniently (:class:`~langgraph_handoff.checkpoint.fencing.LeaseTerms`).
+
+        >>> lease = acquire(None, "t-1", "worker-a", ttl=30, now=1000.0)
+        >>> Lease.from_meta(lease.into(HeadMeta()), "t-1") == lease, Lease.from_meta(HeadMeta(), "t-1")
+        (True, None)
+        """
+        raw = meta.lease
+        if raw is None:
+            if "lease" in meta.unreadable:
+                raise CorruptObjectError(head_key(thread_id, ""), "malformed session lease: not a record")
+            return None
+        try:
+            return cls.from_data(raw)
+        except Exception as exc:  # noqa: BLE001 - any malformed lease is a corrupt object
+            raise CorruptObjectError(head_key(thread_id, ""), f"malformed session lease: {exc}") from None
+
+    def into(self, meta: HeadMeta) -> HeadMeta:
+        """``meta`` recording this lease, with the head's fencing epoch raised to the lease's: the
+        only way a lease is written to a head.
+
+        >>> lease = acquire(None, "t-1", "worker-a", ttl=30, now=1000.0)
+        >>> meta = lease.into(HeadMeta())
+        >>> meta.fence, meta.lease["owner"]
+        (1, 'worker-a')
+        """
+        return fenced(meta.replace(lease=self.model_dump(mode="json")), self.epoch)
 
     def status(self, now: float) -> Status:
         if self.state == "released":

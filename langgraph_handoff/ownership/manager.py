@@ -1,8 +1,9 @@
 """``SessionManager``: leases, planned transfers and takeovers, on the saver's own store.
 
 Every operation reads the thread's root head, decides with a pure transition from
-:mod:`langgraph_handoff.ownership.lease`, and compare-and-swaps the head; a lost race re-reads and
-decides again. Operations are written once as sans-I/O plans and run sync or async by the same
+:mod:`langgraph_handoff.ownership.lease`, and compare-and-swaps the head through the saver's heads
+API (``saver.heads.cas``, which records what it wrote in the saver's head cache); a lost race
+re-reads and decides again. Operations are written once as sans-I/O plans and run sync or async by the same
 driver as the saver (``acquire``/``aacquire``, ...).
 """
 
@@ -15,23 +16,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from langgraph_handoff.checkpoint import driver, trust
-from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans.state import backoff
+from langgraph_handoff.checkpoint.driver import Plan
+from langgraph_handoff.checkpoint.fencing import fence_of, fenced
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
-    ConflictError,
-    CorruptObjectError,
     LeaseHeldError,
-    PreconditionFailedError,
-    UnknownOutcomeError,
 )
 from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
-from langgraph_handoff.ownership.lease import FENCE_KEY, LEASE_KEY, Lease, Status
-from langgraph_handoff.stores.base import Get, Put
+from langgraph_handoff.ownership.lease import Lease, Status
 
 log = logging.getLogger("langgraph_handoff.ownership")
 
@@ -66,14 +61,8 @@ class SessionInfo:
 
 
 def lease_of(head: Head | None, thread_id: str) -> Lease | None:
-    """The lease recorded in a root head, if any."""
-    raw = head.extra.get(LEASE_KEY) if head is not None else None
-    if raw is None:
-        return None
-    try:
-        return Lease.from_data(raw)
-    except Exception as exc:  # noqa: BLE001 - any malformed lease is a corrupt object
-        raise CorruptObjectError(keys.head_key(thread_id, ""), f"malformed session lease: {exc}") from None
+    """The lease recorded in a root head, if any (:meth:`Lease.from_meta`: strictly)."""
+    return Lease.from_meta(head.meta, thread_id) if head is not None else None
 
 
 class SessionManager:
@@ -95,75 +84,60 @@ class SessionManager:
     # -- the one read-decide-swap loop ----------------------------------------------------------------
 
     def _plan_change(self, thread_id: str, decide: Decide, *, fence_all: bool = False) -> Plan[Lease]:
-        """Read the root head, decide, compare-and-swap. After a change of epoch (or always, with
-        ``fence_all``: acquire and accept, so retrying one finishes an interrupted fence pass)
-        the epoch is carried to every subgraph namespace head."""
+        """Read the root head, decide, compare-and-swap (``saver.heads.cas``: a lost race decides
+        again on a fresh read; an unknown outcome whose lease landed is ours). After a change of
+        epoch (or always, with ``fence_all``: acquire and accept, so retrying one finishes an
+        interrupted fence pass) the epoch is carried to every subgraph namespace head."""
         thread_id = keys.validate_thread_id(thread_id)
-        saver, hkey = self.saver, keys.head_key(thread_id, "")
-        for attempt in range(saver.layout.max_attempts):
-            head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
+        decided: list[tuple[Lease | None, Lease]] = []  # (current, new) of the latest decision
+
+        def change(head: Head | None) -> Head:
             current = lease_of(head, thread_id)
             new = decide(current, self.clock())
             base = head if head is not None else Head(thread_id, "", {}, {})
-            recorded = int(base.extra.get(FENCE_KEY, 0) or 0)
+            recorded = fence_of(base.meta)
             if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
-            fence = max(recorded, new.epoch)
-            written = replace(base, extra={**base.extra, LEASE_KEY: new.model_dump(mode="json"), FENCE_KEY: fence})
-            body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
-            op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
-            try:
-                new_etag = yield op
-            except (PreconditionFailedError, UnknownOutcomeError):
-                head, etag = saver._head_from((yield Get(hkey)), thread_id, "")
-                if lease_of(head, thread_id) == new:  # our write landed after all
-                    saver._cache.observe(thread_id, "", head, etag)
-                    if fence_all or current is None or new.epoch != current.epoch:
-                        yield from self._plan_fence_namespaces(thread_id, new.epoch)
-                    return new
-                yield Sleep(backoff(saver.layout, attempt))
-                continue
-            saver._cache.observe(thread_id, "", written, new_etag)
-            if fence_all or current is None or new.epoch != current.epoch:
-                yield from self._plan_fence_namespaces(thread_id, new.epoch)
-            return new
-        raise ConflictError(
-            f"the lease of session {thread_id!r} kept changing under us ({saver.layout.max_attempts} attempts); retry"
-        )
+            decided[:] = [(current, new)]
+            return replace(base, meta=new.into(base.meta))
+
+        def landed(head: Head | None) -> bool:
+            return lease_of(head, thread_id) == decided[0][1]
+
+        attempts = self.saver.layout.max_attempts
+        yield from self.saver.heads.cas(
+            thread_id, "", change, landed=landed,
+            contention=f"the lease of session {thread_id!r} kept changing under us ({attempts} attempts); retry",
+        )  # fmt: skip
+        current, new = decided[0]
+        if fence_all or current is None or new.epoch != current.epoch:
+            yield from self._plan_fence_namespaces(thread_id, new.epoch)
+        return new
 
     def _plan_fence_namespaces(self, thread_id: str, epoch: int) -> Plan[None]:
         """Carry a new epoch to every subgraph namespace head, so a superseded worker's subgraph
         writes are refused too (the root head got it with the lease)."""
-        saver = self.saver
-        for ns in (yield from saver._plan_namespaces(thread_id)):
+        heads = self.saver.heads
+
+        def change(head: Head | None) -> Head | None:
+            if head is None or fence_of(head.meta) >= epoch:
+                return None
+            return replace(head, meta=fenced(head.meta, epoch))
+
+        for ns in (yield from heads.namespaces(thread_id)):
             if ns == "":
                 continue
-            hkey = keys.head_key(thread_id, ns)
-            for attempt in range(saver.layout.max_attempts):
-                head, etag = saver._head_from((yield Get(hkey)), thread_id, ns)
-                if head is None or int(head.extra.get(FENCE_KEY, 0) or 0) >= epoch:
-                    break
-                written = replace(head, extra={**head.extra, FENCE_KEY: epoch})
-                body = rec_io.encode_head(written, schema_version=saver.layout.schema_version)
-                try:
-                    new_etag = yield Put(hkey, body, if_match=etag)
-                except (PreconditionFailedError, UnknownOutcomeError):
-                    yield Sleep(backoff(saver.layout, attempt))
-                    continue
-                saver._cache.observe(thread_id, ns, written, new_etag)
-                break
-            else:
-                raise ConflictError(
-                    f"could not carry epoch {epoch} to namespace {ns!r} of session {thread_id!r} "
-                    f"({saver.layout.max_attempts} attempts). The lease is yours at epoch {epoch}; call acquire "
-                    "again to finish (bound subgraph writes check the root head meanwhile)"
-                )
+            yield from heads.cas(thread_id, ns, change, contention=(
+                f"could not carry epoch {epoch} to namespace {ns!r} of session {thread_id!r} "
+                f"({self.saver.layout.max_attempts} attempts). The lease is yours at epoch {epoch}; call acquire "
+                "again to finish (bound subgraph writes check the root head meanwhile)"
+            ))  # fmt: skip
         return None
 
     def _plan_get(self, thread_id: str) -> Plan[Lease | None]:
         thread_id = keys.validate_thread_id(thread_id)
-        head, _ = self.saver._head_from((yield Get(keys.head_key(thread_id, ""))), thread_id, "")
+        head, _ = yield from self.saver.heads.read(thread_id)
         return lease_of(head, thread_id)
 
     def _run(self, plan: Plan[Any]) -> Any:
@@ -274,18 +248,17 @@ class SessionManager:
     # -- monitoring and forced takeover ------------------------------------------------------------------
 
     def _plan_sessions(self, thread_ids: Sequence[str] | None) -> Plan[list[SessionInfo]]:
-        saver = self.saver
+        heads = self.saver.heads
         if thread_ids is None:
-            ids = [t for t, ns in (yield from saver._plan_heads_ids(keys.heads_prefix())) if ns == ""]
+            ids = [t for t, ns in (yield from heads.ids()) if ns == ""]
         else:
             ids = [keys.validate_thread_id(t) for t in thread_ids]
         now = self.clock()
         out: list[SessionInfo] = []
         for start in range(0, len(ids), 64):
             chunk = ids[start : start + 64]
-            objs = yield Batch(tuple(Get(keys.head_key(t, "")) for t in chunk))
-            for tid, obj in zip(chunk, objs, strict=True):
-                head, _ = saver._head_from(obj, tid, "")
+            reads = yield from heads.read_many([(t, "") for t in chunk])
+            for tid, (head, _) in zip(chunk, reads, strict=True):
                 if head is None:
                     continue
                 lease = lease_of(head, tid)

@@ -98,7 +98,7 @@ class E5Encoder:
             raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
         self.num_threads = num_threads
         self.cache_size = max(0, int(cache_size))
-        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._vectors: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -119,9 +119,9 @@ class E5Encoder:
         out: dict[str, Any] = {}
         with self._lock:
             for t in texts:
-                if t in self._cache:
-                    self._cache.move_to_end(t)
-                    out[t] = self._cache[t]
+                if t in self._vectors:
+                    self._vectors.move_to_end(t)
+                    out[t] = self._vectors[t]
         missing = [t for t in dict.fromkeys(texts) if t not in out]
         if missing:
             model = _load(self.num_threads)
@@ -133,9 +133,9 @@ class E5Encoder:
             if self.cache_size:
                 with self._lock:
                     for t in missing:
-                        self._cache[t] = out[t]
-                    while len(self._cache) > self.cache_size:
-                        self._cache.popitem(last=False)
+                        self._vectors[t] = out[t]
+                    while len(self._vectors) > self.cache_size:
+                        self._vectors.popitem(last=False)
         return [out[t] for t in texts]
 
     def encode_query(self, text: str) -> Any:

@@ -1,6 +1,7 @@
 """The inbox acknowledgement: which messages a member has ingested, and the merge rules. Pure.
 
-A member's ack record lives in the extra fields of its thread's *root head*, the object every
+A member's ack record lives in the metadata of its thread's *root head* (``HeadMeta.team_ack``,
+this module is its owner), the object every
 checkpoint put of that thread already compare-and-swaps. A turn that ingests messages stores them
 (in its input checkpoint) and records them as consumed **in the same CAS**
 (``ObjectStoreSaver.with_head_rider``): there is no state in which a message is acked but not in
@@ -28,15 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from langgraph_handoff.errors import MessageIngestedError
+from langgraph_handoff.errors import CorruptObjectError, MessageIngestedError
+from langgraph_handoff.format.head_meta import HeadMeta
+from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.teams.model import Message
 
-__all__ = ["ACK_KEY", "DEFAULT_WINDOW", "AckState", "Selection", "ack_rider", "select"]
+__all__ = ["DEFAULT_WINDOW", "AckState", "Selection", "ack_rider", "select"]
 
-#: key of the ack record in a member's root head (extra fields)
-ACK_KEY = "team_inbox"
 #: how long an external message id is remembered after ingestion: longer than any sender's retry
 #: horizon (SQS FIFO remembers 5 minutes)
 DEFAULT_WINDOW = 15 * 60.0
@@ -49,16 +49,29 @@ class AckState:
     turn: str | None = None
 
     @classmethod
-    def from_extra(cls, extra: dict[str, Any] | None) -> AckState:
-        raw = (extra or {}).get(ACK_KEY) or {}
+    def of(cls, meta: HeadMeta | None, thread_id: str) -> AckState:
+        """The ack record in a member's root head (``None``: no head yet). A record that cannot
+        be read makes the head corrupt: taking it for "nothing ingested" would ingest again.
+
+        >>> AckState.of(HeadMeta(team_ack={"hwm": {"lead@1": 2}, "recent": {}, "turn": "t1"}), "crew/a")
+        AckState(hwm={'lead@1': 2}, recent={}, turn='t1')
+        >>> AckState.of(None, "crew/a")
+        AckState(hwm={}, recent={}, turn=None)
+        """
+        raw = meta.team_ack if meta is not None else None
+        if raw is None:
+            if meta is not None and "team_ack" in meta.unreadable:
+                raise CorruptObjectError(head_key(thread_id, ""), "malformed team ack record: not a record")
+            return cls()
         return cls(
             hwm={str(k): int(v) for k, v in (raw.get("hwm") or {}).items()},
             recent={str(k): float(v) for k, v in (raw.get("recent") or {}).items()},
             turn=raw.get("turn"),
         )
 
-    def as_extra(self) -> dict[str, Any]:
-        return {"hwm": dict(self.hwm), "recent": dict(self.recent), "turn": self.turn}
+    def into(self, meta: HeadMeta) -> HeadMeta:
+        """``meta`` recording this ack (as ``{"hwm": ..., "recent": ..., "turn": ...}``)."""
+        return meta.replace(team_ack={"hwm": dict(self.hwm), "recent": dict(self.recent), "turn": self.turn})
 
     def consumed(self, message: Message) -> bool:
         """Has this member already ingested ``message`` (by sequence or by id)?
@@ -156,7 +169,7 @@ def _keep_stream_order(ready: list[Message]) -> list[Message]:
 
 def ack_rider(
     thread_id: str, messages: Sequence[Message], turn: str, now: float, window: float = DEFAULT_WINDOW
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
+) -> Callable[[HeadMeta], HeadMeta]:
     """The head rider of one ingesting turn: records ``messages`` as consumed, inside the CAS of
     each root put of the turn.
 
@@ -166,13 +179,13 @@ def ack_rider(
     protocol never ingests a message twice, with or without leases.
     """
 
-    def ride(extra: dict[str, Any]) -> dict[str, Any]:
-        ack = AckState.from_extra(extra)
+    def ride(meta: HeadMeta) -> HeadMeta:
+        ack = AckState.of(meta, thread_id)
         if ack.turn == turn:
-            return extra
+            return meta
         taken = [m.id for m in messages if ack.consumed(m)]
         if taken:
             raise MessageIngestedError(thread_id, taken)
-        return {**extra, ACK_KEY: ack.record(messages, turn, now, window).as_extra()}
+        return ack.record(messages, turn, now, window).into(meta)
 
     return ride

@@ -131,7 +131,7 @@ def direct_replies(team: Team, member: Member, owed: dict[str, Any], result: Any
                                 idempotency_key=f"auto:{trigger}", **chain.next()))  # fmt: skip
         if is_out:
             outside.add(mid)
-    team._run(team._plan_deliver(messages, outside))
+    team.deliver(messages, outside=outside)
 
 
 def update_state(graph: Any, cfg: dict[str, Any], values: dict[str, Any]) -> None:

@@ -209,8 +209,8 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
         reply_to = _message_ref(reply_to)
         msg_id = message_id(team.team_id, me, to, tool_call_id)
         if mode == "immediate":
-            team._run(team._send(to, content, me, reply_to, f"tool:{tool_call_id}", "message", None,
-                                 chain=config_chain(config), expects_reply=expects_reply))  # fmt: skip
+            team.send(to, content, sender=me, reply_to=reply_to, idempotency_key=f"tool:{tool_call_id}",
+                      chain=config_chain(config), expects_reply=expects_reply)  # fmt: skip
             return ToolMessage(f"Sent to {to}. The reply will arrive as a new message; end your turn to wait for it.",
                                tool_call_id=tool_call_id)  # fmt: skip
         entry = _entry(to, content, "message", reply_to, msg_id, config, stream_name(team, me, to), expects_reply)
@@ -233,8 +233,8 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
             )
         if mode == "immediate":
             for to in targets:
-                team._run(team._send(to, content, me, None, f"tool:{tool_call_id}", "broadcast", None,
-                                     chain=config_chain(config)))  # fmt: skip
+                team.send(to, content, sender=me, idempotency_key=f"tool:{tool_call_id}", kind="broadcast",
+                          chain=config_chain(config))  # fmt: skip
             return ToolMessage(f"Sent to {', '.join(targets)}.", tool_call_id=tool_call_id)
         entries = [_entry(to, content, "broadcast", None, message_id(team.team_id, me, to, tool_call_id), config,
                           stream_name(team, me, to))

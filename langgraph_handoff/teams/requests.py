@@ -33,7 +33,7 @@ from langgraph_handoff.format import keys
 from langgraph_handoff.stores.base import DeleteMany, Get
 from langgraph_handoff.teams.chains import HopBudgetExceeded
 from langgraph_handoff.teams.model import Member, Message, MessageType, decode_message
-from langgraph_handoff.teams.views import plan_list
+from langgraph_handoff.teams.receiving import plan_list
 
 __all__ = ["TeamRequests"]
 

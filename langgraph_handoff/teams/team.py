@@ -21,35 +21,31 @@ clean-up            1 DeleteObjects per 1,000 ingested messages, after the ack c
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, write_refusal
+from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     ConflictError,
     CorruptObjectError,
     InvalidInputError,
     MemberExistsError,
-    OwnershipLostError,
     PreconditionFailedError,
     UnknownOutcomeError,
     UnknownRecipientError,
     UnknownTeamError,
 )
 from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.memory import ObjectStoreMemory
-from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put
-from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState, Selection, select
+from langgraph_handoff.stores.base import Delete, Get, Put
+from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState
 from langgraph_handoff.teams.chains import DEFAULT_MAX_HOPS, Chain, HopBudgetExceeded, budget_verdict
 from langgraph_handoff.teams.model import (
     Member,
@@ -65,10 +61,11 @@ from langgraph_handoff.teams.model import (
     next_order,
     validate_name,
 )
+from langgraph_handoff.teams.receiving import Receipt, plan_delete_ingested, plan_receive
+from langgraph_handoff.teams.receiving import plan_list as _plan_list
 from langgraph_handoff.teams.requests import TeamRequests
 from langgraph_handoff.teams.status import has_next
 from langgraph_handoff.teams.views import DeadLetter, InboxEntry, TeamViews, conversation_of, last_turn_inputs
-from langgraph_handoff.teams.views import plan_list as _plan_list
 
 __all__ = ["DeadLetter", "InboxEntry", "Receipt", "Team"]
 
@@ -76,22 +73,7 @@ log = logging.getLogger("langgraph_handoff.teams")
 
 #: attempts of a create-only send whose outcome was unknown (RGW answers a lost race with a 500)
 _SEND_ATTEMPTS = 6
-#: key, in a member's root head, of the count of attempts to finish one unfinished step
-RESUMES_KEY = "team_resumes"
 _ROSTER_ATTEMPTS = 12
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What a receive found in one member's inbox (used by :class:`TeamWorker`)."""
-
-    member: str
-    ack: AckState
-    selection: Selection
-    #: objects that could not be read (corrupt): left in place and reported, never dropped
-    unreadable: tuple[str, ...] = ()
-    #: how many objects the inbox listing returned (diagnostics)
-    keys_listed: int = 0
 
 
 def _backoff(attempt: int) -> float:
@@ -122,7 +104,7 @@ class Team(TeamViews, TeamRequests):
 
     def __init__(
         self,
-        saver: Any,
+        saver: ObjectStoreSaver,
         team_id: str,
         *,
         window: float = DEFAULT_WINDOW,
@@ -324,8 +306,8 @@ class Team(TeamViews, TeamRequests):
         if not listed:
             return moved
         thread = self.thread_id(name)
-        head, _ = self.saver._head_from((yield Get(keys.head_key(thread, ""))), thread, "")
-        ack = AckState.from_extra(head.extra if head is not None else None)
+        head, _ = yield from self.saver.heads.read(thread)
+        ack = AckState.of(head.meta if head is not None else None, thread)
         for info in listed:
             roster, _ = yield from self._plan_roster()
             if roster is not None and name in roster.members:
@@ -477,6 +459,7 @@ class Team(TeamViews, TeamRequests):
         kind: MessageType = "message",
         data: dict[str, Any] | None = None,
         expects_reply: bool | None = None,
+        chain: Chain | None = None,
     ) -> Message:
         """Send ``content`` to member ``to``: one create-only PUT. Returns the stored message.
 
@@ -487,15 +470,19 @@ class Team(TeamViews, TeamRequests):
 
         The message starts a conversation (hop 0). A sender outside the team gets no answer unless
         it asks for one (``expects_reply=True``; then collect it with :meth:`wait_reply`, or use
-        :meth:`request`, which does both).
+        :meth:`request`, which does both). A send from inside a member's turn (a team tool, a
+        worker asking for approval) passes the turn's ``chain`` instead: the message continues
+        that conversation one hop further, checked against the hop budget and delivered as a
+        turn's outbox is (:meth:`deliver`).
         """
-        return self._run(self._send(to, content, sender, reply_to, idempotency_key, kind, data,
+        return self._run(self._send(to, content, sender, reply_to, idempotency_key, kind, data, chain=chain,
                                     expects_reply=expects_reply))  # fmt: skip
 
     async def asend(self, to: str, content: str, *, sender: str, reply_to: str | None = None,
                     idempotency_key: str | None = None, kind: MessageType = "message",
-                    data: dict[str, Any] | None = None, expects_reply: bool | None = None) -> Message:  # fmt: skip
-        return await self._arun(self._send(to, content, sender, reply_to, idempotency_key, kind, data,
+                    data: dict[str, Any] | None = None, expects_reply: bool | None = None,
+                    chain: Chain | None = None) -> Message:  # fmt: skip
+        return await self._arun(self._send(to, content, sender, reply_to, idempotency_key, kind, data, chain=chain,
                                            expects_reply=expects_reply))  # fmt: skip
 
     def _broadcast(self, content: str, sender: str, idempotency_key: str | None) -> Plan[list[Message]]:
@@ -543,83 +530,35 @@ class Team(TeamViews, TeamRequests):
     async def arequest_shutdown(self, name: str, *, sender: str, reason: str = "") -> Message:
         return await self._arun(self._request_shutdown(name, sender, reason))
 
-    # -- receiving (the worker's side) ----------------------------------------------------------------
-    def _plan_receive(self, name: str, limit: int | None = None, *, holder: bool = False) -> Plan[Receipt | None]:
-        """LIST the inbox; if anything is there, GET every message (and the member's head, for
-        its ack record) in one round trip, and split them into ready / done / held.
+    # -- receiving and delivering (what a worker does; public for consumers of your own) ---------------
+    def receive(self, name: str, *, limit: int | None = None) -> Receipt | None:
+        """What a consumer of ``name``'s inbox would ingest now (None: the inbox is empty): 1
+        LIST, then 1 GET per message and the member's head in one round trip, split against the
+        member's ack into ready (at most ``limit``), done and held. A consumer of your own ingests
+        ``ready`` in a turn whose saver carries :func:`~langgraph_handoff.teams.ack_rider`, then
+        calls :meth:`delete_ingested`; :class:`TeamWorker` does all of it."""
+        return self._run(plan_receive(self.saver, self.team_id, validate_name(name), limit))  # type: ignore[no-any-return]
 
-        ``holder``: the caller holds the member's lease, so the head this process last wrote or
-        read is current unless the caller was superseded, and it saves the head GET. A stale
-        record is harmless: the ack rider checks again inside the checkpoint's CAS.
-        """
-        prefix = keys.team_inbox_prefix(self.team_id, name)
-        listed = yield from _plan_list(prefix)
-        if not listed:
-            return None
-        thread = self.thread_id(name)
-        cached = self.saver._cache.get(thread, "") if holder else None
-        ops = tuple(Get(i.key) for i in listed)
-        if cached is not None and cached.known:
-            head, got = cached.head, (yield Batch(ops))
-        else:
-            got = yield Batch((Get(keys.head_key(thread, "")), *ops))
-            head, _ = self.saver._head_from(got[0], thread, "")
-            got = got[1:]
-        ack = AckState.from_extra(head.extra if head is not None else None)
-        messages: list[Message] = []
-        unreadable: list[str] = []
-        for info, obj in zip(listed, got, strict=True):
-            if obj is None:
-                continue  # deleted between LIST and GET: ingested by someone else meanwhile
-            try:
-                m = decode_message(obj.body, key=info.key)
-            except CorruptObjectError as exc:
-                log.error("team %s: unreadable message %s left in place: %s", self.team_id, info.key, exc)
-                unreadable.append(info.key)
-                continue
-            if m.to != name or m.team != self.team_id or not info.key.endswith("/" + m.id):
-                log.error("team %s: message %s is not addressed to %r; left in place", self.team_id, info.key, name)
-                unreadable.append(info.key)
-                continue
-            messages.append(m)
-        return Receipt(name, ack, select(messages, ack, limit=limit), tuple(unreadable), len(listed))
+    async def areceive(self, name: str, *, limit: int | None = None) -> Receipt | None:
+        return await self._arun(plan_receive(self.saver, self.team_id, validate_name(name), limit))  # type: ignore[no-any-return]
 
-    def _plan_count_resume(self, name: str, epoch: int, checkpoint_id: str) -> Plan[int]:
-        """Record, in the member's head and fenced by ``epoch``, one more attempt to finish the
-        step at ``checkpoint_id``; return how many there have been. Written *before* the attempt
-        runs, so a step that kills every worker that runs it is counted too (an in-memory count
-        dies with the process)."""
-        thread = self.thread_id(name)
-        hkey = keys.head_key(thread, "")
-        for attempt in range(_ROSTER_ATTEMPTS):
-            head, etag = self.saver._head_from((yield Get(hkey)), thread, "")
-            if head is None or etag is None:
-                return 1
-            refusal = write_refusal(head.extra, epoch)
-            if refusal is not None:
-                raise OwnershipLostError(thread, "", epoch=epoch, current=int(head.extra.get(FENCE_KEY, 0) or 0),
-                                         reason=refusal)  # fmt: skip
-            seen = head.extra.get(RESUMES_KEY) or {}
-            count = int(seen.get("count", 0)) + 1 if seen.get("checkpoint") == checkpoint_id else 1
-            written = dataclasses.replace(
-                head, extra={**head.extra, RESUMES_KEY: {"checkpoint": checkpoint_id, "count": count}}
-            )
-            body = rec_io.encode_head(written, schema_version=self.saver.layout.schema_version)
-            try:
-                new_etag = yield Put(hkey, body, if_match=etag)
-            except (PreconditionFailedError, UnknownOutcomeError):
-                yield Sleep(_backoff(attempt))
-                continue
-            self.saver._cache.observe(thread, "", written, new_etag)
-            return count
-        raise ConflictError(f"the head of {thread!r} kept changing while counting a resume; retry")
+    def delete_ingested(self, name: str, messages: Sequence[Message]) -> None:
+        """Delete messages ``name`` ingested: only ever after the checkpoint recording them (and
+        their ack) committed, or they are lost. 1 DeleteObjects per 1,000."""
+        self._run(plan_delete_ingested(self.team_id, validate_name(name), messages))
 
-    def _plan_discard(self, name: str, messages: Sequence[Message]) -> Plan[None]:
-        """Delete ingested messages (only ever after the checkpoint recording them committed).
-        Unconditional deletes are safe: keys are unique and objects immutable."""
-        ks = tuple(keys.team_inbox_key(self.team_id, name, m.id) for m in messages)
-        for i in range(0, len(ks), 1000):
-            yield DeleteMany(ks[i : i + 1000])
+    async def adelete_ingested(self, name: str, messages: Sequence[Message]) -> None:
+        await self._arun(plan_delete_ingested(self.team_id, validate_name(name), messages))
+
+    def deliver(self, messages: Sequence[Message], *, outside: Collection[str] = ()) -> int:
+        """Deliver messages a member's committed turn sent (its outbox, an automatic reply): in
+        ``seq`` order per recipient, recipients in parallel, create-only, so delivering again is
+        harmless. Ids in ``outside`` are answers to outside requesters. Past the hop budget a
+        message becomes an event instead. Returns how many were delivered."""
+        return self._run(self._plan_deliver(messages, outside))  # type: ignore[no-any-return]
+
+    async def adeliver(self, messages: Sequence[Message], *, outside: Collection[str] = ()) -> int:
+        return await self._arun(self._plan_deliver(messages, outside))  # type: ignore[no-any-return]
 
     def _plan_deliver(
         self, messages: Sequence[Message], outside: Collection[str] = (), roster: Roster | None = None

@@ -19,14 +19,15 @@ from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
 from langgraph_handoff.format import keys
 from langgraph_handoff.ownership.manager import lease_of
-from langgraph_handoff.stores.base import Get, ListPage
+from langgraph_handoff.stores.base import Get
 from langgraph_handoff.teams.model import Member, Message, Roster, decode_message, validate_name
+from langgraph_handoff.teams.receiving import plan_list, plan_receive
 from langgraph_handoff.teams.status import MemberStatus, derive_status, has_next, pending_interrupt
 
 if TYPE_CHECKING:
-    from langgraph_handoff.teams.team import Receipt
+    from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 
-__all__ = ["Conversation", "DeadLetter", "InboxEntry", "TeamViews", "conversation_of", "last_turn_inputs", "plan_list"]
+__all__ = ["Conversation", "DeadLetter", "InboxEntry", "TeamViews", "conversation_of", "last_turn_inputs"]
 
 log = logging.getLogger("langgraph_handoff.teams")
 
@@ -119,7 +120,7 @@ class TeamViews:
     """Inboxes, dead letters, statuses and conversations (a mixin of ``Team``)."""
 
     if TYPE_CHECKING:
-        saver: Any
+        saver: ObjectStoreSaver
         store: Any
         team_id: str
         clock: Callable[[], float]
@@ -132,14 +133,11 @@ class TeamViews:
         def _plan_roster(self) -> Plan[tuple[Roster | None, str | None]]: ...
         def _plan_check(self, name: str) -> Plan[Member]: ...
         def _plan_require(self, name: str | None = None) -> Plan[Roster]: ...
-        def _plan_receive(
-            self, name: str, limit: int | None = None, *, holder: bool = False
-        ) -> Plan[Receipt | None]: ...
 
     # -- inboxes and dead letters -------------------------------------------------------------------
     def _inbox(self, name: str) -> Plan[list[InboxEntry]]:
         validate_name(name)
-        receipt = yield from self._plan_receive(name)
+        receipt = yield from plan_receive(self.saver, self.team_id, name)
         if receipt is None:
             return []
         sel = receipt.selection
@@ -197,7 +195,7 @@ class TeamViews:
         out = []
         for name in roster.names():
             thread = self.thread_id(name)
-            head, _ = self.saver._head_from(self.store.get(keys.head_key(thread, "")), thread, "")
+            head, _ = driver.run(self.store, self.saver.heads.read(thread))
             tup = self.saver.get_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
             pending = len(driver.run(self.store, plan_list(keys.team_inbox_prefix(self.team_id, name))))
             out.append(self._derive(roster.members[name], head, tup, pending))
@@ -208,7 +206,7 @@ class TeamViews:
         out = []
         for name in roster.names():
             thread = self.thread_id(name)
-            head, _ = self.saver._head_from(await self.store.aget(keys.head_key(thread, "")), thread, "")
+            head, _ = await driver.arun(self.store, self.saver.heads.read(thread))
             tup = (
                 await self.saver.aget_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
             )
@@ -251,15 +249,3 @@ class TeamViews:
         await self._arun(self._plan_check(name))
         tup = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return conversation_of(name, tup)
-
-
-def plan_list(prefix: str) -> Plan[list[Any]]:
-    """Every object under ``prefix`` (all pages)."""
-    items: list[Any] = []
-    cursor = None
-    while True:
-        page = yield ListPage(prefix, start_after=cursor)
-        items.extend(page.items)
-        if not page.truncated or not page.items:
-            return items
-        cursor = page.items[-1].key

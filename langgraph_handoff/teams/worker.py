@@ -27,12 +27,17 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
+from langgraph_handoff.checkpoint import driver, trust
+from langgraph_handoff.checkpoint.driver import Plan
+from langgraph_handoff.checkpoint.fencing import fence_of, write_refusal
+from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     ConflictError,
     InvalidConfigError,
@@ -42,20 +47,21 @@ from langgraph_handoff.errors import (
     OwnershipLostError,
 )
 from langgraph_handoff.format import keys
+from langgraph_handoff.format.head_meta import HeadMeta, ResumeCount
+from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager
 from langgraph_handoff.ownership.worker import SessionWorker, WorkerStoppingError, _interrupted_step
-from langgraph_handoff.teams import answers
+from langgraph_handoff.teams import answers, receiving
 from langgraph_handoff.teams.acks import ack_rider
 from langgraph_handoff.teams.chains import Chain, chain_of
 from langgraph_handoff.teams.context import MemberContext, call_build, is_legacy_build, warn_legacy
 from langgraph_handoff.teams.model import Member, Message, Roster
 from langgraph_handoff.teams.outbox import CHAIN_KEY, OUTBOX_CHANNEL, TURN_KEY, _stream_key
 from langgraph_handoff.teams.team import Team
-from langgraph_handoff.teams.views import plan_list
 
-__all__ = ["DEFAULT_CAPACITY", "TeamWorker"]
+__all__ = ["DEFAULT_CAPACITY", "TeamWorker", "plan_count_resume"]
 
 log = logging.getLogger("langgraph_handoff.teams")
 
@@ -63,6 +69,30 @@ log = logging.getLogger("langgraph_handoff.teams")
 class PoisonStepError(ConflictError):
     """A member's unfinished step was attempted ``max_failures`` times by workers that all died
     or failed in it. The member is marked failed; fix the cause, then ``Team.revive`` it."""
+
+
+def plan_count_resume(saver: ObjectStoreSaver, thread_id: str, epoch: int, checkpoint_id: str) -> Plan[int]:
+    """Record, in a member's root head and fenced by ``epoch``, one more attempt to finish the
+    step at ``checkpoint_id``, and return how many there have been (``HeadMeta.team_resumes``:
+    this module owns it). Written *before* the attempt runs, so a step that kills every worker
+    that runs it is counted too (an in-memory count dies with the process). One
+    compare-and-swap of the head (``saver.heads.cas``): 1 GET + 1 PUT; nothing without a head."""
+    counted = 1
+
+    def change(head: Head | None) -> Head | None:
+        nonlocal counted
+        if head is None:
+            return None
+        refusal = write_refusal(head.meta, epoch)
+        if refusal is not None:
+            raise OwnershipLostError(thread_id, "", epoch=epoch, current=fence_of(head.meta), reason=refusal)
+        seen = head.meta.team_resumes
+        counted = seen.count + 1 if seen is not None and seen.checkpoint == checkpoint_id else 1
+        return replace(head, meta=head.meta.replace(team_resumes=ResumeCount(checkpoint_id, counted)))
+
+    contention = f"the head of {thread_id!r} kept changing while counting a resume; retry"
+    yield from saver.heads.cas(thread_id, "", change, contention=contention)
+    return counted
 
 
 #: builds the compiled graph of one member of a role: ``build(checkpointer, member)`` with the
@@ -160,7 +190,7 @@ class TeamWorker(SessionWorker):
         self._unserved: dict[str, float] = {}
         self._graphs: dict[tuple[str, int, str], Any] = {}
         self._roster_nonce = ""
-        self._riders: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self._riders: dict[str, Callable[[HeadMeta], HeadMeta]] = {}
         self._delivered: dict[str, dict[str, int]] = {}
         self._failures: dict[str, int] = {}
         self._fresh: set[str] = set()
@@ -171,6 +201,10 @@ class TeamWorker(SessionWorker):
         self._asked: dict[str, str | None] = {}
         self._step_lock = threading.Lock()
 
+    def _run(self, plan: Plan[Any]) -> Any:
+        """Run one of the worker's own plans on the team's store (probed before a first write)."""
+        return driver.run(self.team.store, trust.gated(self.team.store, plan))
+
     @staticmethod
     def _no_build(saver: Any) -> Any:  # pragma: no cover - graph_for is overridden
         raise AssertionError("TeamWorker builds graphs per role")
@@ -179,10 +213,10 @@ class TeamWorker(SessionWorker):
     def _name(self, thread_id: str) -> str:
         return thread_id.split("/", 1)[1]
 
-    def _ride(self, thread_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def ride(extra: dict[str, Any]) -> dict[str, Any]:
+    def _ride(self, thread_id: str) -> Callable[[HeadMeta], HeadMeta]:
+        def ride(meta: HeadMeta) -> HeadMeta:
             rider = self._riders.get(thread_id)
-            return rider(extra) if rider is not None else extra
+            return rider(meta) if rider is not None else meta
 
         return ride
 
@@ -264,7 +298,7 @@ class TeamWorker(SessionWorker):
             self._unserved.pop(name, None)
             self._skip_until[name] = min(lease.expires_at, now + self.ttl / 3)
             return False
-        waiting = bool(self.team._run(plan_list(keys.team_inbox_prefix(self.team.team_id, name))))
+        waiting = bool(self._run(receiving.plan_list(keys.team_inbox_prefix(self.team.team_id, name))))
         if not waiting:
             self._unserved.pop(name, None)
             self._skip_until[name] = now + self.max_poll
@@ -328,7 +362,7 @@ class TeamWorker(SessionWorker):
                     self._discard_step(member, graph, cfg, state)
                     self._settled(thread_id)
                     return None
-                count = self.team._run(self.team._plan_count_resume(name, lease.epoch, cid))
+                count = self._run(plan_count_resume(self.team.saver, thread_id, lease.epoch, cid))
                 if count > self.max_failures:
                     raise PoisonStepError(
                         f"{count - 1} attempts to finish step {cid} of {name!r} did not complete "
@@ -405,12 +439,15 @@ class TeamWorker(SessionWorker):
             self._paused(member, self._waiting[name], answers.state_chain(graph.get_state(cfg).values))
         waiting = name in self._waiting
         # a paused member looks for the answer among everything pending, not just one batch
-        receipt = self.team._run(self.team._plan_receive(name, limit=None if waiting else self.batch, holder=True))
+        # the lease holder knows the member's head from its own last write: no head GET
+        known = self.team.saver.heads.remembered(thread)
+        limit = None if waiting else self.batch
+        receipt = self._run(receiving.plan_receive(self.team.saver, self.team.team_id, name, limit, known=known))
         ingested = 0
         if receipt is not None:
             sel = receipt.selection
             if sel.done:
-                self.team._run(self.team._plan_discard(name, sel.done))
+                self.team.delete_ingested(name, sel.done)
             if sel.held:
                 log.info("%s: %d message(s) of %r wait for an earlier one", self.owner, len(sel.held), name)
             if sel.ready and waiting:
@@ -446,7 +483,7 @@ class TeamWorker(SessionWorker):
         finally:
             self._riders.pop(thread, None)
         # committed: the messages are in the conversation and acked
-        self.team._run(self.team._plan_discard(name, ready))
+        self.team.delete_ingested(name, ready)
         self._after(member, lease, graph, cfg, ready, result, owed)
 
     def _after(self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], ready: list[Message],
@@ -484,9 +521,9 @@ class TeamWorker(SessionWorker):
             return  # nobody to ask on the team: a person answers (`team send ... --kind plan_response`)
         for iid, value in interrupts:
             content = value if isinstance(value, str) else json.dumps(value, default=str)
-            self.team._run(self.team._send(
-                lead, content, member.name, None, self._request_key(member, iid), "plan_request",
-                {"interrupt_id": iid, "reply_with": "send_message(..., reply_to=this id)"}, chain=chain))  # fmt: skip
+            self.team.send(lead, content, sender=member.name, idempotency_key=self._request_key(member, iid),
+                           kind="plan_request", chain=chain,
+                           data={"interrupt_id": iid, "reply_with": "send_message(..., reply_to=this id)"})  # fmt: skip
 
     def _answer(self, member: Member, lease: Lease, graph: Any, ready: list[Message], roster: Roster) -> int:
         """A member paused at ``interrupt()`` resumes with the messages that answer its requests:
@@ -520,7 +557,7 @@ class TeamWorker(SessionWorker):
             result = graph.invoke(Command(resume=resume, update=update), cfg, durability=self.durability)
         finally:
             self._riders.pop(thread, None)
-        self.team._run(self.team._plan_discard(name, ready))
+        self.team.delete_ingested(name, ready)
         self._after(member, lease, graph, cfg, ready, result, owed)
         return len(ready)
 
@@ -536,7 +573,7 @@ class TeamWorker(SessionWorker):
         messages, outside, todo = answers.deliverable(self.team, member, lease, values, marks)
         if not messages:
             return
-        self.team._run(self.team._plan_deliver(messages, outside))
+        self.team.deliver(messages, outside=outside)
         for e in todo:
             marks[_stream_key(e)] = max(marks.get(_stream_key(e), 0), e["seq"])
 

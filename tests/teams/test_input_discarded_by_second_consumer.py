@@ -46,10 +46,10 @@ class PauseAfterFirstRootPut(InterceptingStore):
 
 def _turn(team: Team, name: str) -> tuple[str, list[str]]:
     """One turn of a lease-less consumer, as the matrix harness runs it."""
-    receipt = team._run(team._plan_receive(name))
+    receipt = team.receive(name)
     assert receipt is not None
     if receipt.selection.done:
-        team._run(team._plan_discard(name, receipt.selection.done))
+        team.delete_ingested(name, receipt.selection.done)
     ready = receipt.selection.ready
     thread = team.thread_id(name)
     rider = ack_rider(thread, ready, secrets.token_hex(8), team.clock(), team.window)
@@ -59,7 +59,7 @@ def _turn(team: Team, name: str) -> tuple[str, list[str]]:
                      durability="sync")  # fmt: skip
     except (MessageIngestedError, StaleWriterError) as exc:
         return type(exc).__name__, [m.id for m in ready]
-    team._run(team._plan_discard(name, ready))
+    team.delete_ingested(name, ready)
     return "ingested", [m.id for m in ready]
 
 

@@ -78,8 +78,6 @@ class SaverPlans(SaverState):
     # listing
     _plan_list = _gated(listing.plan_list)
     _plan_delta_history = _gated(listing.plan_delta_history)
-    _plan_heads_ids = _gated(listing.plan_heads_ids)
-    _plan_namespaces = _gated(listing.plan_namespaces)
     # maintenance (prune and delete_for_runs rewrite history through .rewriting)
     _plan_delete_thread = _gated(maintenance.plan_delete_thread)
     _plan_delete_for_runs = _gated(maintenance.plan_delete_for_runs)
@@ -89,8 +87,7 @@ class SaverPlans(SaverState):
     _plan_migration_targets = _gated(migrate.plan_migration_targets)
     _plan_migrate_thread = _gated(migrate.plan_migrate_thread)
     _plan_sweep = _gated(sweep.plan_sweep)
-    # what the command line, session ownership and teams (and tests) call on a saver directly
-    _head_from = reading.head_from
+    # what tests call on a saver directly (the package's other layers use ``saver.heads``,
+    # :mod:`langgraph_handoff.checkpoint.heads`)
     _plan_load_namespace = _gated(rewriting.plan_load_namespace)
-    _keep_latest_drop = rewriting.keep_latest_drop
     _blob_keys = staticmethod(blobs.blob_keys)

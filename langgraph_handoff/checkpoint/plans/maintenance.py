@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
+from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
 from langgraph_handoff.checkpoint.ttl import restamp
@@ -42,14 +42,13 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 #: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.
 log = logging.getLogger("langgraph_handoff")
 _PROGRESS_EVERY = 100
-#: head fields that belong to a session's ownership (see langgraph_handoff.ownership)
-_OWNERSHIP_KEYS = (LEASE_KEY, FENCE_KEY)
 #: How far above the highest fencing epoch still readable in a thread the tombstone of a root
 #: head that could not be read puts its epoch. That head may have held a session lease whose
 #: epoch is lost with it; an epoch grows by one per change of owner (a compare-and-swap of the
@@ -65,7 +64,7 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
         heads = [i for i in listed if keys.is_head_key(i.key)]  # a stray file there is not this thread's
         data = yield from listing.list_all(saver, keys.thread_data_prefix(tid))
         root, etag = (None, None)
-        ownership: dict[str, Any] = {}
+        ownership = HeadMeta()
         if any(i.key == root_key for i in heads):
             obj = yield Get(root_key)
             try:
@@ -75,18 +74,14 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
                 # fences every epoch that lease can have had (LOST_EPOCH_GAP).
                 assert obj is not None
                 etag = obj.etag
-                ownership = {FENCE_KEY: (yield from _readable_fence(saver, tid, heads, root_key)) + LOST_EPOCH_GAP}
+                ownership = HeadMeta(fence=(yield from _readable_fence(saver, tid, heads, root_key)) + LOST_EPOCH_GAP)
         if root is not None:
-            ownership = {k: v for k, v in root.extra.items() if k in _OWNERSHIP_KEYS}
-        if ownership:
+            ownership = released(session_of(root.meta))
+        if ownership != HeadMeta():
             # A leased session keeps its lease (released) and fencing epoch, so the next owner
             # gets a higher epoch and the old one's late writes stay refused. The tombstone
             # replaces the root head by compare-and-swap *first*: if anyone moved it meanwhile
             # (a write, an acquire), we start again instead of overwriting them.
-            lease = dict(ownership.get(LEASE_KEY) or {})
-            if lease:
-                lease.update(state="released", transfer=None)
-                ownership[LEASE_KEY] = lease
             tomb = rec_io.encode_head(Head(tid, "", {}, {}, (), ownership), schema_version=saver.layout.schema_version)
             try:
                 yield Put(root_key, tomb, if_match=etag)
@@ -95,12 +90,7 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
                     fresh, _ = reading.head_from(saver, (yield Get(root_key)), tid, "")
                 except CorruptObjectError:
                     fresh = None  # still damaged, but not the bytes we decided on: decide again
-                if (
-                    fresh is None
-                    or fresh.records
-                    or fresh.segments
-                    or fresh.extra != Head(tid, "", {}, {}, (), ownership).extra
-                ):
+                if fresh is None or fresh.records or fresh.segments or fresh.meta != ownership:
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
             heads = [i for i in heads if i.key != root_key]
@@ -130,8 +120,7 @@ def _readable_fence(saver: SaverState, tid: str, heads: Sequence[Any], root_key:
                 head = rec_io.decode_head(obj.body, key=key)
             except CorruptObjectError:
                 continue
-            value = head.extra.get(FENCE_KEY, 0)
-            fence = max(fence, value if isinstance(value, int) and not isinstance(value, bool) else 0)
+            fence = max(fence, head.meta.fence or 0)
     return fence
 
 
@@ -201,6 +190,20 @@ def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> P
     return None
 
 
+def plan_prune_count(saver: SaverState, thread_id: str) -> Plan[int]:
+    """How many checkpoints ``prune(keep_latest)`` would remove from a thread now: per namespace,
+    everything but the latest and the ancestors a DeltaChannel still needs (the rule
+    :func:`plan_prune` applies). Reads every head and segment; writes nothing."""
+    removed = 0
+    for ns in (yield from listing.plan_namespaces(saver, thread_id)):
+        head, _etag, segments = yield from rewriting.plan_load_namespace(saver, thread_id, ns)
+        if head is None:
+            continue
+        everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
+        removed += len(rewriting.keep_latest_drop(saver, everything))
+    return removed
+
+
 def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id: Any) -> Plan[None]:
     """Copy every namespace of ``src`` to ``dst``:
 
@@ -216,7 +219,7 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
     if src == dst:
         raise InvalidConfigError("copy_thread needs two different thread ids")
     emptied: dict[str, str] = {}  # dst namespace -> ETag of its emptied head
-    owned: dict[str, dict[str, Any]] = {}  # dst namespace -> its own lease and fence (kept)
+    owned: dict[str, HeadMeta] = {}  # dst namespace -> its own lease and fence (kept)
     for info in (yield from listing.list_all(saver, keys.heads_prefix(dst))):
         obj = yield Get(info.key)
         if obj is None:
@@ -225,12 +228,12 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
         if head.records or head.segments:
             raise ThreadExistsError(dst)
         emptied[head.checkpoint_ns] = obj.etag
-        owned[head.checkpoint_ns] = {k: v for k, v in head.extra.items() if k in _OWNERSHIP_KEYS}
+        owned[head.checkpoint_ns] = session_of(head.meta)
     heads: list[tuple[str, bytes]] = []
     for ns in (yield from listing.plan_namespaces(saver, src)):
         for attempt in range(saver.layout.max_attempts):
             try:
-                body = yield from _copy_namespace(saver, src, dst, ns, owned.get(ns, {}))
+                body = yield from _copy_namespace(saver, src, dst, ns, owned.get(ns, HeadMeta()))
                 break
             except Vanished:
                 yield Sleep(backoff(saver.layout, attempt))
@@ -255,7 +258,7 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
     return None
 
 
-def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: dict[str, Any]) -> Plan[bytes | None]:
+def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: HeadMeta) -> Plan[bytes | None]:
     """Write one namespace's data objects under ``dst``; return its head, re-encoded for
     ``dst`` (None if the namespace vanished). Raises Vanished if the source moved."""
     head, _etag, segments = yield from rewriting.plan_load_namespace(saver, src, ns)
@@ -300,6 +303,5 @@ def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: d
     # of the copy simply fetch them once.
     # a session's lease and fencing epoch belong to its thread: the copy gets none of the
     # source's, and keeps the target's own if it had one
-    extra = restamp({k: v for k, v in head.extra.items() if k not in _OWNERSHIP_KEYS}, saver.ttl, saver._clock())
-    extra |= ownership
-    return rec_io.encode_head(replace(head, thread_id=dst, extra=extra), schema_version=schema)
+    meta = with_session(restamp(with_session(head.meta, HeadMeta()), saver.ttl, saver._clock()), ownership)
+    return rec_io.encode_head(replace(head, thread_id=dst, meta=meta), schema_version=schema)

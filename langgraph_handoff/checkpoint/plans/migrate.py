@@ -354,7 +354,7 @@ def _migrate_namespace_once(
                 counts.checkpoints += len(upgrade)
                 return True
             new_head = rec_io.Head(
-                tid, ns, head_recs, rec_io.payloads_for(head_recs.values(), table), tuple(new_refs), head.extra
+                tid, ns, head_recs, rec_io.payloads_for(head_recs.values(), table), tuple(new_refs), head.meta
             )
             # what the head references is durable before the head moves
             fresh_blobs = [(k, b) for k, b in blobs if k not in written_blobs]

@@ -291,9 +291,9 @@ def _plan_refresh(
     the TTL). A lost or unsettled swap is dropped: whoever moved the head was active too."""
     assert saver.ttl is not None
     now = saver._clock()
-    if etag is None or not wants_refresh(head.extra, saver.ttl, now):
+    if etag is None or not wants_refresh(head.meta, saver.ttl, now):
         return head, etag
-    fresh = fast_replace(head, extra=restamp(head.extra, saver.ttl, now))
+    fresh = fast_replace(head, meta=restamp(head.meta, saver.ttl, now))
     try:
         new_etag = yield Put(
             keys.head_key(thread_id, ns),

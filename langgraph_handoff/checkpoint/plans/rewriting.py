@@ -111,7 +111,7 @@ def plan_rewrite_namespace(
                 (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(new_seg, schema_version=schema))
             )
             new_refs.append(SegmentRef(suffix, ids[0], ids[-1], len(ids)))
-        new_head = Head(thread_id, ns, kept_head, payloads_for(kept_head.values(), table), tuple(new_refs), head.extra)
+        new_head = Head(thread_id, ns, kept_head, payloads_for(kept_head.values(), table), tuple(new_refs), head.meta)
         for key, body in new_segments:
             yield Put(key, body)
         stacked = False

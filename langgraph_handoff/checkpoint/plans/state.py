@@ -16,6 +16,7 @@ from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 from langgraph_handoff.format import keys
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import StoreBase
 
@@ -82,9 +83,9 @@ class SaverState:
     store: StoreBase
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
-    #: ``(thread_id, rider)``: a function of the root head's extra fields applied inside every
+    #: ``(thread_id, rider)``: a function of the root head's metadata applied inside every
     #: root-head compare-and-swap of that thread (see ``ObjectStoreSaver.with_head_rider``)
-    _rider: tuple[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
+    _rider: tuple[str, Callable[[HeadMeta], HeadMeta]] | None = None
     #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
     migrations: SchemaMigrations | None = None
     #: checkpoint TTL (``None``: threads never expire; see :mod:`langgraph_handoff.checkpoint.ttl`)

@@ -69,22 +69,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from langgraph_handoff.checkpoint.driver import Batch, Plan
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, LEASE_KEY
+from langgraph_handoff.checkpoint.fencing import released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.checkpoint.ttl import (
-    SWEPT_KEY,
     SweepResult,
     ThreadSweep,
     checkpoint_time,
     idle_expiry,
     lease_hold,
+    pending_cleanup,
     stamp_expiry,
     swept_mark,
-    swept_of,
 )
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -95,6 +93,7 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
 from langgraph_handoff.format.damage import DamagedObject
+from langgraph_handoff.format.head_meta import HeadMeta, SweptMark
 from langgraph_handoff.format.records import Head, Record
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
@@ -139,10 +138,10 @@ def _seen(head: Head, etag: str, saver: SaverState | None = None) -> _Seen:
         head.thread_id,
         head.checkpoint_ns,
         empty,
-        stamp_expiry(head.extra),
+        stamp_expiry(head.meta),
         checkpoint_time(head.latest_id),
-        swept_of(head.extra)[1],
-        None if empty else lease_hold(head.extra),
+        pending_cleanup(head.meta),
+        None if empty else lease_hold(head.meta),
         prunable,
     )
 
@@ -177,8 +176,8 @@ def _empty_head_sizes(saver: SaverState, thread_id: str, ns: str) -> tuple[int, 
     whose cleanup is done (``{"at"}``), and the first TTL release's (a bare number). A tombstone
     still carrying ``upto`` is bigger by the id, so it is never taken for settled."""
     sizes = []
-    for extra in ({}, {SWEPT_KEY: swept_mark(0.0, None)}, {SWEPT_KEY: 0.0}):
-        head = Head(thread_id, ns, {}, {}, (), extra)
+    for meta in (HeadMeta(), HeadMeta(swept=swept_mark(0.0, None)), HeadMeta(swept=SweptMark(0.0, bare=True))):
+        head = Head(thread_id, ns, {}, {}, (), meta)
         sizes.append(len(rec_io.encode_head(head, schema_version=saver.layout.schema_version)))
     return tuple(sizes)
 
@@ -363,15 +362,12 @@ def _tombstone(thread_id: str, ns: str, head: Head | None, now: float, upto: str
     """The empty head a sweep leaves: a session's lease (released) and fencing epoch stay, so
     a superseded owner's late write is still refused; ``swept`` tells a late run why, and its
     ``upto`` which objects are the swept thread's until they are known deleted."""
-    extra: dict[str, Any] = {}
+    session = HeadMeta()
     if head is not None:
-        if FENCE_KEY in head.extra:
-            extra[FENCE_KEY] = head.extra[FENCE_KEY]
-        lease = head.extra.get(LEASE_KEY)
-        if not ns and isinstance(lease, dict):
-            extra[LEASE_KEY] = {**lease, "state": "released", "transfer": None}
-    extra[SWEPT_KEY] = swept_mark(now, upto)
-    return Head(thread_id, ns, {}, {}, (), extra)
+        session = released(session_of(head.meta))
+        if ns:
+            session = session.replace(lease=None)
+    return Head(thread_id, ns, {}, {}, (), session.replace(swept=swept_mark(now, upto)))
 
 
 def _swap_to_empty(
@@ -412,13 +408,9 @@ def _clear_marks(saver: SaverState, thread_id: str, marked: list[tuple[Head, str
     later sweep clears it; deleting again is harmless."""
     ops, fresh = [], []
     for head, etag in marked:
-        at, _upto = swept_of(head.extra)
-        extra = dict(head.extra)
-        if at is None:
-            extra.pop(SWEPT_KEY, None)
-        else:
-            extra[SWEPT_KEY] = swept_mark(at, None)
-        new = Head(head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, extra)
+        at = head.meta.swept.at if head.meta.swept is not None else None
+        meta = head.meta.replace(swept=None if at is None else swept_mark(at, None))
+        new = Head(head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, meta)
         fresh.append(new)
         key = keys.head_key(thread_id, head.checkpoint_ns)
         ops.append(Put(key, rec_io.encode_head(new, schema_version=saver.layout.schema_version), if_match=etag))
@@ -448,7 +440,7 @@ def _finish_cleanup(saver: SaverState, thread_id: str, group: list[ObjectInfo], 
         if obj is not None:
             head = rec_io.decode_head(obj.body, key=key)
             _sweep_memo(saver)[key] = _seen(head, obj.etag)
-            if swept_of(head.extra)[1] is not None:
+            if pending_cleanup(head.meta) is not None:
                 marked.append((head, obj.etag))
     outcome = ThreadSweep(thread_id, "would clean" if dry_run else "cleaned")
     if not marked:
@@ -457,7 +449,7 @@ def _finish_cleanup(saver: SaverState, thread_id: str, group: list[ObjectInfo], 
     data = yield from listing.list_all(saver, keys.thread_data_prefix(thread_id))
     garbage = []
     for head, _etag in marked:
-        upto = swept_of(head.extra)[1]
+        upto = pending_cleanup(head.meta)
         assert upto is not None
         garbage += _garbage(data, thread_id, head.checkpoint_ns, upto)
     outcome.objects_deleted = len(garbage)

@@ -22,11 +22,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
 
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.fencing import FENCE_KEY, PutIntent, check_put, write_refusal
+from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, made_by_run, target_of, tuple_config
-from langgraph_handoff.checkpoint.ttl import SWEPT_KEY, restamp, swept_mark, swept_of
+from langgraph_handoff.checkpoint.ttl import restamp, swept_mark
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items
 from langgraph_handoff.errors import (
     ConflictError,
@@ -39,6 +39,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.format import records as rec_io
+from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.records import (
     BlobRef,
     Folded,
@@ -173,7 +174,7 @@ def _next_head(
         records=records,
         payloads=table,
         segments=head.segments if head is not None else (),
-        extra=_stamp(saver, head.extra if head is not None else {}, thread_id, ns),
+        meta=_stamp(saver, head.meta if head is not None else HeadMeta(), thread_id, ns),
     )
     schema = saver.layout.schema_version
     body = rec_io.encode_head(new, schema_version=schema)
@@ -210,10 +211,10 @@ def _check_root_fence(saver: SaverState, thread_id: str, ns: str, fence: int) ->
     refusal = (
         "the session has no lease any more (its thread was deleted)"
         if root is None
-        else write_refusal(root.extra, fence)
+        else write_refusal(root.meta, fence)
     )
     if refusal is not None:
-        current = int(root.extra.get(FENCE_KEY, 0) or 0) if root is not None else 0
+        current = fence_of(root.meta) if root is not None else 0
         raise OwnershipLostError(thread_id, ns, epoch=fence, current=current, reason=refusal)
     return None
 
@@ -233,7 +234,7 @@ def _undo_if_fenced(
         yield from _check_root_fence(saver, thread_id, ns, fence)
     except OwnershipLostError:
         hkey = keys.head_key(thread_id, ns)
-        restore = before if before is not None else Head(thread_id, ns, {}, {}, (), dict(written.extra))
+        restore = before if before is not None else Head(thread_id, ns, {}, {}, (), written.meta)
         for _ in range(saver.layout.max_attempts):
             body = rec_io.encode_head(restore, schema_version=saver.layout.schema_version)
             try:
@@ -251,7 +252,7 @@ def _undo_if_fenced(
                         ns,
                     )
                     break
-                restore = fast_replace(restore, extra={**restore.extra, **fresh.extra})  # keep the newer fence
+                restore = fast_replace(restore, meta=restore.meta.overlay(fresh.meta))  # keep the newer fence
                 etag = fresh_etag
         saver._cache.forget_thread(thread_id)
         raise
@@ -266,10 +267,10 @@ def _mark_refused_writes(
     PUT, unchecked against the head). Mark the tombstone so the next sweep deletes objects up
     to that checkpoint, as it finishes an interrupted sweep. Best effort: a head that moved
     meanwhile is left alone (one PUT, on this error path only)."""
-    at, upto = swept_of(head.extra)
-    if at is None or (upto is not None and upto >= parent_id):
+    mark = head.meta.swept
+    if mark is None or mark.at is None or (mark.upto is not None and mark.upto >= parent_id):
         return None
-    marked = fast_replace(head, extra={**head.extra, SWEPT_KEY: swept_mark(at, parent_id)})
+    marked = fast_replace(head, meta=head.meta.replace(swept=swept_mark(mark.at, parent_id)))
     body = rec_io.encode_head(marked, schema_version=saver.layout.schema_version)
     try:
         new_etag = yield Put(keys.head_key(thread_id, ns), body, if_match=etag)
@@ -279,17 +280,15 @@ def _mark_refused_writes(
     return None
 
 
-def _stamp(saver: SaverState, extra: dict[str, Any], thread_id: str, ns: str = "") -> dict[str, Any]:
+def _stamp(saver: SaverState, meta: HeadMeta, thread_id: str, ns: str = "") -> HeadMeta:
     """A lease-bound writer records its epoch in every head it writes (the fencing token), and
     a rider's fields ride along in the root head: decided against the head this CAS replaces,
     so they commit atomically with the checkpoint or not at all."""
     if saver._rider is not None and not ns and saver._rider[0] == thread_id:
-        extra = saver._rider[1](extra)
-    extra = restamp(extra, saver.ttl, saver._clock())
+        meta = saver._rider[1](meta)
+    meta = restamp(meta, saver.ttl, saver._clock())
     fence = _fence_for(saver, thread_id)
-    if fence is None or int(extra.get(FENCE_KEY, 0) or 0) >= fence:
-        return extra
-    return {**extra, FENCE_KEY: fence}
+    return meta if fence is None else fenced(meta, fence)
 
 
 def _spill(
