@@ -121,15 +121,17 @@ def worker_a(store: Path, ledger: Path) -> None:
     print("   (worker A survived: BUG)")
 
 
-def worker_b(store: Path, ledger: Path) -> None:
+def worker_b(store: Path, ledger: Path, died_at: float) -> None:
     sessions = SessionManager(ObjectStoreSaver.from_url(f"file://{store}"))
     memory = ObjectStoreMemory(sessions.saver.store)
     worker = SessionWorker(sessions, "worker-b", lambda cp: build(cp, ledger, False, memory), ttl=TTL)
-    started = time.time()
     while not (taken := worker.reclaim()):  # the health check, as a watchdog would run it
         time.sleep(0.1)
     lease = taken[0]
-    print(f"   worker B took the session over after {time.time() - started:.1f}s (epoch {lease.epoch}, was worker-a's)")
+    print(
+        f"   worker B took the session over {time.time() - died_at:.1f}s after worker A died "
+        f"(epoch {lease.epoch}, was worker-a's; the lease lapses {TTL:g}s after A's last renewal)"
+    )
     before = len(worker.graph_for(lease).get_state({"configurable": {"thread_id": THREAD}}).values["messages"])
     out = worker.invoke(THREAD, {"messages": [HumanMessage(QUESTIONS[2], id="q3")]})
     show(out["messages"], before)
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--role", choices=["a", "b"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help="working directory (default: a temporary one)")
+    parser.add_argument("--died-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     base = args.dir or Path(tempfile.mkdtemp(prefix="takeover-"))
     store, ledger = base / "store", base / "refunds"
@@ -148,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         worker_a(store, ledger)
         return 0
     if args.role == "b":
-        worker_b(store, ledger)
+        worker_b(store, ledger, args.died_at)
         return 0
     try:
         me = [sys.executable, __file__, "--dir", str(base)]
         print(f"1. worker A owns {THREAD!r} (lease epoch 1, ttl {TTL:g}s)")
         a = subprocess.run([*me, "--role", "a"], capture_output=True, text=True, timeout=120)
+        died_at = time.time()
         print(a.stdout.rstrip())
         print(f"   user: {QUESTIONS[1]}")
         print(
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             f"refunds sent so far: {len(list(ledger.iterdir()))}"
         )
         print("3. worker B's health check waits for A's lease to expire")
-        b = subprocess.run([*me, "--role", "b"], capture_output=True, text=True, timeout=120)
+        b = subprocess.run([*me, "--role", "b", "--died-at", str(died_at)], capture_output=True, text=True, timeout=120)
         print(b.stdout.rstrip() or b.stderr)
         from langgraph_handoff.ownership import Lease
 

@@ -89,3 +89,17 @@ def test_team_demo(tmp_path: Path) -> None:
     # the person who asked gets the lead's report, not its "delegated" (the lead waited for both)
     assert "human <- lead" in out.stdout and "Release 42 is unblocked: alice fixed test_io.py and bob" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1] == "result: OK: 5 messages, each ingested exactly once"
+
+
+def test_the_sdist_ships_the_examples_and_the_docs(tmp_path: Path) -> None:
+    """A user who installs from the sdist gets the demos the README runs, and the docs."""
+    import tarfile
+
+    from hatchling.builders.sdist import SdistBuilder
+
+    root = Path(__file__).resolve().parent.parent
+    (archive,) = SdistBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])
+    names = {n.split("/", 1)[1] for n in tarfile.open(archive).getnames() if "/" in n}
+    shipped = {str(p.relative_to(root)) for p in (root / "examples").rglob("*.py")}
+    assert shipped and shipped <= names, sorted(shipped - names)
+    assert "docs/ARCHITECTURE.md" in names
