@@ -61,7 +61,7 @@ def test_support_desk_demo(tmp_path: Path) -> None:
 def test_worker_takeover_demo(tmp_path: Path) -> None:
     out = demo("worker_takeover.py", "--dir", str(tmp_path / "demo"))
     assert "killed with SIGKILL (exit -9); refunds sent so far: 1" in out.stdout
-    assert "took the session over" in out.stdout and "(epoch 2, was worker-a's)" in out.stdout
+    assert "took the session over" in out.stdout and "(epoch 2, was worker-a's;" in out.stdout
     assert "refund already sent (idempotency key)" in out.stdout
     assert "late write with worker A's lease was refused" in out.stdout
     assert "agent: By email, as you prefer" in out.stdout  # worker B read A's note from the shared memory
