@@ -209,8 +209,8 @@ def test_an_overwrite_replaces_the_vectors_and_a_delete_removes_them(memory: Obj
     assert stored_vectors(memory, NS, "doc") is None
     assert {r.key: r.score for r in memory.search(NS, query="dogs")} == {"other": pytest.approx(1.0), "doc": None}
     memory.delete(NS, "doc")
+    assert list(pack_contents(memory.store, NS).values()) == [["dogs"]]  # purged by the delete itself
     assert [r.key for r in memory.search(NS, query="no vectors now")] == ["other"]
-    assert list(pack_contents(memory.store, NS).values()) == [["dogs"]]
 
 
 def test_ttl_hides_expired_items_from_ranking_and_the_sweep_removes_their_vectors() -> None:
@@ -268,6 +268,26 @@ def test_request_counts_of_put_and_search() -> None:
     assert found["k5"].value == {"text": "note five"} and found["k5"].score == pytest.approx(1.0)
     # that item read by itself (fewer than PACK_READ_MIN unknown), its bucket's pack rebuilt
     assert store.snapshot() == {"LIST": 1, "GET": 1, "PUT": 1, "DELETE_MANY": 1, "requests": 4, "round_trips": 4}
+
+
+def test_request_counts_of_delete() -> None:
+    store = CountingStore(MemoryStore())
+    memory = ObjectStoreMemory(store, index=index())
+    for i in range(10):
+        memory.put(NS, f"k{i}", {"text": f"note {i}"})
+    store.reset()
+    memory.delete(NS, "k0")  # no packs yet: the delete and a look for packs
+    assert store.snapshot() == {"DELETE": 1, "LIST": 1, "requests": 2, "round_trips": 2}
+    memory.search(NS, query="note")
+    store.reset()
+    memory.delete(NS, "k1")  # the pack that held it is read, replaced by one without it, deleted
+    assert store.snapshot() == {"DELETE": 2, "LIST": 1, "GET": 1, "PUT": 1, "requests": 5, "round_trips": 5}
+    assert sorted(t for texts in pack_contents(store, NS).values() for t in texts) == [
+        f"note {i}" for i in range(2, 10)
+    ]
+    store.reset()
+    memory.search(NS, query="note")
+    assert store.snapshot() == {"LIST": 1, "requests": 1, "round_trips": 1}  # the purged pack is current
 
 
 def test_large_namespaces_split_into_buckets_and_rebuild_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,7 +49,7 @@ from langgraph_handoff.memory.items import (
     swept_size,
     unpack,
 )
-from langgraph_handoff.memory.view import MemoryCache, group, maintain, resolve, scan
+from langgraph_handoff.memory.view import MemoryCache, group, maintain, purge, resolve, scan
 from langgraph_handoff.stores.base import Get, StoreBase, StoredObject
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
@@ -191,6 +191,8 @@ class ObjectStoreMemory(BaseStore):
         if op.value is None:
             self.store.delete(okey)
             self._cache.forget(okey)
+            if self.write_packs:
+                purge(self.store, self._cache, okey)
             return
         if not isinstance(op.value, dict):
             raise InvalidInputError(f"a memory value is a dict, got {type(op.value).__name__}")

@@ -34,7 +34,7 @@ from langgraph_handoff.memory.index import VectorTable
 from langgraph_handoff.memory.items import Entry, swept_size
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put, StoreBase
 
-__all__ = ["DirScan", "MemoryCache", "PackInfo", "group", "maintain", "plan_packs", "resolve", "scan"]
+__all__ = ["DirScan", "MemoryCache", "PackInfo", "group", "maintain", "plan_packs", "purge", "resolve", "scan"]
 
 logger = logging.getLogger("langgraph_handoff.memory")
 
@@ -306,3 +306,43 @@ def maintain(store: StoreBase, cache: MemoryCache, scans: list[DirScan]) -> tupl
         except (StoreError, OSError) as exc:
             logger.warning("memory packs of %s not updated (searches stay correct, only slower): %s", d.directory, exc)
     return written, deleted
+
+
+def purge(store: StoreBase, cache: MemoryCache, okey: str) -> int:
+    """After a delete: rewrite the packs that hold any version of ``okey`` without it, so that a
+    deleted value (and its vectors) is kept in no object. Only the packs of its bucket are read:
+    1 LIST of the namespace's packs, then 1 GET per such pack and, where it held the item, 1 PUT of
+    its successor and 1 DELETE. A search that listed the item before the delete may still write it
+    into a pack; the next search of the namespace rebuilds that bucket without it (and no search
+    ever uses it: the listing no longer names it). Best effort, like :func:`maintain`. Returns
+    how many packs were rewritten."""
+    parsed = keys.parse_memory_item_key(okey)
+    if parsed is None:
+        return 0
+    directory, segment = parsed
+    khash = cache.key_hash(okey)
+    try:
+        found = [keys.parse_memory_pack_key(i.key) for i in store.list(f"{directory}{keys.MEMORY_PACKS}/")]
+        candidates = [
+            keys.memory_pack_key(directory, *p[1:])
+            for p in found
+            if p is not None and p[0] == directory and packs.bucket_of(khash, p[1]) == p[2]
+        ]
+        objs = [o for o in _rounds(store, [Get(k) for k in candidates]) if o is not None]
+        rewritten = 0
+        for obj in objs:
+            members = packs.decode_pack(obj.body, obj.key)
+            kept = [m for m in members if m[0] != segment]
+            if len(kept) == len(members):
+                continue
+            level, bucket = keys.parse_memory_pack_key(obj.key)[1:3]  # type: ignore[index]
+            if kept:
+                total = sum(packs.pair_hash(f"{directory}{keys.MEMORY_ITEMS}/{s}", t) for s, t, _ in kept)
+                name = keys.memory_pack_key(directory, level, bucket, len(kept), packs.digest(total))
+                store.put(name, packs.encode_pack(kept))
+            store.delete(obj.key)
+            rewritten += 1
+        return rewritten
+    except (StoreError, OSError, CorruptObjectError, EnvelopeVersionError) as exc:
+        logger.warning("memory packs of %s not purged of %s (the next search rebuilds them): %s", directory, okey, exc)
+        return 0
