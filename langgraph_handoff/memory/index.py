@@ -202,9 +202,8 @@ class VectorTable:
 
             blob = b"".join(vectors[i][2] for i in self.usable)  # type: ignore[index]
             matrix = np.frombuffer(blob, dtype="<f4").reshape(-1, dims).astype(np.float32)
-            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                self._rows = np.where(norms[:, None] > 0, matrix / norms[:, None], 0.0).astype(np.float32)
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]
+            self._rows = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
             counts = np.fromiter((vectors[i][1] for i in self.usable), dtype=np.int64, count=len(self.usable))  # type: ignore[index]
             self._starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         else:

@@ -154,7 +154,9 @@ def matches(actual: Any, wanted: Any) -> bool:
 class Entry:
     """One version of one item, as read from its object or from a pack: its object key, the ETag
     of that version and its msgpack body (kept as bytes: packs are written from it unchanged, and
-    every caller gets its own copy of the value, decoded from it)."""
+    every caller gets its own copy of the value, decoded from it). The decoded body is kept only
+    once something asked for it (a filter, a refresh): a cache of 100,000 entries as bytes and a
+    few numbers is a few objects each for the garbage collector to walk, not a tree of dicts."""
 
     __slots__ = ("_data", "_pair", "etag", "expires", "okey", "raw", "updated", "vectors")
 
@@ -162,7 +164,7 @@ class Entry:
         self.okey = okey
         self.etag = etag
         self.raw = raw
-        self._data = data
+        self._data: dict[str, Any] | None = None
         self._pair: int | None = None
         try:
             if not isinstance(data["value"], dict):
@@ -174,6 +176,8 @@ class Entry:
             self.vectors: tuple[int, int, bytes] | None = (
                 None if not vectors else (int(vectors["dims"]), len(vectors["paths"]), bytes(vectors["data"]))
             )
+            if self.vectors is not None and len(self.vectors[2]) != 4 * self.vectors[0] * self.vectors[1]:
+                raise ValueError(f"{len(self.vectors[2])} bytes of vectors for {self.vectors[1]} of {self.vectors[0]}")
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptObjectError(okey, f"malformed memory item ({exc})") from None
 
@@ -197,11 +201,13 @@ class Entry:
     @property
     def data(self) -> dict[str, Any]:
         """The decoded body, shared: never hand it (or its value) to a caller."""
+        if self._data is None:
+            self._data = unpack(self.okey, self.raw)
         return self._data
 
     @property
     def value(self) -> dict[str, Any]:
-        return self._data["value"]  # type: ignore[no-any-return]
+        return self.data["value"]  # type: ignore[no-any-return]
 
     def expired(self, now: float) -> bool:
         return self.expires is not None and now >= self.expires

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
-from heapq import nsmallest
 from typing import Any
 
 from langgraph.store.base import (
@@ -49,6 +49,7 @@ from langgraph_handoff.memory.items import (
     swept_size,
     unpack,
 )
+from langgraph_handoff.memory.select import merge, newest_first, walk
 from langgraph_handoff.memory.view import MemoryCache, group, maintain, purge, resolve, scan
 from langgraph_handoff.stores.base import Get, StoreBase, StoredObject
 from langgraph_handoff.stores.local import LocalStore
@@ -222,31 +223,39 @@ class ObjectStoreMemory(BaseStore):
     # -- search ----------------------------------------------------------------------------------------
 
     def _search(self, op: SearchOp, query: Any) -> list[SearchItem]:
-        """Filter and rank every live item under the prefix (see :mod:`.view` for what that reads).
-
-        With a query and an index: best cosine first (an item's score is that of its best
-        vector), then the items without vectors, newest first, with ``score`` None (LangGraph's
-        ``InMemoryStore`` returns those too). Otherwise newest first. ``offset``/``limit`` page
-        that one order."""
+        """Filter and rank every live item under the prefix (see :mod:`.view` for what that reads
+        and :mod:`.select` for the order: with a query and an index, best cosine first, then the
+        items without vectors with ``score`` None, as LangGraph's ``InMemoryStore`` returns
+        them; otherwise newest first)."""
         prefix = keys.memory_namespace_prefix(op.namespace_prefix) if op.namespace_prefix else keys.MEMORY_ROOT
         scans = scan(self.store, self._cache, prefix)
         now = self._clock()
         wanted = op.filter or {}
-        ranked: list[tuple[tuple[int, float], Entry, float | None]] = []
+        paged = op.offset >= 0 and op.limit >= 0  # else: a slice of the whole order, as before
+        heads = []
         for d in scans:
-            scores: dict[str, float | None] = {}
+            chunks = self._cache.chunks(d)
+            entries = d.entries
+            order = [k for c in chunks for k in c.order]
+            updated = [u for c in chunks for u in c.updated]
+
+            def keep(okey: str, entries: dict[str, Entry] = entries) -> bool:
+                e = entries[okey]
+                if e.expires is not None and now >= e.expires:
+                    return False
+                return not wanted or all(matches(e.value.get(k), v) for k, v in wanted.items())
+
+            scores = None
             if query is not None and self._index is not None:
-                order, table = self._cache.table(d.directory, d.entries, self._index.dims)
-                scores = dict(zip(order, table.scores(query), strict=True))
-            for okey, entry in d.entries.items():
-                if entry.expired(now) or not all(matches(entry.value.get(k), v) for k, v in wanted.items()):
-                    continue
-                score = scores.get(okey)
-                ranked.append(((0, -score) if score is not None else (1, -entry.updated), entry, score))
-        if op.offset >= 0 and op.limit >= 0:
-            page = nsmallest(op.offset + op.limit, ranked, key=lambda r: r[0])[op.offset :]
-        else:  # what a slice of the whole order gives, as before
-            page = sorted(ranked, key=lambda r: r[0])[op.offset : op.offset + op.limit]
+                dims = self._index.dims
+                scores = [s for c in chunks for s in c.table(entries, dims).scores(query)]
+            found = walk(order, scores, updated, functools.partial(newest_first, updated), keep,
+                         op.offset + op.limit if paged else len(entries))  # fmt: skip
+            heads.append([(rank, entries[okey], score) for rank, okey, score in found])
+        if paged:
+            page = merge(heads, op.offset, op.limit)
+        else:
+            page = sorted((r for head in heads for r in head), key=lambda r: r[0])[op.offset : op.offset + op.limit]
         if self.write_packs:
             maintain(self.store, self._cache, scans)
         if op.refresh_ttl:

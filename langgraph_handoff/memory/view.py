@@ -30,8 +30,8 @@ from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, S
 from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.memory import packs
-from langgraph_handoff.memory.index import VectorTable
 from langgraph_handoff.memory.items import Entry, swept_size
+from langgraph_handoff.memory.select import Chunk
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put, StoreBase
 
 __all__ = ["DirScan", "MemoryCache", "PackInfo", "group", "maintain", "plan_packs", "purge", "resolve", "scan"]
@@ -59,19 +59,44 @@ class DirScan:
     """One namespace directory as a search saw it."""
 
     directory: str
-    #: item objects the listing shows (swept markers excluded), by object key
-    listed: dict[str, ObjectInfo] = field(default_factory=dict)
+    #: the ETag of each item object the listing shows (swept markers excluded), by object key
+    listed: dict[str, str] = field(default_factory=dict)
     packs: list[PackInfo] = field(default_factory=list)
     #: the version of each live item (expired ones included: the caller decides), by object key
     entries: dict[str, Entry] = field(default_factory=dict)
+    #: how many times the namespace is split (:func:`.packs.target_level`), and the entries'
+    #: object keys by bucket with the sum of their ``(key, ETag)`` hashes (:meth:`partition`)
+    level: int = 0
+    buckets: dict[int, list[str]] = field(default_factory=dict)
+    sums: dict[int, int] = field(default_factory=dict)
+
+    def partition(self, cache: MemoryCache) -> None:
+        """Split the entries into the buckets of their packs. Both the packs and the ranking
+        tables are kept per bucket, so a write rebuilds one bucket's pack and table, not the
+        namespace's."""
+        levels = Counter(p.level for p in self.packs)
+        self.level = packs.target_level(len(self.entries), levels.most_common(1)[0][0] if levels else None)
+        buckets: dict[int, list[str]] = {}
+        sums: dict[int, int] = {}
+        shift = 64 - self.level
+        for okey, entry in self.entries.items():
+            b = cache.key_hash(okey) >> shift if self.level else 0
+            members = buckets.get(b)
+            if members is None:
+                buckets[b], sums[b] = [okey], entry.pair
+            else:
+                members.append(okey)
+                sums[b] += entry.pair
+        self.buckets, self.sums = buckets, sums
 
 
 class _Dir:
-    __slots__ = ("entries", "table")
+    __slots__ = ("chunks", "entries", "level")
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
-        self.table: tuple[tuple[int, int, int], list[str], VectorTable] | None = None
+        self.level = -1
+        self.chunks: dict[int, Chunk] = {}
 
 
 class MemoryCache:
@@ -84,7 +109,7 @@ class MemoryCache:
         self._lock = threading.Lock()
         self._khash: dict[str, int] = {}
 
-    def known(self, directory: str, listed: dict[str, ObjectInfo]) -> dict[str, Entry]:
+    def known(self, directory: str, listed: dict[str, str]) -> dict[str, Entry]:
         """The entries of ``directory`` whose cached ETag is the listed one."""
         with self._lock:
             state = self._dirs.get(directory)
@@ -92,9 +117,9 @@ class MemoryCache:
                 return {}
             self._dirs.move_to_end(directory)
             out = {}
-            for okey, info in listed.items():
+            for okey, etag in listed.items():
                 e = state.entries.get(okey)
-                if e is not None and e.etag == info.etag:
+                if e is not None and e.etag == etag:
                     out[okey] = e
             return out
 
@@ -145,22 +170,24 @@ class MemoryCache:
             h = self._khash[okey] = packs.key_hash(okey.rpartition("/")[2])
         return h
 
-    def table(self, directory: str, entries: dict[str, Entry], dims: int) -> tuple[list[str], VectorTable]:
-        """The vectors of ``entries`` (a directory's, as one scan saw them), built once and
-        reused by every search that sees the very same versions: the table is keyed by the digest
-        of their ``(key, ETag)`` pairs, so it can never score a version it was not built from."""
-        fingerprint = (dims, len(entries), sum(e.pair for e in entries.values()))
+    def chunks(self, d: DirScan) -> list[Chunk]:
+        """What searches derive from each bucket of scan ``d`` (order, update times, vectors ready
+        to score), rebuilt only for the buckets whose versions changed since the last search."""
         with self._lock:
-            state = self._dirs.get(directory)
-            cached = state.table if state is not None else None
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1], cached[2]
-        order = list(entries)
-        table = VectorTable([entries[k].vectors for k in order], dims)
+            state = self._dirs.get(d.directory)
+            old = state.chunks if state is not None and state.level == d.level else {}
+        fresh: dict[int, Chunk] = {}
+        for b in sorted(d.buckets):
+            members = d.buckets[b]
+            fingerprint = (len(members), d.sums[b])
+            chunk = old.get(b)
+            if chunk is None or chunk.fingerprint != fingerprint:
+                chunk = Chunk(fingerprint, members, d.entries)
+            fresh[b] = chunk
         with self._lock:
             if state is not None:
-                state.table = (fingerprint, order, table)
-        return order, table
+                state.level, state.chunks = d.level, fresh
+        return list(fresh.values())
 
 
 def group(infos: Iterable[ObjectInfo]) -> dict[str, DirScan]:
@@ -170,11 +197,17 @@ def group(infos: Iterable[ObjectInfo]) -> dict[str, DirScan]:
         item = keys.parse_memory_item_key(info.key)
         if item is not None:
             if not swept_size(info.key, info.size):
-                dirs.setdefault(item[0], DirScan(item[0])).listed[info.key] = info
+                d = dirs.get(item[0])
+                if d is None:
+                    d = dirs[item[0]] = DirScan(item[0])
+                d.listed[info.key] = info.etag
             continue
         pack = keys.parse_memory_pack_key(info.key)
         if pack is not None:
-            dirs.setdefault(pack[0], DirScan(pack[0])).packs.append(PackInfo(info.key, *pack[1:]))
+            d = dirs.get(pack[0])
+            if d is None:
+                d = dirs[pack[0]] = DirScan(pack[0])
+            d.packs.append(PackInfo(info.key, *pack[1:]))
     return dirs
 
 
@@ -247,6 +280,7 @@ def resolve(store: StoreBase, cache: MemoryCache, dirs: dict[str, DirScan]) -> l
 
     for d in dirs.values():
         cache.replace(d.directory, d.entries)
+        d.partition(cache)
     return list(dirs.values())
 
 
@@ -255,8 +289,7 @@ def _unpack(d: DirScan, body: bytes, key: str) -> dict[str, Entry]:
     out = {}
     for segment, etag, raw in packs.decode_pack(body, key):
         okey = f"{d.directory}{keys.MEMORY_ITEMS}/{segment}"
-        info = d.listed.get(okey)
-        if info is not None and info.etag == etag and okey not in d.entries:
+        if d.listed.get(okey) == etag and okey not in d.entries:
             entry = Entry.decode(okey, etag, raw)
             if entry is not None:
                 out[okey] = entry
@@ -265,24 +298,18 @@ def _unpack(d: DirScan, body: bytes, key: str) -> dict[str, Entry]:
 
 def plan_packs(cache: MemoryCache, d: DirScan) -> tuple[list[Put], list[str]]:
     """The packs to write so that ``d``'s packs hold exactly the versions the scan found (one per
-    bucket that changed), and the packs those supersede. Nothing when they already match."""
-    if not d.entries:
-        return [], [p.key for p in d.packs]
-    levels = Counter(p.level for p in d.packs)
-    level = packs.target_level(len(d.entries), levels.most_common(1)[0][0] if levels else None)
-    buckets: dict[int, list[Entry]] = {}
-    for okey, entry in d.entries.items():
-        buckets.setdefault(packs.bucket_of(cache.key_hash(okey), level), []).append(entry)
+    bucket whose pack is not named for its current versions), and the packs those supersede.
+    Nothing when they already match: the names say so, no pack is read."""
     present = {p.key for p in d.packs}
     keep: set[str] = set()
     puts: list[Put] = []
-    for bucket, members in buckets.items():
-        total = sum(e.pair for e in members)
-        name = keys.memory_pack_key(d.directory, level, bucket, len(members), packs.digest(total))
+    for bucket, members in d.buckets.items():
+        name = keys.memory_pack_key(d.directory, d.level, bucket, len(members), packs.digest(d.sums[bucket]))
         keep.add(name)
         if name not in present:
-            members.sort(key=lambda e: e.okey)
-            body = packs.encode_pack([(e.okey.rpartition("/")[2], e.etag, e.raw) for e in members])
+            body = packs.encode_pack(
+                [(okey.rpartition("/")[2], d.entries[okey].etag, d.entries[okey].raw) for okey in sorted(members)]
+            )
             puts.append(Put(name, body))
     return puts, sorted(present - keep)
 
