@@ -149,6 +149,25 @@ def test_ranking_scores_filter_and_pages(memory: ObjectStoreMemory) -> None:
     assert [r.score for r in memory.search(NS)] == [None] * 5  # no query: newest first, unscored
 
 
+def test_namespaces_under_a_prefix_hashed_segments_and_listing(memory: ObjectStoreMemory) -> None:
+    long = ("users", "x" * 300)  # a segment too long for a key: hashed, the real one in the item
+    memory.put(long, "a", {"text": "apple pie"})
+    memory.put(("users", "b"), "a", {"text": "apple"})
+    memory.put(("users", "b", "deeper"), "a", {"text": "pie"})
+    memory.put(("orgs", "c"), "a", {"text": "apple pie"})
+    found = memory.search(("users",), query="apple pie")
+    assert [(r.namespace, round(r.score, 4)) for r in found] == [  # type: ignore[arg-type]
+        (long, 1.0),
+        *sorted(((("users", "b"), round(cosine(embed_one("apple pie"), embed_one("apple")), 4)),
+                 (("users", "b", "deeper"), round(cosine(embed_one("apple pie"), embed_one("pie")), 4))),
+                key=lambda t: -t[1]),
+    ]  # fmt: skip
+    assert len([i for i in memory.store.list(keys.MEMORY_ROOT) if "/=p/" in i.key]) == 3  # one per namespace
+    assert memory.list_namespaces() == sorted([long, ("users", "b"), ("users", "b", "deeper"), ("orgs", "c")])
+    top = memory.search((), query="apple pie", limit=2)  # a tie at 1.0: listing order
+    assert [(r.namespace, round(r.score, 4)) for r in top] == [(("orgs", "c"), 1.0), (long, 1.0)]  # type: ignore[arg-type]
+
+
 def test_the_same_vector_gets_the_same_score_wherever_it_is() -> None:
     """LangGraph's test_embed_with_path asserts equal scores for equal texts in two items; a BLAS
     matrix product gives rows in different blocks different roundings, so scoring is row by row."""
@@ -224,6 +243,19 @@ def test_ttl_hides_expired_items_from_ranking_and_the_sweep_removes_their_vector
     assert sorted(t for texts in pack_contents(memory.store, NS).values() for t in texts) == ["apple", "apple pie"]
     assert memory.sweep_ttl() == 1
     assert list(pack_contents(memory.store, NS).values()) == [["apple pie"]]
+
+
+def test_a_refresh_on_read_keeps_the_vectors() -> None:
+    clock = Clock()
+    memory = ObjectStoreMemory(MemoryStore(), index=index(), ttl={"default_ttl": 10}, clock=clock)
+    memory.put(NS, "k", {"text": "apple pie"})
+    before = stored_vectors(memory, NS, "k")
+    clock.advance(5)
+    assert memory.search(NS, query="apple pie")[0].score == pytest.approx(1.0)  # re-stamped: 5 of 10 minutes used
+    clock.advance(8)  # 13 minutes after the put, 8 after the refresh
+    assert memory.get(NS, "k", refresh_ttl=False) is not None
+    assert stored_vectors(memory, NS, "k") == before
+    assert ObjectStoreMemory(memory.store, index=index()).search(NS, query="apple pie")[0].score == pytest.approx(1.0)
 
 
 async def test_async_twins(memory: ObjectStoreMemory) -> None:
@@ -364,8 +396,7 @@ def test_readonly_store_still_searches(caplog: pytest.LogCaptureFixture) -> None
 
 def test_the_cache_is_bounded_and_stays_correct() -> None:
     store = MemoryStore()
-    memory = ObjectStoreMemory(store, index=index())
-    memory._cache.max_items = 10
+    memory = ObjectStoreMemory(store, index=index(), cache_items=10)
     for n in range(4):
         for i in range(6):
             memory.put(("u", str(n)), f"k{i}", {"text": f"user {n} note {i}"})

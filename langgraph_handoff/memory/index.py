@@ -170,7 +170,7 @@ def pack_vectors(vectors: Sequence[Any], dims: int) -> bytes:
     return out.tobytes()
 
 
-def _floats(data: bytes) -> array.array[float]:
+def _floats(data: bytes | memoryview) -> array.array[float]:
     out = array.array("f")
     out.frombytes(data)
     if sys.byteorder == "big":
@@ -178,7 +178,7 @@ def _floats(data: bytes) -> array.array[float]:
     return out
 
 
-Vectors = tuple[int, int, bytes]
+Vectors = tuple[int, int, bytes | memoryview]
 """An item's vectors as stored: ``(dims, how many, float32 little-endian bytes)``."""
 
 

@@ -50,7 +50,7 @@ from langgraph_handoff.memory.items import (
     unpack,
 )
 from langgraph_handoff.memory.select import merge, newest_first, walk
-from langgraph_handoff.memory.view import MemoryCache, group, maintain, purge, resolve, scan
+from langgraph_handoff.memory.view import CACHE_MAX_ITEMS, MemoryCache, group, maintain, purge, resolve, scan
 from langgraph_handoff.stores.base import Get, StoreBase, StoredObject
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
@@ -88,6 +88,9 @@ class ObjectStoreMemory(BaseStore):
             ``refresh_on_read`` (default True, as in LangGraph), ``sweep_interval_minutes`` (for
             :meth:`start_ttl_sweeper`).
         clock: seconds since the epoch (default ``time.time``; tests pass their own).
+        cache_items: how many item versions this process keeps for searches (whole namespaces,
+            least recently searched dropped first): about 4.2 KB each at 384 dimensions. A
+            search of items not kept reads them again (from packs).
     """
 
     supports_ttl = True
@@ -99,6 +102,7 @@ class ObjectStoreMemory(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         clock: Callable[[], float] | None = None,
+        cache_items: int = CACHE_MAX_ITEMS,
     ) -> None:
         self.store = store
         self.ttl_config = check_ttl(ttl)
@@ -113,7 +117,7 @@ class ObjectStoreMemory(BaseStore):
         #: only items written since or due by now (an ETag changes with every write of an item)
         self._seen_expiry: dict[str, tuple[str, float | None]] = {}
         #: item versions this process read or wrote, by ETag (see :mod:`.view`)
-        self._cache = MemoryCache()
+        self._cache = MemoryCache(cache_items)
         #: whether searches write packs (off: every cold search reads every item)
         self.write_packs = True
 
@@ -125,10 +129,11 @@ class ObjectStoreMemory(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         clock: Callable[[], float] | None = None,
+        cache_items: int = CACHE_MAX_ITEMS,
         **store_kwargs: Any,
     ) -> ObjectStoreMemory:
         """The same URLs as :meth:`ObjectStoreSaver.from_url` (``memory://``, ``file://``, ``s3://``, ...)."""
-        return cls(store_from_url(url, **store_kwargs), index=index, ttl=ttl, clock=clock)
+        return cls(store_from_url(url, **store_kwargs), index=index, ttl=ttl, clock=clock, cache_items=cache_items)
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreMemory:
