@@ -1,10 +1,10 @@
 """Packs: snapshots of a namespace's items, so that a search need not read every item. No I/O.
 
 A search must know every item of the namespaces it covers, with its value and vectors. One GET
-per item is what that cost before packs: on Ceph RGW 0.6 ms an item in parallel rounds of 64,
-about 60 s for 100,000 items, where the same namespace's listing takes 2 s (measured,
-``bench/memory_search.py``). A pack holds many items' bodies in one object: a cold search lists
-the namespace and reads its packs, then only the items written since.
+per item is what that costs without packs: 100,000 items took 79 s on Ceph RGW (100,613
+requests), against 5.4 s (613 requests) with packs (``bench/memory_search.py``, 2026-12-02). A
+pack holds many items' bodies in one object: a cold search lists the namespace and reads its
+packs, then only the items written since.
 
 Packs are a cache, never the truth: the listing is. Each entry of a pack is ``(key segment, ETag,
 body)`` and is used only while the listing shows that item with that same ETag, so an item
@@ -50,9 +50,10 @@ __all__ = [
     "target_level",
 ]
 
-#: items a pack is aimed at when a namespace is split: a 384-dimensional item is about 1.7 KB,
-#: so 200-400 KB a pack, which one search rebuilds in about 2 ms of CPU after a write to its
-#: bucket, and a cold reader of 100,000 items reads in about 500 GETs (8 rounds of 64)
+#: items a pack is aimed at when a namespace is split: a 384-dimensional item is about 1.8 KB,
+#: so 200-400 KB a pack (after one write, a search of 1,000 items rebuilding its bucket's pack
+#: took 6.3 ms of CPU against 3.7 ms for one with nothing to rebuild), and a cold reader of
+#: 100,000 items reads 512 packs (8 rounds of 64 GETs)
 PACK_TARGET = 128
 #: a bucket is split (the level goes up) when its pack would hold more
 PACK_MAX = 2 * PACK_TARGET
