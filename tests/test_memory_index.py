@@ -403,7 +403,10 @@ def test_the_cache_is_bounded_and_stays_correct() -> None:
     for n in range(4):
         found = memory.search(("u", str(n)), query=f"note {n}")
         assert len(found) == 6 and not misattributed(f"note {n}", found)
-    assert sum(len(d.entries) for d in memory._cache._dirs.values()) <= 10
+    held = sum(len(d.entries) for d in memory._cache._dirs.values())
+    assert held <= 10 and held == memory._cache._held
+    memory.delete(("u", "3"), "k0")
+    assert sum(len(d.entries) for d in memory._cache._dirs.values()) == memory._cache._held == held - 1
 
 
 # -- the race --------------------------------------------------------------------------------------

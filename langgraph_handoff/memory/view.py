@@ -109,6 +109,8 @@ class MemoryCache:
         self._dirs: OrderedDict[str, _Dir] = OrderedDict()
         self._lock = threading.Lock()
         self._khash: dict[str, int] = {}
+        #: entries held in all directories (kept as they change: a put must not count them)
+        self._held = 0
 
     def known(self, directory: str, listed: dict[str, str]) -> dict[str, Entry]:
         """The entries of ``directory`` whose cached ETag is the listed one."""
@@ -130,6 +132,7 @@ class MemoryCache:
             state = self._dirs.get(directory)
             if state is None:
                 state = self._dirs[directory] = _Dir()
+            self._held += len(entries) - len(state.entries)
             state.entries = dict(entries)
             self._dirs.move_to_end(directory)
             self._trim()
@@ -143,6 +146,7 @@ class MemoryCache:
             state = self._dirs.get(parsed[0])
             if state is None:
                 state = self._dirs[parsed[0]] = _Dir()
+            self._held += entry.okey not in state.entries
             state.entries[entry.okey] = entry
             self._trim()
 
@@ -150,18 +154,18 @@ class MemoryCache:
         parsed = keys.parse_memory_item_key(okey)
         with self._lock:
             state = self._dirs.get(parsed[0]) if parsed else None
-            if state is not None:
-                state.entries.pop(okey, None)
+            if state is not None and state.entries.pop(okey, None) is not None:
+                self._held -= 1
 
     def clear(self) -> None:
         with self._lock:
             self._dirs.clear()
+            self._held = 0
 
     def _trim(self) -> None:
-        total = sum(len(d.entries) for d in self._dirs.values())
-        while total > self.max_items and len(self._dirs) > 1:
+        while self._held > self.max_items and len(self._dirs) > 1:
             _, dropped = self._dirs.popitem(last=False)
-            total -= len(dropped.entries)
+            self._held -= len(dropped.entries)
         if len(self._khash) > 4 * self.max_items:
             self._khash.clear()
 
