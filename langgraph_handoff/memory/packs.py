@@ -1,8 +1,8 @@
 """Packs: snapshots of a namespace's items, so that a search need not read every item. No I/O.
 
 A search must know every item of the namespaces it covers, with its value and vectors. One GET
-per item is what that costs without packs: 100,000 items took 79 s on Ceph RGW (100,613
-requests), against 5.4 s (613 requests) with packs (``bench/memory_search.py``, 2026-12-02). A
+per item is what that costs without packs: 100,000 items took 86 s on Ceph RGW (100,613
+requests), against 11 s (613 requests) with packs (``bench/memory_search.py``, 2026-12-02). A
 pack holds many items' bodies in one object: a cold search lists the namespace and reads its
 packs, then only the items written since.
 
@@ -52,7 +52,7 @@ __all__ = [
 
 #: items a pack is aimed at when a namespace is split: a 384-dimensional item is about 1.8 KB,
 #: so 200-400 KB a pack (after one write, a search of 1,000 items rebuilding its bucket's pack
-#: took 6.3 ms of CPU against 3.7 ms for one with nothing to rebuild), and a cold reader of
+#: took 4.0 ms of CPU against 2.6 ms for one with nothing to rebuild), and a cold reader of
 #: 100,000 items reads 512 packs (8 rounds of 64 GETs)
 PACK_TARGET = 128
 #: a bucket is split (the level goes up) when its pack would hold more
