@@ -105,7 +105,9 @@ def main() -> int:
     endpoint = os.environ.get("S3_ENDPOINT_URL")
     bucket = os.environ.get("LGH_TEST_BUCKET", "lgh-tests")
     figures: dict[str, Any] = {"runs": args.runs}
-    with tempfile.TemporaryDirectory(prefix="lgh-first-write-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as d:
+    with tempfile.TemporaryDirectory(
+        prefix="lgh-first-write-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
+    ) as d:
         kinds = ["file"] + (["s3"] if endpoint else [])
         if endpoint:
             ObstoreS3Store(bucket, prefix="fw", endpoint_url=endpoint, create_bucket=True).close()

@@ -111,7 +111,7 @@ def server(objects: StoreBase, prefix: str, tmp_path: Path) -> Iterator[str]:
         pytest.skip("langgraph-cli[inmem] is not installed (the test extra)")
     app = tmp_path / "app"
     app.mkdir()
-    for name in ("langgraph.json", "graph.py"):
+    for name in ("langgraph.json", "graph.py", "embeddings.py"):
         shutil.copy(EXAMPLE / name, app / name)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
@@ -214,7 +214,19 @@ async def test_agent_server_on_s3(server: str, objects: StoreBase) -> None:
     assert (await client.store.get_item(["settings"], "style"))["value"] == {"word": "Ahoy"}
     found = await client.store.search_items(["settings"])
     assert [(i["namespace"], i["key"]) for i in found["items"]] == [(["settings"], "style")]
-    assert _keys(objects, "memory/") == ["memory/settings/=k/style"]
+    assert _keys(objects, "memory/settings/=k/") == ["memory/settings/=k/style"]
+    assert len(_keys(objects, "memory/settings/=p/")) == 1  # the search packed the namespace
+
+    # semantic search: store.index in langgraph.json (the [e5] encoder, ./embeddings.py)
+    await client.store.put_item(["notes"], "pet", {"text": "User's dog is called Biscuit"})
+    await client.store.put_item(["notes"], "mail", {"text": "The user prefers email"})
+    await client.store.put_item(["notes"], "raw", {"text": "not embedded"}, index=False)
+    ranked = (await client.store.search_items(["notes"], query="what is the name of their dog"))["items"]
+    assert [i["key"] for i in ranked] == ["pet", "mail", "raw"]
+    assert ranked[0]["score"] > ranked[1]["score"] and ranked[2]["score"] is None
+    for key in ("pet", "mail", "raw"):
+        await client.store.delete_item(["notes"], key)
+    assert _keys(objects, "memory/notes/") == []  # the deletes purged the namespace's pack too
 
     # two runs on one thread
     source = (await client.threads.create())["thread_id"]

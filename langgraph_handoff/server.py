@@ -53,6 +53,17 @@ leaves the factory. The sweep is safe with workers writing, and with several swe
 (``LANGGRAPH_STORE``) or ``LANGGRAPH_HANDOFF_STORE_TTL_MINUTES`` give long-term memories a TTL,
 and :func:`store` runs their sweep, which the server skips for a custom store.
 
+**Semantic search.** ``"store": {"path": "langgraph_handoff.server.store", "index": {"embed":
+"./embeddings.py:embeddings", "dims": 384, "fields": ["text"]}}`` gives :func:`store` an index:
+the server passes the section on as ``LANGGRAPH_STORE`` (it hands a custom store nothing else).
+``embed`` takes what the server's own store takes: ``"./path/to/file.py:name"`` (an
+``Embeddings`` or an embedding function in that file, relative to the server's working
+directory; ``examples/agent_server/embeddings.py`` holds the offline ``[e5]`` encoder) or
+``"provider:model"`` (LangChain's ``init_embeddings``, with the provider's package and key).
+Measured with ``langgraph dev``: the server loads ``store.index.embed`` itself at startup even
+for a custom store, so a name only this package knows (``"e5:multilingual-e5-small"``) stops it
+there; the file form works for both.
+
 Each ``checkpointer()`` entry calls :meth:`~langgraph_handoff.ObjectStoreSaver.asetup` once
 (the server never calls ``setup``): the first one on a store probes it and writes the format
 marker, later ones cost one GET. On exit the store's clients are closed.
@@ -73,6 +84,7 @@ Example, with an explicit environment instead of ``os.environ``:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -128,7 +140,7 @@ class ServerSettings:
     """What the factories read from the environment, checked before anything is built.
 
     >>> ServerSettings.from_env({})
-    ServerSettings(url='file://./.langgraph_handoff', encryption='none', ttl=None, store_ttl=None, sweep_interval=None)
+    ServerSettings(url='file://./.langgraph_handoff', encryption='none', ttl=None, store_ttl=None, sweep_interval=None, store_index=None)
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_TTL_MINUTES": "90", "LANGGRAPH_HANDOFF_TTL_REFRESH": "true"}).ttl
     TTLSettings(default_ttl=90.0, refresh_on_read=True, sweep_interval_minutes=None, sweep_limit=None, strategy='delete')
 
@@ -140,6 +152,13 @@ class ServerSettings:
     (30.0, 2.0)
     >>> ServerSettings.from_env({"LANGGRAPH_STORE": '{"ttl": {"default_ttl": 5}}'}).store_ttl
     {'default_ttl': 5}
+    >>> conf = '{"path": "langgraph_handoff.server.store", "index": {"embed": "./embeddings.py:embeddings", "dims": 384}}'
+    >>> ServerSettings.from_env({"LANGGRAPH_STORE": conf}).store_index
+    {'embed': './embeddings.py:embeddings', 'dims': 384}
+    >>> ServerSettings.from_env({"LANGGRAPH_STORE": '{"index": {"embed": "./embeddings.py:embeddings"}}'})
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: store.index in langgraph.json (LANGGRAPH_STORE): dims must be the positive int the embedder returns (384 for the [e5] extra), got None
     >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_TTL_MINUTES": "soon"})
     Traceback (most recent call last):
     ...
@@ -179,6 +198,8 @@ class ServerSettings:
     store_ttl: dict[str, Any] | None = None
     #: LANGGRAPH_HANDOFF_SWEEP_INTERVAL_MINUTES, for both sweepers
     sweep_interval: float | None = None
+    #: ``store.index`` from ``langgraph.json``, as JSON gives it (``embed`` still a string)
+    store_index: dict[str, Any] | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -211,6 +232,7 @@ class ServerSettings:
             ttl=_thread_ttl(env),
             store_ttl=_store_ttl(env),
             sweep_interval=interval,
+            store_index=_store_index(env),
         )
 
     def serde(self, environ: Mapping[str, str] | None = None) -> SerializerProtocol | None:
@@ -295,6 +317,53 @@ def _store_ttl(env: Mapping[str, str]) -> dict[str, Any] | None:
     return base or None
 
 
+def _store_index(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """``store.index``, its shape checked now (the embedder is loaded by :func:`store`, so that the
+    checkpointer factory never needs an embedding provider's package or key)."""
+    index = _server_json(env, ENV_SERVER_STORE).get("index")
+    if not index:
+        return None
+    where = f"store.index in langgraph.json ({ENV_SERVER_STORE})"
+    if not isinstance(index, dict):
+        raise InvalidConfigError(f"{where} must be an object with embed, dims and fields, got {index!r}")
+    unknown = sorted(set(index) - {"embed", "dims", "fields"})
+    if unknown:
+        raise InvalidConfigError(f"{where}: unknown keys {unknown}; use embed, dims and fields")
+    if not isinstance(index.get("embed"), str) or not index["embed"].strip():
+        raise InvalidConfigError(
+            f"{where}: embed must be './file.py:name' (an Embeddings or a function in that file) or "
+            f"'provider:model', got {index.get('embed')!r}"
+        )
+    dims = index.get("dims")
+    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+        raise InvalidConfigError(
+            f"{where}: dims must be the positive int the embedder returns (384 for the [e5] extra), got {dims!r}"
+        )
+    fields = index.get("fields")
+    if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields)):
+        raise InvalidConfigError(f'{where}: fields must be a list of JSON paths such as ["text"], got {fields!r}')
+    return dict(index)
+
+
+def load_embed(embed: str) -> Any:
+    """``store.index.embed`` as the Agent Server reads it for its own store: a string containing
+    ``.py:`` names an attribute of a Python file (relative to the working directory); anything
+    else is passed on as is (``"provider:model"``, ``"e5:multilingual-e5-small"``)."""
+    if ".py:" not in embed:
+        return embed
+    path, _, name = embed.rpartition(":")
+    module_name = "langgraph_handoff_embed_" + hashlib.sha256(path.encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise InvalidConfigError(f"store.index.embed={embed!r}: no such file {path!r} (relative to {os.getcwd()})")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise InvalidConfigError(f"store.index.embed={embed!r}: {path!r} defines no {name!r}") from None
+
+
 def _aes_key(env: Mapping[str, str]) -> bytes:
     if importlib.util.find_spec("Crypto") is None:
         raise InvalidConfigError(
@@ -355,8 +424,18 @@ async def store(environ: Mapping[str, str] | None = None) -> AsyncIterator[Objec
     ['a']
     """
     settings = ServerSettings.from_env(environ)
+    index = settings.store_index
+    if index is not None:
+        index = {**index, "embed": load_embed(index["embed"])}
     objects = settings.object_store()
-    memory = ObjectStoreMemory(objects, ttl=settings.store_ttl)  # type: ignore[arg-type]
+    try:
+        memory = ObjectStoreMemory(objects, ttl=settings.store_ttl, index=index)  # type: ignore[arg-type]
+    except InvalidConfigError as exc:
+        await objects.aclose()
+        raise InvalidConfigError(f"the store section of langgraph.json ({ENV_SERVER_STORE}): {exc}") from None
+    except BaseException:
+        await objects.aclose()
+        raise
     try:
         if settings.store_ttl and settings.store_ttl.get("default_ttl") is not None:
             await memory.astart_ttl_sweeper(settings.sweep_interval)

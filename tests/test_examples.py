@@ -99,7 +99,8 @@ def test_the_sdist_ships_the_examples_and_the_docs(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parent.parent
     (archive,) = SdistBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])
-    names = {n.split("/", 1)[1] for n in tarfile.open(archive).getnames() if "/" in n}
+    with tarfile.open(archive) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     shipped = {str(p.relative_to(root)) for p in (root / "examples").rglob("*.py")}
     assert shipped and shipped <= names, sorted(shipped - names)
     assert "docs/ARCHITECTURE.md" in names

@@ -40,8 +40,9 @@ def test_search_by_prefix_and_filter(memory: ObjectStoreMemory) -> None:
     assert [i.namespace for i in memory.search(("users",), filter={"contact": "email"})] == [("users", "a")]
     assert len(memory.search(())) == 3 and len(memory.search((), limit=2)) == 2
     assert len(memory.search((), offset=2)) == 1
-    with pytest.raises(InvalidInputError, match="no semantic index"):
-        memory.search(("users",), query="who likes email")
+    # without an index a query is ignored, as LangGraph's InMemoryStore ignores it (no score)
+    found = memory.search(("users",), query="who likes email", filter={"contact": "email"})
+    assert [(i.namespace, i.score) for i in found] == [(("users", "a"), None)]
 
 
 def test_memory_filter_operators() -> None:

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from langgraph_handoff import memory as memory_module
 from langgraph_handoff.errors import InvalidConfigError, InvalidInputError
 from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.memory import store as memory_module
 from langgraph_handoff.stores import CountingStore, MemoryStore
 from langgraph_handoff.stores.base import Put
 from tests.sweep_helpers import Clock, HookStore
@@ -46,8 +46,11 @@ def test_expired_items_vanish_from_get_and_search_at_once() -> None:
     assert memory.get(NS, "default") is None
     assert [i.key for i in memory.search(("users",))] == ["forever"]
     assert memory.sweep_ttl() == 2
-    left = [i.key for i in memory.store.list("memory/")]
+    left = [i.key for i in memory.store.list("memory/") if "/=k/" in i.key]
     assert len(left) == 1 and left[0].endswith("/forever")  # memory:// enforces conditional DELETE
+    # the searches above packed the namespace; the sweep rebuilt its pack without the expired items
+    packs = [i.key for i in memory.store.list("memory/") if "/=p/" in i.key]
+    assert len(packs) == 1 and "-1-" in packs[0]
 
 
 def test_refresh_on_read_extends_and_costs_one_put_per_tenth_of_the_ttl() -> None:
@@ -156,7 +159,8 @@ def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> Non
     size: ``get`` found it, ``search`` omitted it, and the sweep never expired it."""
     from langgraph_handoff.format import envelope
     from langgraph_handoff.format.envelope import Kind
-    from langgraph_handoff.memory import _item_key, _marker
+    from langgraph_handoff.memory.items import item_key as _item_key
+    from langgraph_handoff.memory.items import marker as _marker
 
     memory, clock = make({"default_ttl": 10, "refresh_on_read": False})
     value = {"text": "a" * 1200}
@@ -194,7 +198,7 @@ def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after(monkeypatch
             super().set()
             told_to_stop.set()
 
-    class MemoryThreading:  # langgraph_handoff.memory's view of ``threading``: its Event is noted
+    class MemoryThreading:  # langgraph_handoff.memory.store's view of ``threading``: its Event is noted
         Event = NotedEvent
 
         def __getattr__(self, name: str) -> object:

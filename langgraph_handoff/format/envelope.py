@@ -70,6 +70,7 @@ class Kind(enum.IntEnum):
     MEMORY = 6
     TEAM_ROSTER = 7
     TEAM_MESSAGE = 8
+    MEMORY_PACK = 9
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ Layout (relative to the store's own prefix)::
     teams/{TM}/roster                       a team's members; moved by CAS (langgraph_handoff.teams)
     teams/{TM}/inbox/{M}/{id}               one message to member M (create-only, deleted once acked)
     teams/{TM}/dead/{M}/{id}                a message kept for a removed member (dead letter)
+    memory/{NS...}/=k/{K}                   one long-term memory item (langgraph_handoff.memory)
+    memory/{NS...}/=p/{L}-{B}-{n}-{digest}  a pack: a snapshot of n items of one namespace (a cache)
 
 ``T``, ``N`` and ``K`` are :func:`encode_segment` of the thread id, namespace and task id.
 
@@ -36,6 +38,9 @@ from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidThreadIdEr
 
 __all__ = [
     "FORMAT_MARKER_KEY",
+    "MEMORY_ITEMS",
+    "MEMORY_PACKS",
+    "MEMORY_ROOT",
     "MAX_SEGMENT_LEN",
     "blob_key",
     "blobs_prefix",
@@ -48,7 +53,12 @@ __all__ = [
     "invert_checkpoint_id",
     "is_checkpoint_id",
     "is_head_key",
+    "memory_item_key",
+    "memory_namespace_prefix",
+    "memory_pack_key",
+    "parse_memory_pack_key",
     "parse_blob_key",
+    "parse_memory_item_key",
     "parse_writes_key",
     "segment_key",
     "segment_suffix",
@@ -363,3 +373,71 @@ def team_outside_prefix(team_id: str, sender: str | None = None, request_id: str
         return base
     base += encode_segment(sender) + "/"
     return base if request_id is None else base + request_id + "/"
+
+
+# --------------------------------------------------------------------------------------------------
+# Long-term memory (langgraph_handoff.memory). A namespace is a directory of its own; its items
+# and its packs sit in two sibling folders, "=k" and "=p". Neither can be an encoded namespace
+# segment ("=" alone stands for "" and "%" escapes everything else), so a namespace called "k" or
+# "p" never collides with them.
+# --------------------------------------------------------------------------------------------------
+
+MEMORY_ROOT = "memory/"
+MEMORY_ITEMS = "=k"
+MEMORY_PACKS = "=p"
+
+
+def memory_namespace_prefix(namespace: tuple[str, ...]) -> str:
+    """``memory/{NS...}/``: the items and packs of a namespace and of every namespace under it.
+
+    >>> memory_namespace_prefix(("users", "a/b"))
+    'memory/users/a%2fb/'
+    """
+    return MEMORY_ROOT + "".join(encode_segment(p) + "/" for p in namespace)
+
+
+def memory_item_key(namespace: tuple[str, ...], key: str) -> str:
+    """>>> memory_item_key(("users", "u1"), "prefs")
+    'memory/users/u1/=k/prefs'
+    """
+    return f"{memory_namespace_prefix(namespace)}{MEMORY_ITEMS}/{encode_segment(key)}"
+
+
+def parse_memory_item_key(object_key: str) -> tuple[str, str] | None:
+    """``(namespace directory, encoded key segment)`` of an item key, or None if it is not one.
+
+    >>> parse_memory_item_key("memory/users/u1/=k/prefs")
+    ('memory/users/u1/', 'prefs')
+    >>> parse_memory_item_key("memory/users/u1/=p/0-0-1-00") is None
+    True
+    """
+    head, sep, segment = object_key.rpartition(f"/{MEMORY_ITEMS}/")
+    if not sep or not segment or "/" in segment or not head.startswith(MEMORY_ROOT.rstrip("/")):
+        return None
+    return head + "/", segment
+
+
+def memory_pack_key(directory: str, level: int, bucket: int, count: int, digest: str) -> str:
+    """A pack of one namespace directory: bucket ``bucket`` of ``2**level``, ``count`` items,
+    named by the digest of what it holds (so a pack is immutable and its name says whether it is
+    current without reading it).
+
+    >>> memory_pack_key("memory/users/u1/", 2, 3, 40, "ab" * 16)
+    'memory/users/u1/=p/2-3-40-abababababababababababababababab'
+    """
+    return f"{directory}{MEMORY_PACKS}/{level}-{bucket}-{count}-{digest}"
+
+
+def parse_memory_pack_key(object_key: str) -> tuple[str, int, int, int, str] | None:
+    """``(directory, level, bucket, count, digest)`` of a pack key, or None if it is not one.
+
+    >>> parse_memory_pack_key("memory/users/u1/=p/2-3-40-" + "ab" * 16)
+    ('memory/users/u1/', 2, 3, 40, 'abababababababababababababababab')
+    >>> parse_memory_pack_key("memory/users/u1/=k/prefs") is None
+    True
+    """
+    head, sep, name = object_key.rpartition(f"/{MEMORY_PACKS}/")
+    parts = name.split("-")
+    if not sep or len(parts) != 4 or not all(p.isdigit() for p in parts[:3]) or not head.startswith("memory"):
+        return None
+    return head + "/", int(parts[0]), int(parts[1]), int(parts[2]), parts[3]
