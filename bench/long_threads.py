@@ -631,9 +631,41 @@ def methods(data: dict) -> list[str]:
     return lines
 
 
+NOTES = [
+    "**Reading the windows of `delta-100`**: a `DeltaChannel` stores a full snapshot every 100 updates of the "
+    "channel, i.e. every 50 turns here (2 updates a turn; 25 turns in `tools`), and a read replays the writes "
+    "since the last snapshot. A saver whose cost grows with that replay has a saw-tooth: the windows 41-50 and "
+    "91-100 sit at the top of a cycle, 451-500 and 901-1,000 average whole cycles. In `delta-1000` the cycle is "
+    "500 turns long, so turn 500 is its worst point and turn 1,000 the next one.",
+    "**Bytes written** are what each saver sends to its storage and are measured differently per kind (table "
+    "below): compare them within a kind (ours on memory, file and S3 against each other and the S3 peers; "
+    "SQLite's write(2) bytes include the WAL and its checkpoints, PostgreSQL's WAL includes full-page images). "
+    "**Stored growth** (what the saver keeps) is the figure to compare across kinds.",
+    "**`s3-peer+shim` with a `DeltaChannel`** (`delta-100`, `delta-1000`, `tools`) fails the bench's state check at "
+    "turn 2: `get_state` returns no messages. Its `get_tuple` builds `parent_config` from "
+    '`metadata["parents"]`, which in LangGraph 1.x holds the parent *graphs*\' checkpoints, not the '
+    "checkpoint's own parent, so the base `get_delta_channel_history` walk stops at once and the channel "
+    "rebuilds as empty (read from its source, `langgraph_checkpoint_s3/checkpoint.py`, 0.1.3).",
+    "**Turns cut**: a run whose row says so was given fewer turns (`--cap`) or a wall-time budget (peers: "
+    "`BUDGET_MIN`) to keep the whole run near 2 hours on this machine; its table cells stop at the last turn count "
+    "it reached.",
+]
+
+
 def markdown(data: dict) -> str:
     meta = data.get("meta", {})
     v = meta.get("versions", {})
+    if not meta:  # a run stopped before its report step: the rows carry their own dates and versions
+        runs = data.get("runs", [])
+        dates = sorted(str(r["date"]) for r in runs if r.get("date"))
+        versions = next((r["versions"] for r in runs if r.get("versions")), {})
+        meta = {
+            "date": f"{dates[0]} to {dates[-1]} (rows assembled from the per-run files)" if dates else None,
+            "versions": {"long": versions} if versions else {},
+            "turns": max((r.get("turns_asked", 0) for r in runs), default=None),
+            "machine": platform.platform(),
+        }
+        v = meta["versions"]
     lines = [
         "# Long threads: the cost of a turn as a conversation grows",
         "",
@@ -654,6 +686,7 @@ def markdown(data: dict) -> str:
     lines += ["", "## Target ratios", "", *ratio_tables(data)]
     lines += short_lines(data)
     lines += profile_lines(data)
+    lines += ["", "## Notes", ""] + [f"* {n}" for n in NOTES]
     lines += methods(data)
     plots = sorted(PLOTS.glob("long-threads-*.png"))
     if plots:
