@@ -120,6 +120,13 @@ def test_every_scheme_is_documented_where_urls_are_taken() -> None:
 
 
 def test_what_a_url_may_say_still_works() -> None:
+    boto = store_from_url("s3://agents/app?endpoint_url=http://127.0.0.1:9&transport=boto3", region_name="eu-west-1")
+    assert type(boto).__name__ == "S3Store" and boto.client.meta.region_name == "eu-west-1"  # type: ignore[attr-defined]
+    boto.close()
+
+
+@pytest.mark.obstore
+def test_what_an_obstore_url_may_say_still_works() -> None:
     store = store_from_url("s3://agents/app/x?endpoint_url=http://127.0.0.1:9&region=eu-west-1&async_io=threads")
     assert (store.bucket, store.prefix, store.endpoint_url, store.region_name) == (  # type: ignore[attr-defined]
         "agents",
@@ -129,6 +136,3 @@ def test_what_a_url_may_say_still_works() -> None:
     )
     assert store._wire is None  # type: ignore[attr-defined]  # async_io=threads reached it
     store.close()
-    boto = store_from_url("s3://agents/app?endpoint_url=http://127.0.0.1:9&transport=boto3", region_name="eu-west-1")
-    assert type(boto).__name__ == "S3Store" and boto.client.meta.region_name == "eu-west-1"  # type: ignore[attr-defined]
-    boto.close()
