@@ -98,3 +98,48 @@ def test_prune_keep_latest_keeps_what_deltas_need(store: StoreBase, layout: Layo
     # the thread keeps working after the prune
     graph.invoke({"items": ["after-prune"], "n": 0}, cfg)
     assert graph.get_state(cfg).values["items"][: len(state_before["items"])] == state_before["items"]
+
+
+def test_a_history_walk_reads_each_sealed_segment_once_per_process(store: StoreBase) -> None:
+    """Issue 26's profile: every turn of a long DeltaChannel thread fetched and decoded again
+    each sealed segment its history crossed, once per ancestor in it (about 110 GETs and
+    decodes a turn at turn 50). Segments never change, so a process decodes each one once."""
+    layout = Layout(head_max_records=3, head_keep=1)
+    counted = CountingStore(store)
+    saver = ObjectStoreSaver(counted, layout=layout)
+    _run(saver)
+    cfg = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    oldest = list(saver.list(cfg))[-3].config  # deep in the sealed history
+    cold = ObjectStoreSaver(CountingStore(store), layout=layout)
+    expected = cold.get_delta_channel_history(config=oldest, channels=["items"])
+    counted.reset()
+    assert saver.get_delta_channel_history(config=oldest, channels=["items"]) == expected
+    assert counted.counts["GET"] == 1, counted.log  # the head; no segment
+    assert len(saver._cache.segments) > 0
+    # the same walk from a saver that never saw the thread GETs each segment it needs once
+    fresh_store = CountingStore(store)
+    fresh = ObjectStoreSaver(fresh_store, layout=layout)
+    assert fresh.get_delta_channel_history(config=oldest, channels=["items"]) == expected
+    segment_gets = sum(1 for op, key in fresh_store.log if op == "GET" and "/s/" in key)
+    assert 0 < segment_gets <= len(fresh._cache.segments), (segment_gets, len(fresh._cache.segments))
+
+
+def test_the_segment_cache_is_bounded_by_bytes() -> None:
+    from langgraph_handoff.checkpoint.cache import SegmentCache
+    from langgraph_handoff.format.records import Inline, Record, Segment
+
+    def segment(n: int) -> Segment:
+        rec = Record(f"{n:032x}", None, ("msgpack", b"c"), ("msgpack", b"m"), {"v": (f"{n:032x}", 1)})
+        return Segment("t", "", {rec.id: rec}, {rec.id: {"v": Inline("bytes", b"x" * 10_000)}})
+
+    cache = SegmentCache(max_bytes=100_000)
+    for n in range(20):
+        cache.put(f"k{n}", segment(n))
+        assert cache.bytes <= 100_000
+    assert 1 < len(cache) < 20 and cache.get("k0") is None and cache.get("k19") is not None
+    held = [f"k{n}" for n in range(20) if cache.get(f"k{n}") is not None]  # oldest first, now all used
+    assert held == [f"k{n}" for n in range(20 - len(held), 20)]
+    cache.get(held[0])  # used again: the next insertion evicts the next oldest instead
+    cache.put("k20", segment(20))
+    assert cache.get(held[0]) is not None and cache.get(held[1]) is None
+    SegmentCache(max_bytes=1000).put("big", segment(0))  # larger than the budget: not kept, no error

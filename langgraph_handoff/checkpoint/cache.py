@@ -17,6 +17,12 @@
 
 Bounded (LRU over namespaces, by count and by the approximate bytes of the heads held) and shared
 by shallow copies of the saver (``with_allowlist``). An evicted namespace only costs one GET later.
+
+Beside the heads, the cache keeps **decoded history segments** (:class:`SegmentCache`), in their
+own LRU bounded by approximate bytes. A segment is written once under a key with a fresh nonce
+and never changed, so the copy decoded once stays right for as long as any head lists that key:
+a ``DeltaChannel``'s history and a time-travel read walk the same sealed segments turn after
+turn, and decoding them again was most of a long thread's CPU per turn (issue 26's profile).
 """
 
 from __future__ import annotations
@@ -27,9 +33,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from langgraph_handoff.format.envelope import FORMAT_VERSION
-from langgraph_handoff.format.records import Folded, Head, Inline, Record, fast_init, fast_replace
+from langgraph_handoff.format.records import (
+    Folded,
+    Head,
+    Inline,
+    PayloadTable,
+    Record,
+    Segment,
+    fast_init,
+    fast_replace,
+)
 
-__all__ = ["HeadCache", "NsState"]
+__all__ = ["HeadCache", "NsState", "SegmentCache"]
 
 
 @fast_init
@@ -70,18 +85,23 @@ def _record_size(rec: Record) -> int:
     return size
 
 
+def _records_size(records: dict[str, Record], payloads: PayloadTable) -> int:
+    size = 0
+    for rec in records.values():
+        size += _record_size(rec)
+    for chs in payloads.values():
+        for p in chs.values():
+            size += _VALUE_OVERHEAD + (2 * len(p.data) if isinstance(p, Inline) else 0)
+    return size
+
+
 def _head_size(head: Head) -> int:
     """The serialised data a head references, roughly. Heads and records are immutable, so this
     is counted once per head, and once per record (a new head shares all but one or two records
     with the one before; a cache update happens on every put, put_writes and read)."""
     size = head._approx_size
     if size is None:
-        size = 0
-        for rec in head.records.values():
-            size += _record_size(rec)
-        for chs in head.payloads.values():
-            for p in chs.values():
-                size += _VALUE_OVERHEAD + (2 * len(p.data) if isinstance(p, Inline) else 0)
+        size = _records_size(head.records, head.payloads)
         object.__setattr__(head, "_approx_size", size)
     return size
 
@@ -98,6 +118,8 @@ def approx_size(state: NsState) -> int:
 
 class HeadCache:
     def __init__(self, max_namespaces: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
+        #: decoded sealed segments, with a budget of their own (as large as the heads')
+        self.segments = SegmentCache(max_bytes)
         self._lock = threading.Lock()
         self._max = max_namespaces
         self._max_bytes = max_bytes
@@ -239,4 +261,61 @@ class HeadCache:
         with self._lock:
             self._states.clear()
             self._sizes.clear()
+            self._bytes = 0
+        self.segments.clear()
+
+
+class SegmentCache:
+    """Decoded sealed segments by object key, least recently used first out, bounded by the
+    approximate bytes they keep alive (the estimate heads use, :func:`_records_size`).
+
+    Only keys a head lists are ever looked up, and a segment's key never names other content
+    (each seal writes a fresh nonce), so a hit is always the segment the head means. A pruned or
+    deleted thread's segments simply age out. A segment larger than the whole budget is not kept.
+
+    >>> from langgraph_handoff.format.records import Segment
+    >>> cache = SegmentCache(max_bytes=10_000)
+    >>> seg = Segment("t", "", {}, {})
+    >>> cache.put("data/t/=/s/k", seg); cache.get("data/t/=/s/k") is seg, cache.get("other")
+    (True, None)
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self._lock = threading.Lock()
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._items: OrderedDict[str, tuple[Segment, int]] = OrderedDict()
+
+    def get(self, key: str) -> Segment | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: str, segment: Segment) -> None:
+        size = _STATE_OVERHEAD + _records_size(segment.records, segment.payloads)
+        if size > self._max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._items[key] = (segment, size)
+            self._bytes += size
+            while self._bytes > self._max_bytes:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
             self._bytes = 0

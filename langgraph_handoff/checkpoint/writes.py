@@ -16,7 +16,7 @@ LangGraph stores a task's writes with ``put_writes(config, writes, task_id, task
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, writes_sort_key
@@ -56,15 +56,20 @@ def merge_items(stored: Iterable[WriteItem], incoming: Iterable[WriteItem]) -> t
 
 
 def sorted_pending(
-    tasks: Iterable[tuple[str, str, Iterable[WriteItem]]], loads_typed: Any
+    tasks: Iterable[tuple[str, str, Iterable[WriteItem]]],
+    loads_typed: Any,
+    channels: Container[str] | None = None,
 ) -> list[tuple[str, str, Any]]:
-    """``(task_id, channel, value)`` for every item, in ``writes_sort_key`` order.
+    """``(task_id, channel, value)`` for every item, in ``writes_sort_key`` order; with
+    ``channels``, only the items of those channels (the others are not deserialized at all:
+    a ``DeltaChannel`` history wants one channel out of every ancestor's writes).
 
     ``tasks`` yields ``(task_id, task_path, items)``.
     """
     keyed = []
     for task_id, task_path, items in tasks:
         for w in items:
-            keyed.append((writes_sort_key(task_path, task_id, w.idx), task_id, w))
+            if channels is None or w.channel in channels:
+                keyed.append((writes_sort_key(task_path, task_id, w.idx), task_id, w))
     keyed.sort(key=lambda k: k[0])
     return [(task_id, w.channel, loads_typed((w.type, w.data))) for _, task_id, w in keyed]

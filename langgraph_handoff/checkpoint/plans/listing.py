@@ -395,10 +395,8 @@ def _delta_history_once(
         infos = yield from reading.writes_for(saver, cursor, rec.id)
         seeds = [ch for ch in remaining if ch in rec.values]
         tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds)
-        pending = sorted_pending(tasks, saver.serde.loads_typed)
-        for write in reversed(pending):
-            if write[1] in remaining:
-                collected[write[1]].append(write)
+        for write in reversed(sorted_pending(tasks, saver.serde.loads_typed, remaining)):
+            collected[write[1]].append(write)
         for ch in seeds:
             result[ch]["seed"] = seed_values[ch]
             remaining.discard(ch)

@@ -81,11 +81,18 @@ def head_from(
 
 
 def load_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.SegmentRef) -> Plan[rec_io.Segment | None]:
+    """The sealed segment ``ref`` names: from the saver's segment cache when this process
+    decoded it before (segments never change), else one GET."""
     key = keys.segment_key(thread_id, ns, ref.key)
+    cached = saver._cache.segments.get(key)
+    if cached is not None:
+        return cached
     obj = yield Get(key)
     if obj is None:
         return None
-    return rec_io.decode_segment(obj.body, key=key)
+    segment = rec_io.decode_segment(obj.body, key=key)
+    saver._cache.segments.put(key, segment)
+    return segment
 
 
 def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.SegmentRef) -> CorruptObjectError:
