@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from langgraph_handoff.format.envelope import FORMAT_VERSION
+from langgraph_handoff.format.keys import blob_key
 from langgraph_handoff.format.records import (
     Folded,
     Head,
@@ -104,6 +105,16 @@ def _head_size(head: Head) -> int:
         size = _records_size(head.records, head.payloads)
         object.__setattr__(head, "_approx_size", size)
     return size
+
+
+def _spills_under_way(head: Head) -> frozenset[str]:
+    """Blob keys of the values ``head`` still carries inline while spilling them."""
+    return frozenset(
+        blob_key(head.thread_id, head.checkpoint_ns, origin, p.spill)
+        for origin, chs in head.payloads.items()
+        for p in chs.values()
+        if isinstance(p, Inline) and p.spill
+    )
 
 
 def approx_size(state: NsState) -> int:
@@ -216,12 +227,20 @@ class HeadCache:
         self._update(thread_id, ns, lambda old: fast_replace(old, empty_reads=max(0, old.empty_reads - 1)))
 
     def confirm_spills(self, thread_id: str, ns: str, blob_keys: list[str]) -> None:
-        if blob_keys:
-            self._update(
-                thread_id,
-                ns,
-                lambda old: fast_replace(old, spilled=frozenset(sorted({*old.spilled, *blob_keys})[-256:])),
-            )
+        """Remember blobs just written. Of those remembered before, only the ones the head we
+        hold still carries inline (a spill under way) are kept: the others were turned into
+        references already, and nothing asks for them again. (The set was capped at 256 keys
+        in sorted order instead, which dropped the *newest* keys once a long thread had spilled
+        256 values: every put then compressed and wrote every pending spill again, 8-13 MB of
+        zlib input per turn at turn 200 of a plain message list.)"""
+        if not blob_keys:
+            return
+
+        def change(old: NsState) -> NsState:
+            pending = _spills_under_way(old.head) if old.head is not None else frozenset()
+            return fast_replace(old, spilled=frozenset({k for k in old.spilled if k in pending} | set(blob_keys)))
+
+        self._update(thread_id, ns, change)
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         self._update(

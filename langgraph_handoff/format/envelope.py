@@ -27,12 +27,14 @@ import hashlib
 import struct
 import threading
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError
+from langgraph_handoff.format import deflate
 
 __all__ = [
     "FORMAT_VERSION",
@@ -82,16 +84,28 @@ class Envelope:
 
 
 def encode(
-    kind: Kind, body: bytes, *, schema_version: int = 0, compress: bool = True, format_version: int = FORMAT_VERSION
+    kind: Kind,
+    body: bytes | Sequence[deflate.Piece],
+    *,
+    schema_version: int = 0,
+    compress: bool = True,
+    format_version: int = FORMAT_VERSION,
 ) -> bytes:
     """Frame ``body`` in an envelope. Compresses with zlib when it pays off. (``format_version``
-    exists for tests that write old formats; everything else writes the current one.)"""
+    exists for tests that write old formats; everything else writes the current one.)
+
+    ``body`` may also be a sequence of pieces (:mod:`.deflate`): the same envelope as for their
+    concatenation, with the compressed form of :class:`~.deflate.Reused` pieces remembered."""
     flags = 0
-    stored = body
-    if compress and len(body) >= COMPRESS_MIN:
-        packed = zlib.compress(body, 1)
-        if len(packed) < len(body):
+    pieces = [body] if isinstance(body, bytes) else body
+    size = deflate.raw_length(pieces)
+    stored: bytes | None = None
+    if compress and size >= COMPRESS_MIN:
+        packed = deflate.zlib_stream(pieces)
+        if len(packed) < size:
             stored, flags = packed, _FLAG_ZLIB
+    if stored is None:
+        stored = body if isinstance(body, bytes) else deflate.joined(pieces)
     digest = hashlib.blake2b(stored, digest_size=16).digest()
     header = _HEADER.pack(MAGIC, format_version, int(kind), flags, schema_version, len(stored), digest)
     return header + stored

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.format import envelope
+from langgraph_handoff.format import deflate, envelope
 from langgraph_handoff.format.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.format.upgrades import upgrade_body
@@ -384,12 +384,43 @@ _HEAD_KEYS = {"t", "n", "r", "x", "s", "u"}
 
 
 class _Packed:
-    """A value already packed, spliced into a body by :func:`_pack_body`."""
+    """A value already packed, as pieces, spliced into a body by :func:`_pack_body`. Large pieces
+    that live on from head to head (a record's packed bytes, a value's data) are
+    :class:`~.deflate.Reused`, so the envelope compresses each of them once (:mod:`.deflate`)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("parts",)
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, parts: list[deflate.Piece]) -> None:
+        self.parts = parts
+
+
+def _reused(data: bytes) -> deflate.Piece:
+    return deflate.Reused(data) if len(data) >= deflate.REUSE_MIN else data
+
+
+def _bin_header(n: int) -> bytes:
+    """msgpack's header for ``n`` bytes of bin (what ``packb(b"...")`` writes before them)."""
+    if n < 0x100:
+        return b"\xc4" + n.to_bytes(1, "big")
+    if n < 0x10000:
+        return b"\xc5" + n.to_bytes(2, "big")
+    return b"\xc6" + n.to_bytes(4, "big")
+
+
+def _payload_parts(p: Payload) -> list[deflate.Piece]:
+    """``packb(_payload_out(p))`` as pieces: a large inline value's data is a piece of its own,
+    the same bytes object the value and its spilled blob carry (so it is compressed once).
+
+    >>> big = Inline("msgpack", b"x" * 5000, "ab")
+    >>> deflate.joined(_payload_parts(big)) == envelope.packb(_payload_out(big))
+    True
+    """
+    if not isinstance(p, Inline) or len(p.data) < deflate.REUSE_MIN:
+        return [_packed_once(p, _payload_out)]
+    fields = 2 if p.spill is None else 3
+    head = envelope.packb_array_header(fields) + _key_bytes(p.type) + _bin_header(len(p.data))
+    tail = [] if p.spill is None else [envelope.packb(p.spill)]
+    return [head, deflate.Reused(p.data), *tail]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -414,31 +445,34 @@ def _packed_once(obj: Payload | Record, out: Callable[[Any], Any]) -> bytes:
 
 def _records_bytes(records: dict[str, Record]) -> _Packed:
     """``[_record_out(r) for r in records, by id]``, packed."""
-    parts = [envelope.packb_array_header(len(records))]
-    parts += [_packed_once(r, _record_out) for _, r in sorted(records.items())]
-    return _Packed(b"".join(parts))
+    parts: list[deflate.Piece] = [envelope.packb_array_header(len(records))]
+    parts += [_reused(_packed_once(r, _record_out)) for _, r in sorted(records.items())]
+    return _Packed(parts)
 
 
 def _table_bytes(table: PayloadTable) -> _Packed:
     """``_table_out(table)``, packed."""
     map_header = envelope.packb_map_header
-    parts = [map_header(len(table))]
+    parts: list[deflate.Piece] = [map_header(len(table))]
     for origin, chs in table.items():
         parts.append(_key_bytes(origin))
         parts.append(map_header(len(chs)))
         for ch, p in chs.items():
             parts.append(_key_bytes(ch))
-            parts.append(_packed_once(p, _payload_out))
-    return _Packed(b"".join(parts))
+            parts += _payload_parts(p)
+    return _Packed(parts)
 
 
-def _pack_body(obj: dict[str, Any]) -> bytes:
-    """``packb(obj)`` for a top-level map whose values may be :class:`_Packed`."""
-    parts = [envelope.packb_map_header(len(obj))]
+def _pack_body(obj: dict[str, Any]) -> list[deflate.Piece]:
+    """``packb(obj)``, as pieces, for a top-level map whose values may be :class:`_Packed`."""
+    parts: list[deflate.Piece] = [envelope.packb_map_header(len(obj))]
     for k, v in obj.items():
         parts.append(_key_bytes(k))
-        parts.append(v.data if isinstance(v, _Packed) else envelope.packb(v))
-    return b"".join(parts)
+        if isinstance(v, _Packed):
+            parts += v.parts
+        else:
+            parts.append(envelope.packb(v))
+    return parts
 
 
 def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: PayloadTable) -> dict[str, Any]:
@@ -523,7 +557,9 @@ def _writes_of(obj: Any, fmt: int) -> WritesDoc:
 
 
 def encode_blob(data: bytes, *, schema_version: int = 0) -> bytes:
-    return envelope.encode(Kind.BLOB, data, schema_version=schema_version)
+    """A large value's own object. ``data`` is usually also carried inline in a head while it
+    is spilled: the compressed form is shared with that head's (:mod:`.deflate`)."""
+    return envelope.encode(Kind.BLOB, [_reused(data)], schema_version=schema_version)
 
 
 def decode_blob(data: bytes, *, key: str) -> bytes:
