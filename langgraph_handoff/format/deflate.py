@@ -33,7 +33,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["REUSE_MIN", "Reused", "zlib_stream"]
+__all__ = ["REUSE_MIN", "Reused", "coalesced", "joined", "raw_length", "zlib_stream"]
 
 #: pieces at least this large are worth remembering compressed
 REUSE_MIN = 4096
@@ -102,27 +102,46 @@ def zlib_stream(pieces: Sequence[Piece]) -> bytes:
     concatenation of ``pieces``, with :class:`Reused` pieces of at least :data:`REUSE_MIN`
     bytes compressed at most once while the memo holds them. Plain pieces in a row are
     compressed together."""
+    if not any(isinstance(piece, Reused) for piece in pieces):
+        return zlib.compress(joined(pieces), _LEVEL)
     out = [_HEADER]
     adler = 1
     run: list[bytes] = []
     for piece in pieces:
         if isinstance(piece, Reused) and len(piece.data) >= REUSE_MIN:
             if run:
-                joined = b"".join(run)
-                out.append(_deflate(joined))
-                adler = zlib.adler32(joined, adler)
+                chunk = b"".join(run)
+                out.append(_deflate(chunk))
+                adler = zlib.adler32(chunk, adler)
                 run = []
             out.append(_memo.deflated(piece.data))
             adler = zlib.adler32(piece.data, adler)
         else:
             run.append(piece.data if isinstance(piece, Reused) else piece)
     if run:
-        joined = b"".join(run)
-        out.append(_deflate(joined))
-        adler = zlib.adler32(joined, adler)
+        chunk = b"".join(run)
+        out.append(_deflate(chunk))
+        adler = zlib.adler32(chunk, adler)
     out.append(_FINAL)
     out.append(struct.pack(">I", adler))
     return b"".join(out)
+
+
+def coalesced(pieces: Sequence[Piece]) -> list[Piece]:
+    """``pieces`` with each row of plain bytes joined into one (fewer, larger pieces to walk)."""
+    out: list[Piece] = []
+    run: list[bytes] = []
+    for piece in pieces:
+        if type(piece) is bytes:
+            run.append(piece)
+        else:
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(piece)
+    if run:
+        out.append(b"".join(run))
+    return out
 
 
 def raw_length(pieces: Sequence[Piece]) -> int:

@@ -472,7 +472,7 @@ def _pack_body(obj: dict[str, Any]) -> list[deflate.Piece]:
             parts += v.parts
         else:
             parts.append(envelope.packb(v))
-    return parts
+    return deflate.coalesced(parts)
 
 
 def _records_out(thread_id: str, ns: str, records: dict[str, Record], table: PayloadTable) -> dict[str, Any]:
