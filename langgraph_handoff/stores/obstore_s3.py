@@ -141,6 +141,13 @@ class ObstoreS3Store(ObstoreBase):
             threads), ``"threads"`` (obstore's sync calls in the store's thread pool), or
             ``"auto"``: ``"loop"`` unless ``HTTPS_PROXY``/``HTTP_PROXY`` applies to the endpoint
             (the loop client speaks to no proxy).
+        idle_timeout: how long a connection may sit unused before it is closed instead of reused,
+            on both paths (obstore's ``pool_idle_timeout``, the loop client's idle limit).
+            Default ``"15s"``: under the idle timeouts S3 servers and load balancers commonly
+            close at (20 s and more), and longer than an LLM call, so an agent whose nodes wait
+            5-10 s between saver calls keeps its connection instead of paying a new TCP and TLS
+            handshake at nearly every step (the loop client's limit was 4 s). Lower it for a
+            server that closes idle connections sooner.
 
     Example (needs a reachable server)::
 
@@ -168,6 +175,7 @@ class ObstoreS3Store(ObstoreBase):
         max_workers: int = 32,
         headers: dict[str, str] | None = None,
         async_io: str = "auto",
+        idle_timeout: str = "15s",
     ) -> None:
         if async_io not in ("auto", "loop", "threads"):
             raise InvalidConfigError(f"async_io must be 'auto', 'loop' or 'threads', not {async_io!r}")
@@ -189,7 +197,9 @@ class ObstoreS3Store(ObstoreBase):
         if self.endpoint_url:
             config["endpoint"] = self.endpoint_url
             config["virtual_hosted_style_request"] = False
+        idle_seconds = _seconds(idle_timeout, "idle_timeout")
         options = client_options(self.endpoint_url, timeout, default_headers(self.endpoint_url, headers))
+        options["pool_idle_timeout"] = idle_timeout
 
         self._start(obs, max_workers=max_workers, thread_name_prefix="obstore-s3")
         self._settings = (bucket, prefix or None, config, options, max_retries)
@@ -212,6 +222,7 @@ class ObstoreS3Store(ObstoreBase):
                 max_retries=max_retries,
                 timeout=_seconds(timeout),
                 max_connections=max_workers,
+                idle_seconds=idle_seconds,
             )
         if create_bucket:
             self.ensure_bucket()
@@ -320,20 +331,24 @@ _DURATION_UNITS = {
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)")
 
 
-def _seconds(timeout: str) -> float:
+def _seconds(timeout: str, name: str = "timeout") -> float:
     """obstore's duration string (humantime: ``"30s"``, ``"500ms"``, ``"1m30s"``, ``"2min"``) in
     seconds, so the loop client times out exactly when obstore would.
 
     >>> _seconds("30s"), _seconds("500ms"), _seconds("1m30s"), _seconds("2 min"), _seconds("30sec")
     (30.0, 0.5, 90.0, 120.0, 30.0)
+    >>> _seconds("15 secs please", "idle_timeout")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: idle_timeout '15 secs please' is not a duration like '30s', '500ms' or '1m30s'
     """
     text, total, at = timeout.strip().lower(), 0.0, 0
     while at < len(text):
         part = _DURATION_PART.match(text, at)
         if part is None or part.group(2) not in _DURATION_UNITS:
-            raise InvalidConfigError(f"timeout {timeout!r} is not a duration like '30s', '500ms' or '1m30s'")
+            raise InvalidConfigError(f"{name} {timeout!r} is not a duration like '30s', '500ms' or '1m30s'")
         total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
         at = part.end()
     if not text:
-        raise InvalidConfigError("timeout is empty: give a duration like '30s'")
+        raise InvalidConfigError(f"{name} is empty: give a duration like '30s'")
     return total

@@ -189,6 +189,7 @@ class LoopS3:
         max_retries: int = 4,
         timeout: float = 30.0,
         max_connections: int = 64,
+        idle_seconds: float = 15.0,
     ) -> None:
         # a ':' '#' or '/' in either would send the signed request to another host or bucket
         self.bucket = check_bucket(bucket)
@@ -208,7 +209,7 @@ class LoopS3:
         else:
             base = f"https://{bucket}.s3.{region}.amazonaws.com"
             self._root = ""
-        self.origin = Origin.from_url(base)
+        self.origin = Origin.from_url(base, idle_seconds=idle_seconds)
         self._https = self.origin.scheme == "https"
         self._extra = {k.lower(): v for k, v in check_headers(headers).items()}
         self.pool = HttpPool(self.origin, max_connections=max_connections)

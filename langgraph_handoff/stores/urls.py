@@ -50,11 +50,17 @@ SCHEMES = ("memory", "file", "s3", "az", "gs")
 TRANSPORTS = ("obstore", "boto3")
 
 #: the query parameters each scheme reads, and the constructor argument each one sets
-#: (``transport`` picks the class; ``async_io`` is the obstore transport's only)
+#: (``transport`` picks the class; ``async_io`` and ``idle_timeout`` are the obstore transport's only)
 QUERY_PARAMETERS: dict[str, dict[str, str]] = {
     "memory": {},
     "file": {},
-    "s3": {"endpoint_url": "endpoint_url", "region": "region_name", "transport": "transport", "async_io": "async_io"},
+    "s3": {
+        "endpoint_url": "endpoint_url",
+        "region": "region_name",
+        "transport": "transport",
+        "async_io": "async_io",
+        "idle_timeout": "idle_timeout",
+    },
     "az": {"account_name": "account_name", "account": "account_name", "endpoint_url": "endpoint_url"},
     "gs": {"endpoint_url": "endpoint_url", "project": "project"},
 }
@@ -102,7 +108,7 @@ def parse(url: str) -> StoreUrl:
     >>> parse("s3://agents/prod?endpoint=http://127.0.0.1:7480")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, region, transport
+    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, region, transport
     >>> parse("file:///var/lib/agents?fsync=0")
     Traceback (most recent call last):
     ...
@@ -227,6 +233,11 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
             raise InvalidConfigError(
                 f"{parsed.shown!r}: async_io applies to the obstore transport only (boto3's async API always "
                 "runs in the store's thread pool): drop it, or use transport=obstore"
+            )
+        if chosen == "boto3" and "idle_timeout" in query:
+            raise InvalidConfigError(
+                f"{parsed.shown!r}: idle_timeout applies to the obstore transport only (boto3 keeps its "
+                "connections as urllib3 does): drop it, or use transport=obstore"
             )
         if chosen == "obstore":
             from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store as cls
