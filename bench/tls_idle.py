@@ -75,31 +75,8 @@ def _proxy_main(port_file: str, cert: str, key: str, upstream: str) -> None:
     asyncio.run(serve())
 
 
-def _slow_graph(saver, wait: float):  # type: ignore[no-untyped-def]
-    """``workload.build_graph``'s 5 nodes in sequence, each waiting ``wait`` s first."""
-    from langgraph.graph import END, START, StateGraph
-    from workload import MESSAGE_FILLER, State
-
-    def make_node(i: int):  # type: ignore[no-untyped-def]
-        async def node(state: State) -> dict:
-            await asyncio.sleep(wait)
-            content = f"node {i} after {len(state['messages'])}: {MESSAGE_FILLER}"
-            return {"messages": [{"role": "assistant", "name": f"n{i}", "content": content}]}
-
-        return node
-
-    builder = StateGraph(State)
-    prev = START
-    for i in range(1, 6):
-        builder.add_node(f"n{i}", make_node(i))
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder.compile(checkpointer=saver)
-
-
 async def _run(variant: str, endpoint: str, wait: float, invokes: int) -> dict:
-    from workload import cfg, user_msg
+    from workload import build_graph, cfg, user_msg
 
     from langgraph_handoff import ObjectStoreSaver
     from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
@@ -114,7 +91,7 @@ async def _run(variant: str, endpoint: str, wait: float, invokes: int) -> dict:
         store._settings[3]["allow_invalid_certificates"] = True
         store._clients = store._build_clients()
     saver = ObjectStoreSaver(store)
-    graph = _slow_graph(saver, wait)
+    graph = build_graph(saver, async_nodes=True, wait=wait)
     await graph.ainvoke(user_msg("warm"), cfg("warm"))
     opened = store._wire.pool.opened if store._wire is not None else None
     c0, w0 = time.process_time(), time.perf_counter()

@@ -76,12 +76,13 @@ class State(TypedDict):
     messages: Annotated[list, operator.add]
 
 
-def build_graph(saver, payload=None, async_nodes: bool = False):
+def build_graph(saver, payload=None, async_nodes: bool = False, wait: float = 0.0):
     """5 nodes in sequence; each appends one message (``payload(i)`` decides its content).
 
     ``async_nodes``: the same nodes as ``async def``, for ``ainvoke`` workloads, so LangGraph runs
     them on the event loop instead of handing each to a thread (the graph's own cost then stays the
-    same whatever the saver does with threads)."""
+    same whatever the saver does with threads). ``wait``: seconds each async node sleeps first,
+    as an LLM call would (``tls_idle.py``)."""
     from langgraph.graph import END, START, StateGraph
 
     def make_node(i: int):
@@ -90,6 +91,8 @@ def build_graph(saver, payload=None, async_nodes: bool = False):
             return {"messages": [{"role": "assistant", "name": f"n{i}", "content": content}]}
 
         async def anode(state: State) -> dict:
+            if wait:
+                await asyncio.sleep(wait)
             return node(state)
 
         return anode if async_nodes else node

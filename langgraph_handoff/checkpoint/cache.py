@@ -22,7 +22,7 @@ Beside the heads, the cache keeps **decoded history segments** (:class:`SegmentC
 own LRU bounded by approximate bytes. A segment is written once under a key with a fresh nonce
 and never changed, so the copy decoded once stays right for as long as any head lists that key:
 a ``DeltaChannel``'s history and a time-travel read walk the same sealed segments turn after
-turn, and decoding them again was most of a long thread's CPU per turn (issue 26's profile).
+turn, and decoding them again was most of a long thread's CPU per turn.
 """
 
 from __future__ import annotations

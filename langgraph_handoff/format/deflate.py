@@ -5,7 +5,7 @@ A head is rewritten whole on every put, and most of it is what the head before h
 latest values, a value being spilled behind the head, the older records. On a long thread with
 a plain message list the latest value is hundreds of KB, and compressing every head whole (and
 every spilled blob) ran zlib over the same bytes three to five times a turn: the largest share
-of a turn's CPU in issue 26's profile.
+of a turn's CPU on a long thread.
 
 A zlib stream is a two-byte header, raw deflate data and the Adler-32 of everything it holds.
 Raw deflate data flushed with ``Z_SYNC_FLUSH`` ends on a byte boundary without closing the

@@ -14,7 +14,7 @@ Same semantics as :class:`~langgraph_handoff.stores.s3.S3Store`, and the same se
   instance roles): a boto3 session's credentials are handed to obstore as plain keys. Refreshable
   ones are re-read every few minutes and the obstore clients rebuilt with them. (Not through
   obstore's ``credential_provider`` callback: a Python callable called from obstore's runtime
-  threads made 3 of 16 processes abort at exit after async use, measured here.)
+  threads made 3 of 16 processes abort at exit after async use.)
 * **ETag quoting** is learned exactly as ``S3Store`` does (:mod:`~langgraph_handoff.stores.s3_compat`).
 * **Conditional writes are never retried by the client**, as on every obstore store: RGW answers
   many race losers with 500, which is :class:`~langgraph_handoff.errors.UnknownOutcomeError`.
