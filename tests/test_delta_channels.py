@@ -115,24 +115,24 @@ def test_a_history_walk_reads_each_sealed_segment_once_per_process(store: StoreB
     counted.reset()
     assert saver.get_delta_channel_history(config=oldest, channels=["items"]) == expected
     assert counted.counts["GET"] == 1, counted.log  # the head; no segment
-    assert len(saver._cache.segments) > 0
+    assert len(saver._cache.immutable) > 0
     # the same walk from a saver that never saw the thread GETs each segment it needs once
     fresh_store = CountingStore(store)
     fresh = ObjectStoreSaver(fresh_store, layout=layout)
     assert fresh.get_delta_channel_history(config=oldest, channels=["items"]) == expected
     segment_gets = sum(1 for op, key in fresh_store.log if op == "GET" and "/s/" in key)
-    assert 0 < segment_gets <= len(fresh._cache.segments), (segment_gets, len(fresh._cache.segments))
+    assert 0 < segment_gets <= len(fresh._cache.immutable), (segment_gets, len(fresh._cache.immutable))
 
 
-def test_the_segment_cache_is_bounded_by_bytes() -> None:
-    from langgraph_handoff.checkpoint.cache import SegmentCache
+def test_the_immutable_cache_is_bounded_by_bytes() -> None:
+    from langgraph_handoff.checkpoint.cache import ImmutableCache
     from langgraph_handoff.format.records import Inline, Record, Segment
 
     def segment(n: int) -> Segment:
         rec = Record(f"{n:032x}", None, ("msgpack", b"c"), ("msgpack", b"m"), {"v": (f"{n:032x}", 1)})
         return Segment("t", "", {rec.id: rec}, {rec.id: {"v": Inline("bytes", b"x" * 10_000)}})
 
-    cache = SegmentCache(max_bytes=100_000)
+    cache = ImmutableCache(max_bytes=100_000)
     for n in range(20):
         cache.put(f"k{n}", segment(n))
         assert cache.bytes <= 100_000
@@ -142,4 +142,34 @@ def test_the_segment_cache_is_bounded_by_bytes() -> None:
     cache.get(held[0])  # used again: the next insertion evicts the next oldest instead
     cache.put("k20", segment(20))
     assert cache.get(held[0]) is not None and cache.get(held[1]) is None
-    SegmentCache(max_bytes=1000).put("big", segment(0))  # larger than the budget: not kept, no error
+    ImmutableCache(max_bytes=1000).put("big", segment(0))  # larger than the budget: not kept, no error
+
+
+def test_a_large_value_is_fetched_once_per_process(store: StoreBase) -> None:
+    """A large value (a DeltaChannel's snapshot, a long message list) lives in a blob named by
+    the digest of its bytes; every turn of a long thread loaded it again (one GET and a
+    decompress each). A process keeps what it decoded: only a saver that never read it pays."""
+
+    class Big(TypedDict):
+        text: str
+
+    builder = StateGraph(Big)
+    builder.add_node("grow", lambda s: {"text": s["text"] + "y" * 3000})
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", END)
+    layout = Layout(blob_threshold=1024, spill_threshold=1024)  # new values of 1 KiB+ are blobs
+    builder.compile(checkpointer=ObjectStoreSaver(store, layout=layout)).invoke(
+        {"text": "x" * 2000}, {"configurable": {"thread_id": "big"}}
+    )
+    cfg = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+
+    def blob_gets(counter: CountingStore) -> int:
+        return sum(1 for op, key in counter.log if op == "GET" and "/b/" in key)
+
+    counted = CountingStore(store)
+    cold = ObjectStoreSaver(counted, layout=layout)
+    first = cold.get_tuple(cfg)
+    assert first is not None and first.checkpoint["channel_values"]["text"] == "x" * 2000 + "y" * 3000
+    assert blob_gets(counted) == 1
+    counted.reset()
+    assert cold.get_tuple(cfg) == first and blob_gets(counted) == 0

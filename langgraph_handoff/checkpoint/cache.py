@@ -18,11 +18,12 @@
 Bounded (LRU over namespaces, by count and by the approximate bytes of the heads held) and shared
 by shallow copies of the saver (``with_allowlist``). An evicted namespace only costs one GET later.
 
-Beside the heads, the cache keeps **decoded history segments** (:class:`SegmentCache`), in their
-own LRU bounded by approximate bytes. A segment is written once under a key with a fresh nonce
-and never changed, so the copy decoded once stays right for as long as any head lists that key:
-a ``DeltaChannel``'s history and a time-travel read walk the same sealed segments turn after
-turn, and decoding them again was most of a long thread's CPU per turn.
+Beside the heads, the cache keeps **decoded immutable objects** (:class:`ImmutableCache`): history
+segments and large values (blobs), in their own LRU bounded by approximate bytes. A segment is
+written once under a key with a fresh nonce, a blob under the digest of its content, and neither
+ever changes, so the copy decoded once stays right for as long as anything references that key:
+a ``DeltaChannel``'s history walks the same sealed segments turn after turn and loads the same
+snapshot value, and fetching and decoding them again was most of a long thread's CPU per turn.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from langgraph_handoff.format.records import (
     fast_replace,
 )
 
-__all__ = ["HeadCache", "NsState", "SegmentCache"]
+__all__ = ["HeadCache", "ImmutableCache", "NsState"]
 
 
 @fast_init
@@ -129,8 +130,8 @@ def approx_size(state: NsState) -> int:
 
 class HeadCache:
     def __init__(self, max_namespaces: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
-        #: decoded sealed segments, with a budget of their own (as large as the heads')
-        self.segments = SegmentCache(max_bytes)
+        #: decoded sealed segments and blob contents, with a budget of their own (as the heads')
+        self.immutable = ImmutableCache(max_bytes)
         self._lock = threading.Lock()
         self._max = max_namespaces
         self._max_bytes = max_bytes
@@ -281,31 +282,35 @@ class HeadCache:
             self._states.clear()
             self._sizes.clear()
             self._bytes = 0
-        self.segments.clear()
+        self.immutable.clear()
 
 
-class SegmentCache:
-    """Decoded sealed segments by object key, least recently used first out, bounded by the
-    approximate bytes they keep alive (the estimate heads use, :func:`_records_size`).
+class ImmutableCache:
+    """Decoded immutable objects by key (sealed segments, blob contents), least recently used
+    first out, bounded by the approximate bytes they keep alive: a segment counts what the head
+    cache's estimate gives its records and payloads (:func:`_records_size`), a blob its length.
 
-    Only keys a head lists are ever looked up, and a segment's key never names other content
-    (each seal writes a fresh nonce), so a hit is always the segment the head means. A pruned or
-    deleted thread's segments simply age out. A segment larger than the whole budget is not kept.
+    Only keys a head references are ever looked up, and such a key never names other content (a
+    segment's carries a fresh nonce, a blob's the digest of its bytes), so a hit is always the
+    object the head means. A pruned or deleted thread's objects simply age out. An object larger
+    than the whole budget is not kept.
 
     >>> from langgraph_handoff.format.records import Segment
-    >>> cache = SegmentCache(max_bytes=10_000)
+    >>> cache = ImmutableCache(max_bytes=10_000)
     >>> seg = Segment("t", "", {}, {})
     >>> cache.put("data/t/=/s/k", seg); cache.get("data/t/=/s/k") is seg, cache.get("other")
     (True, None)
+    >>> cache.put("data/t/=/b/k", b"value"); cache.get("data/t/=/b/k")
+    b'value'
     """
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._items: OrderedDict[str, tuple[Segment, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Segment | bytes, int]] = OrderedDict()
 
-    def get(self, key: str) -> Segment | None:
+    def get(self, key: str) -> Segment | bytes | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is None:
@@ -313,15 +318,26 @@ class SegmentCache:
             self._items.move_to_end(key)
             return hit[0]
 
-    def put(self, key: str, segment: Segment) -> None:
-        size = _STATE_OVERHEAD + _records_size(segment.records, segment.payloads)
+    def segment(self, key: str) -> Segment | None:
+        found = self.get(key)
+        return found if isinstance(found, Segment) else None
+
+    def blob(self, key: str) -> bytes | None:
+        found = self.get(key)
+        return found if isinstance(found, bytes) else None
+
+    def put(self, key: str, value: Segment | bytes) -> None:
+        if isinstance(value, bytes):
+            size = _VALUE_OVERHEAD + len(value)
+        else:
+            size = _STATE_OVERHEAD + _records_size(value.records, value.payloads)
         if size > self._max_bytes:
             return
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
-            self._items[key] = (segment, size)
+            self._items[key] = (value, size)
             self._bytes += size
             while self._bytes > self._max_bytes:
                 _, (_, dropped) = self._items.popitem(last=False)

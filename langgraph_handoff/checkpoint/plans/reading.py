@@ -84,14 +84,14 @@ def load_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.Segment
     """The sealed segment ``ref`` names: from the saver's segment cache when this process
     decoded it before (segments never change), else one GET."""
     key = keys.segment_key(thread_id, ns, ref.key)
-    cached = saver._cache.segments.get(key)
+    cached = saver._cache.immutable.segment(key)
     if cached is not None:
         return cached
     obj = yield Get(key)
     if obj is None:
         return None
     segment = rec_io.decode_segment(obj.body, key=key)
-    saver._cache.segments.put(key, segment)
+    saver._cache.immutable.put(key, segment)
     return segment
 
 
@@ -194,7 +194,14 @@ def fetch(
         else:
             want.append(info.key)
     channels = list(channels)
-    blob_keys = _blob_gets(saver, thread_id, ns, rec, table, channels)
+    blobs: dict[str, bytes] = {}
+    blob_keys = []
+    for key in _blob_gets(saver, thread_id, ns, rec, table, channels):
+        cached = saver._cache.immutable.blob(key)  # content-addressed: never another value
+        if cached is None:
+            blob_keys.append(key)
+        else:
+            blobs[key] = cached
     ops = tuple(Get(k) for k in [*want, *blob_keys])
     results = list((yield Batch(ops))) if ops else []
     for obj in results[: len(want)]:
@@ -205,11 +212,11 @@ def fetch(
         saver._cache.remember_writes(
             thread_id, ns, rec.id, doc.task_id, rec_io.Folded(obj.etag, doc.task_path, doc.items)
         )
-    blobs: dict[str, bytes] = {}
     for key, obj in zip(blob_keys, results[len(want) :], strict=True):
         if obj is None:
             raise Vanished(key, rec.id)
         blobs[key] = rec_io.decode_blob(obj.body, key=key)
+        saver._cache.immutable.put(key, blobs[key])
     values = {}
     for ch in channels:
         origin, _v = rec.values[ch]
