@@ -243,3 +243,42 @@ def test_local_store_lists_a_file_whose_name_is_not_a_key(tmp_path: Path) -> Non
     for bad in ("", "a\x00b", "x" * 1025):
         with pytest.raises(InvalidKeyError):
             validate_start_after(bad)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_local_listing_pages_are_the_memory_stores_whatever_the_tree(tmp_path: Path, seed: int) -> None:
+    """LocalStore lists by walking directories in key order and stops one key past the page
+    (a long thread's writes prefix has a directory per checkpoint: the whole tree was walked,
+    sorted and read on every LIST). Any keys, prefix, start_after and page size: the pages are
+    exactly the in-memory store's."""
+    import random
+
+    rnd = random.Random(seed)
+    alphabet = ["a", "b", "a-", "a.", "a0", "=", "~1", "z"]
+    keys: set[str] = set()
+    while len(keys) < 40:
+        parts = [rnd.choice(alphabet) + rnd.choice(["", "x", "-y"]) for _ in range(rnd.randint(1, 4))]
+        key = "/".join(parts)
+        # a file system cannot hold both a/b and a/b/c: keep the key set a valid tree
+        if any(k.startswith(key + "/") or key.startswith(k + "/") for k in keys):
+            continue
+        keys.add(key)
+    local, memory = LocalStore(tmp_path / "s"), MemoryStore()
+    for k in sorted(keys):
+        local.put(k, k.encode())
+        memory.put(k, k.encode())
+    probes = [*sorted(keys), "", "a", "a/", "a-", "b", "zz", "~"]
+    for _ in range(60):
+        prefix = rnd.choice(["", "a", "a/", "a-", "b/", "z", rnd.choice(sorted(keys))[: rnd.randint(0, 6)]])
+        if prefix.startswith("/") or "//" in prefix:
+            continue
+        start = rnd.choice([None, rnd.choice(probes)])
+        size = rnd.choice([1, 2, 3, 7, 1000])
+        got = local.list_page(prefix, start_after=start, max_keys=size)
+        want = memory.list_page(prefix, start_after=start, max_keys=size)
+        assert [(o.key, o.etag, o.size) for o in got.items] == [(o.key, o.etag, o.size) for o in want.items], (
+            prefix,
+            start,
+            size,
+        )
+        assert got.truncated == want.truncated, (prefix, start, size)

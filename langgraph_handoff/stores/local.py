@@ -47,6 +47,36 @@ __all__ = ["LocalStore"]
 _LOCK_STRIPES = 256
 
 
+def _keys_in_order(root: str, rel: str, prefix: str, start_after: str | None) -> Iterator[str]:
+    """The keys under directory ``rel`` (``""`` or ending in ``/``) that start with ``prefix`` and
+    sort after ``start_after``, in S3's byte order, lazily.
+
+    Names are ordered as keys compare: a directory ``d`` as ``d/`` (every key inside starts so),
+    so a file ``a-b`` comes before the keys under ``a/`` (``-`` < ``/``) and ``a0`` after them.
+    A directory whose keys all sort at or before ``start_after``, or none of which can start
+    with ``prefix``, is not entered. (Paths are plain strings: ``pathlib`` cost more than the
+    system calls on a listing of thousands of directories.)
+    """
+    try:
+        with os.scandir(root + "/" + rel if rel else root) as it:
+            entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name) for e in it]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in sorted(entries):
+        if name.startswith("."):
+            continue
+        key = rel + name
+        if name.endswith("/"):
+            # prune: no key under it can match the prefix, or all of them sort before start_after
+            if not (key.startswith(prefix) or prefix.startswith(key)):
+                continue
+            if start_after is not None and key < start_after and not start_after.startswith(key):
+                continue
+            yield from _keys_in_order(root, key, prefix, start_after)
+        elif key.startswith(prefix) and (start_after is None or key > start_after):
+            yield key
+
+
 class LocalStore(StoreBase):
     """Objects as files under ``root``; safe for many threads and processes on one host.
 
@@ -164,7 +194,7 @@ class LocalStore(StoreBase):
             self._fsync_dir(d.parent)
 
     @staticmethod
-    def _read(path: Path) -> bytes | None:
+    def _read(path: Path | str) -> bytes | None:
         try:
             with open(path, "rb") as fh:
                 return fh.read()
@@ -283,29 +313,23 @@ class LocalStore(StoreBase):
 
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
-        # Walk only the deepest directory the prefix pins down, then sort full keys: a per-directory
-        # sort would not give S3's global byte order ("a-b" < "a/b").
+        # Start at the deepest directory the prefix pins down and walk in key order, stopping
+        # one key past the page: a page of a thread's newest writes reads a few directories, not
+        # every checkpoint's (a long thread has thousands).
         dir_part, _, _ = prefix.rpartition("/")
-        base = self.root.joinpath(*dir_part.split("/")) if dir_part else self.root
         keys: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            rel = os.path.relpath(dirpath, self.root)
-            rel_prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                k = rel_prefix + name
-                if k.startswith(prefix) and (start_after is None or k > start_after):
-                    keys.append(k)
-        keys.sort()
+        root = str(self.root)
+        for k in _keys_in_order(root, dir_part + "/" if dir_part else "", prefix, start_after):
+            keys.append(k)
+            if len(keys) > max_keys:
+                break
         page = keys[:max_keys]
         items = []
         for k in page:
             # Listed as it is, even a file whose name is not a portable key (a README dropped
             # into the directory): a listing reports what exists, and the walks over it report
             # and skip such keys. Reading or writing one by key still refuses it.
-            body = self._read(self.root.joinpath(*k.split("/")))
+            body = self._read(root + "/" + k)
             if body is not None:  # deleted while listing
                 items.append(ObjectInfo(key=k, etag=content_etag(body), size=len(body)))
         return ListResult(items=items, truncated=len(keys) > max_keys)
