@@ -289,8 +289,10 @@ def writes_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: 
     return writes_prefix(thread_id, checkpoint_ns, checkpoint_id) + encode_segment(task_id)
 
 
+@functools.lru_cache(maxsize=16384)
 def parse_writes_key(key: str) -> tuple[str, str] | None:
-    """``(checkpoint_id, encoded task segment)`` of a writes key, or None if it is not one."""
+    """``(checkpoint_id, encoded task segment)`` of a writes key, or None if it is not one.
+    Memoised: a long thread's history walk lists the same writes keys on every turn."""
     parts = key.rsplit("/", 3)
     if len(parts) != 4 or parts[1] != "w":
         return None
