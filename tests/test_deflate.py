@@ -20,7 +20,7 @@ def _text(rnd: random.Random, n: int) -> bytes:
 @pytest.mark.parametrize("seed", range(40))
 def test_any_mix_of_pieces_inflates_to_their_concatenation(seed: int) -> None:
     rnd = random.Random(seed)
-    pool = [_text(rnd, rnd.choice([0, 1, 100, 4095, 4096, 70_000])) for _ in range(6)]
+    pool = [_text(rnd, rnd.choice([0, 1, 100, 32_767, 32_768, 70_000])) for _ in range(6)]
     pieces: list[deflate.Piece] = [
         deflate.Reused(rnd.choice(pool)) if rnd.random() < 0.5 else rnd.choice(pool) for _ in range(rnd.randint(0, 12))
     ]

@@ -17,7 +17,7 @@ and the blob the value is spilled to, reuse it. Any zlib reader inflates the res
 concatenation of the pieces: nothing about the stored format changes.
 
 >>> import zlib
->>> value = b"a long value carried from head to head " * 200
+>>> value = b"a long value carried from head to head " * 1000
 >>> stream = zlib_stream([b"header ", Reused(value), b" trailer"])
 >>> zlib.decompress(stream) == b"header " + value + b" trailer"
 True
@@ -35,8 +35,11 @@ from collections.abc import Sequence
 
 __all__ = ["REUSE_MIN", "Reused", "coalesced", "joined", "raw_length", "zlib_stream"]
 
-#: pieces at least this large are worth remembering compressed
-REUSE_MIN = 4096
+#: pieces at least this large are remembered compressed. Deflate matches repeats only within a
+#: 32 KiB window: smaller values sit next to their near-copies of the checkpoints before (a head
+#: holds several versions of a growing value) and compress far better together, so they stay in
+#: the running stream; a larger one has no near-copy within reach and loses nothing on its own.
+REUSE_MIN = 32 * 1024
 #: raw bytes whose compressed form the memo keeps (it holds the raw bytes alive too)
 MEMO_MAX_BYTES = 32 * 1024 * 1024
 _LEVEL = 1
