@@ -25,7 +25,8 @@ What it does, in order:
    every turn of every run), ``bench/LONG_THREADS.md`` and ``docs/img/long-threads-*.png``.
 
 A (workload, saver) that did not run this time keeps its previous result in the JSON (with its
-own date), so a subset can be re-run; ``--fresh`` starts from nothing. See bench/README.md.
+own date; ``LONG_THREADS.md`` marks such rows "earlier run" with that date in every table), so a
+subset can be re-run; ``--fresh`` starts from nothing. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ def run_worker(a, pys: dict[str, str], servers: Servers, mode: str, workload: st
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
     took = round(time.monotonic() - t0, 1)
     res = json.loads(out.read_text()) if out.exists() else {"saver": saver, "workload": workload, "ok": False}
-    res.update(mode=mode, workload=workload, saver=saver, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    res.update(mode=mode, workload=workload, saver=saver, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), run_id=a.run_id)
     res["worker"] = {"rc": rc, "seconds": took, "args": extra, "load_before_after": [load_before, os.getloadavg()]}
     if rc != 0:
         tail = stderr.strip().splitlines()[-12:]
@@ -394,6 +395,32 @@ def run_for(data: dict, workload: str, saver: str) -> dict | None:
     return None
 
 
+def _run_start(run_id: str | None) -> str | None:
+    """``lt-YYYYMMDD-HHMMSS`` as ``YYYY-MM-DD HH:MM:SS`` (the run's start, in the rows' clock)."""
+    if not run_id or not run_id.startswith("lt-") or len(run_id) != 18:
+        return None
+    d, t = run_id[3:11], run_id[12:]
+    return f"{d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]}:{t[4:]}"
+
+
+def from_this_run(r: dict, meta: dict) -> bool:
+    """Whether a row was measured by the run that wrote ``meta`` (rows that were not re-run keep
+    their earlier result and date). Rows written before rows carried ``run_id`` are judged by date."""
+    if not meta.get("run_id"):
+        return True
+    if r.get("run_id"):
+        return r["run_id"] == meta["run_id"]
+    start = _run_start(meta["run_id"])
+    return bool(start and str(r.get("date", ""))[:19] >= start)
+
+
+def saver_cell(r: dict, meta: dict) -> str:
+    """The saver's name, with the date of its measurement when it is not from this run."""
+    if from_this_run(r, meta):
+        return f"`{r['saver']}`"
+    return f"`{r['saver']}` (earlier run, {str(r.get('date', '?'))[:16]})"
+
+
 def row_note(r: dict) -> str:
     if not r.get("ok"):
         return f"**failed**: {r.get('reason') or r.get('error')}"
@@ -408,6 +435,7 @@ def row_note(r: dict) -> str:
 
 def tables(data: dict) -> list[str]:
     turns = turns_of(data)
+    meta = data.get("meta", {})
     lines: list[str] = []
     head = "| saver | " + " | ".join(f"turn {t:,}".replace(",", " ") for t in turns)
     sep = "|---|" + "---|" * len(turns)
@@ -425,7 +453,7 @@ def tables(data: dict) -> list[str]:
                 x = at(r, t)
                 cells.append("-" if x is None else f"{fmt(x['cpu_ms'])} ({fmt(x['wall_ms'])})")
             rss = fmt(r.get("peak_rss_kib", 0) / 1024, 0) if r.get("ok") else "-"
-            lines.append(f"| `{r['saver']}` | " + " | ".join(cells) + f" | {rss} | {row_note(r)} |")
+            lines.append(f"| {saver_cell(r, meta)} | " + " | ".join(cells) + f" | {rss} | {row_note(r)} |")
         lines += ["", "**Bytes per turn**, KiB: written / stored growth; **requests per turn**", ""]
         lines += [head + " |", sep]
         for r in runs:
@@ -437,7 +465,7 @@ def tables(data: dict) -> list[str]:
                     continue
                 req = "n/a" if x["requests"] is None else fmt(x["requests"])
                 cells.append(f"{kib(x['written'])} / {kib(x['stored'])} · {req} req")
-            lines.append(f"| `{r['saver']}` | " + " | ".join(cells) + " |")
+            lines.append(f"| {saver_cell(r, meta)} | " + " | ".join(cells) + " |")
         lines += ["", "**`get_state`** and **`get_state_history(limit=10)`**: CPU ms (wall ms), median of 3", ""]
         lines += [head + " |", sep]
         for r in runs:
@@ -451,7 +479,7 @@ def tables(data: dict) -> list[str]:
                     f"{fmt(x['get_state_cpu_ms'], 2)} ({fmt(x['get_state_wall_ms'], 2)}) · "
                     f"{fmt(x['history_cpu_ms'])} ({fmt(x['history_wall_ms'])})"
                 )
-            lines.append(f"| `{r['saver']}` | " + " | ".join(cells) + " |")
+            lines.append(f"| {saver_cell(r, meta)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -465,6 +493,7 @@ RATIO_METRICS = [
 
 def ratio_tables(data: dict) -> list[str]:
     turns = turns_of(data)
+    meta = data.get("meta", {})
     lines: list[str] = []
     for key, title in RATIO_METRICS:
         lines += ["", f"### Ours against `SqliteSaver`: {title} (same window of the same run)", ""]
@@ -499,9 +528,10 @@ def ratio_tables(data: dict) -> list[str]:
                 cells.append("-")
                 continue
             x, y = at(r, reached[-1]), at(r, first)
+            earlier = "" if from_this_run(r, meta) else f" (earlier run, {str(r.get('date', '?'))[:16]})"
             cells.append(
                 f"t{reached[-1]}: {ratio(x['cpu_ms'], y['cpu_ms'])} · {ratio(x['written'], y['written'])} · "
-                f"{ratio(x['stored'], y['stored'])}"
+                f"{ratio(x['stored'], y['stored'])}{earlier}"
             )
         lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
     return lines
@@ -652,6 +682,27 @@ NOTES = [
 ]
 
 
+def earlier_rows_line(data: dict) -> list[str]:
+    """One line naming the rows that were not measured by this run, with their dates."""
+    meta = data.get("meta", {})
+    old: dict[str, list[dict]] = {}
+    for r in data.get("runs", []):
+        if not from_this_run(r, meta):
+            old.setdefault(r["saver"], []).append(r)
+    if not old:
+        return ["* every row below is from this run"]
+    parts = []
+    for saver, rows in old.items():
+        dates = sorted(str(r.get("date", "?")) for r in rows)
+        span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        wls = ", ".join(f"`{r['workload']}`" for r in rows)
+        parts.append(f"`{saver}` ({wls}: {span})")
+    return [
+        "* **rows not re-run by this run** keep their earlier result and are marked *(earlier run, date)* in every "
+        "table: " + "; ".join(parts) + ". All other rows are from this run."
+    ]
+
+
 def markdown(data: dict) -> str:
     meta = data.get("meta", {})
     v = meta.get("versions", {})
@@ -671,7 +722,8 @@ def markdown(data: dict) -> str:
         "",
         "Generated by `bench/long_threads.py` (see `bench/README.md`); raw figures in `bench/long-threads-results.json`.",
         "",
-        f"* date: {meta.get('date')}; runtime {fmt(meta.get('runtime_s', 0) / 60, 0)} min; machine: {meta.get('machine')}; "
+        f"* date: {_run_start(meta.get('run_id')) or '?'} to {meta.get('date')}; runtime "
+        f"{fmt(meta.get('runtime_s', 0) / 60, 0)} min; machine: {meta.get('machine')}; "
         f"load average (1/5/15 min) at start -> end: {meta.get('load')}",
         f"* S3: {meta.get('server')}, reached through the counting proxy (`bench/proxy.py`); PostgreSQL: {meta.get('postgres')}",
         "* versions (`long` venv): " + ", ".join(f"{k} {x}" for k, x in v.get("long", {}).items()),
@@ -680,7 +732,9 @@ def markdown(data: dict) -> str:
         "another; a turn is one sync `invoke` adding a ~400-character user question and getting a ~400-character "
         "scripted answer (tools: also an AI tool call and an 8 KiB tool result). Text: seeded word-like words "
         "(`longwork.Words`), which zlib shrinks about as much as English prose",
-        f"* rows of a run started at a different time carry their own date in the JSON; this run: {meta.get('run_id')}",
+        f"* this run: {meta.get('run_id')}"
+        + (f", langgraph-handoff at commit {meta['commit']}" if meta.get("commit") else ""),
+        *earlier_rows_line(data),
     ]
     lines += ["", "## Per workload", "", *tables(data)]
     lines += ["", "## Target ratios", "", *ratio_tables(data)]
@@ -696,6 +750,23 @@ def markdown(data: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+
+
+def git_commit() -> str | None:
+    """HEAD of the checkout the bench runs from (``+dirty`` when the package has local changes)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "langgraph_handoff", "pyproject.toml"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def main() -> None:
@@ -793,6 +864,7 @@ def main() -> None:
             "server": servers.server_desc or data.get("meta", {}).get("server"),
             "postgres": servers.pg.get("version") or data.get("meta", {}).get("postgres"),
             "turns": a.turns,
+            "commit": git_commit(),
             "versions": versions,
             "args": {k: v for k, v in vars(a).items() if k != "results"},
         }
