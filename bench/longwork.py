@@ -49,7 +49,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from workload import REGION, ensure_bucket, make_serde_shim, payload_bytes, s3_delete_prefix  # noqa: E402
+from workload import REGION, ensure_bucket, installed_versions, make_serde_shim, payload_bytes, s3_delete_prefix  # noqa: E402
 
 CHECKPOINTS = (50, 100, 250, 500, 1000)
 
@@ -1008,26 +1008,22 @@ def plot(results: str, out_dir: str) -> list[str]:
 
 
 def versions() -> dict:
-    from importlib import metadata
-
-    out = {"python": sys.version.split()[0]}
-    for pkg in (
-        "langgraph",
-        "langgraph-checkpoint",
-        "langchain-core",
-        "langgraph-handoff",
-        "obstore",
-        "langgraph-checkpoint-sqlite",
-        "langgraph-checkpoint-postgres",
-        "psycopg",
-        "langgraph-checkpoint-objectstorage",
-        "s3fs",
-        "langgraph-checkpoint-s3",
-        "boto3",
-    ):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[pkg] = metadata.version(pkg)
-    return out
+    return installed_versions(
+        (
+            "langgraph",
+            "langgraph-checkpoint",
+            "langchain-core",
+            "langgraph-handoff",
+            "obstore",
+            "langgraph-checkpoint-sqlite",
+            "langgraph-checkpoint-postgres",
+            "psycopg",
+            "langgraph-checkpoint-objectstorage",
+            "s3fs",
+            "langgraph-checkpoint-s3",
+            "boto3",
+        )
+    )
 
 
 def main() -> None:

@@ -47,7 +47,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from workload import REGION, build_graph, cfg, direct_s3, ensure_bucket, make_serde_shim, s3_delete_prefix, user_msg  # noqa: E402
+from workload import (  # noqa: E402
+    REGION,
+    build_graph,
+    cfg,
+    direct_s3,
+    ensure_bucket,
+    installed_versions,
+    make_serde_shim,
+    s3_delete_prefix,
+    user_msg,
+)
 
 SAVERS = {
     # name: (venv, uses S3, description)
@@ -403,24 +413,20 @@ async def phase_memory(a, graph, saver, mark) -> dict:
 
 
 def versions() -> dict:
-    from importlib import metadata
-
-    out = {"python": sys.version.split()[0]}
-    for pkg in (
-        "langgraph",
-        "langgraph-checkpoint",
-        "langgraph-handoff",
-        "boto3",
-        "obstore",
-        "aiosqlite",
-        "langgraph-checkpoint-sqlite",
-        "langgraph-checkpoint-objectstorage",
-        "langgraph-checkpoint-s3",
-        "aioboto3",
-    ):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[pkg] = metadata.version(pkg)
-    return out
+    return installed_versions(
+        (
+            "langgraph",
+            "langgraph-checkpoint",
+            "langgraph-handoff",
+            "boto3",
+            "obstore",
+            "aiosqlite",
+            "langgraph-checkpoint-sqlite",
+            "langgraph-checkpoint-objectstorage",
+            "langgraph-checkpoint-s3",
+            "aioboto3",
+        )
+    )
 
 
 async def amain(a: argparse.Namespace) -> dict:

@@ -401,12 +401,17 @@ class Setup:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def versions(venv: str) -> dict:
+def installed_versions(packages: list[str] | tuple[str, ...]) -> dict:
+    """Python's version and each installed package's (the missing ones left out)."""
     out = {"python": sys.version.split()[0]}
-    for pkg in PACKAGES[venv]:
+    for pkg in packages:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
     return out
+
+
+def versions(venv: str) -> dict:
+    return installed_versions(PACKAGES[venv])
 
 
 def main() -> None:
