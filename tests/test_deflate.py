@@ -51,3 +51,9 @@ def test_a_body_that_does_not_shrink_is_stored_as_it_is() -> None:
     noise = random.Random(2).randbytes(50_000)
     framed = envelope.encode(envelope.Kind.BLOB, [deflate.Reused(noise)])
     assert len(framed) == envelope.HEADER_SIZE + len(noise) and framed.endswith(noise)
+
+
+def test_a_bytes_like_body_is_framed_as_bytes_are() -> None:
+    body = b"x" * 5000
+    for like in (bytearray(body), memoryview(body)):
+        assert envelope.decode(envelope.encode(envelope.Kind.BLOB, like), key="k").body == body

@@ -282,3 +282,23 @@ def test_local_listing_pages_are_the_memory_stores_whatever_the_tree(tmp_path: P
             size,
         )
         assert got.truncated == want.truncated, (prefix, start, size)
+
+
+def test_a_local_page_whose_keys_vanish_is_filled_from_the_keys_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose every key was deleted between the walk and the read came back empty but
+    truncated, and callers that stop at an empty page never listed the keys after it."""
+    store = LocalStore(tmp_path / "s")
+    for i in range(6):
+        store.put(f"p/{i}", b"x")
+    real = LocalStore._read
+    gone = {"p/0", "p/1"}
+
+    def read(path: Any) -> bytes | None:
+        return None if any(str(path).endswith("/" + k) for k in gone) else real(path)
+
+    monkeypatch.setattr(LocalStore, "_read", staticmethod(read))
+    page = store.list_page("p/", max_keys=2)
+    assert [o.key for o in page.items] == ["p/2", "p/3"] and page.truncated
+    assert [o.key for o in store.list("p/", page_size=2)] == ["p/2", "p/3", "p/4", "p/5"]

@@ -97,6 +97,8 @@ def encode(
     ``body`` may also be a sequence of pieces (:mod:`.deflate`): the same envelope as for their
     concatenation, with the compressed form of :class:`~.deflate.Reused` pieces remembered."""
     flags = 0
+    if isinstance(body, (bytearray, memoryview)):
+        body = bytes(body)
     pieces = [body] if isinstance(body, bytes) else body
     size = deflate.raw_length(pieces)
     stored: bytes | None = None

@@ -317,19 +317,17 @@ class LocalStore(StoreBase):
         # one key past the page: a page of a thread's newest writes reads a few directories, not
         # every checkpoint's (a long thread has thousands).
         dir_part, _, _ = prefix.rpartition("/")
-        keys: list[str] = []
         root = str(self.root)
+        items: list[ObjectInfo] = []
+        truncated = False
         for k in _keys_in_order(root, dir_part + "/" if dir_part else "", prefix, start_after):
-            keys.append(k)
-            if len(keys) > max_keys:
+            if len(items) >= max_keys:
+                truncated = True  # one more key exists (or did a moment ago)
                 break
-        page = keys[:max_keys]
-        items = []
-        for k in page:
             # Listed as it is, even a file whose name is not a portable key (a README dropped
             # into the directory): a listing reports what exists, and the walks over it report
             # and skip such keys. Reading or writing one by key still refuses it.
             body = self._read(root + "/" + k)
-            if body is not None:  # deleted while listing
+            if body is not None:  # a key deleted while listing is left out, and the page filled on
                 items.append(ObjectInfo(key=k, etag=content_etag(body), size=len(body)))
-        return ListResult(items=items, truncated=len(keys) > max_keys)
+        return ListResult(items=items, truncated=truncated)
