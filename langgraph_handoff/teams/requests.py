@@ -19,9 +19,6 @@ the answer is 1 GET and 1 DeleteObjects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -32,39 +29,22 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.format import keys
 from langgraph_handoff.stores.base import DeleteMany, Get
 from langgraph_handoff.teams.chains import HopBudgetExceeded
-from langgraph_handoff.teams.model import Member, Message, MessageType, decode_message
+from langgraph_handoff.teams.core import TeamCore
+from langgraph_handoff.teams.model import Message, decode_message
 from langgraph_handoff.teams.receiving import plan_list
 
-__all__ = ["TeamRequests"]
+__all__ = ["TeamRequests", "check_wait"]
 
 #: the longest pause between two polls of a request's answer
 _MAX_POLL = 2.0
 
 
-class TeamRequests:
-    """Request and wait (a mixin of ``Team``)."""
-
-    if TYPE_CHECKING:
-        team_id: str
-        clock: Callable[[], float]
-
-        def _run(self, plan: Plan[Any]) -> Any: ...
-        async def _arun(self, plan: Plan[Any]) -> Any: ...
-        def _plan_check(self, name: str) -> Plan[Member]: ...
-        def _send(self, to: str, content: str, sender: str, reply_to: str | None, idempotency_key: str | None,
-                  kind: MessageType, data: dict[str, Any] | None, *, chain: Any = None,
-                  expects_reply: bool | None = None) -> Plan[Message]: ...  # fmt: skip
-
-    def _plan_request(self, to: str, content: str, sender: str, idempotency_key: str | None, timeout: float,
-                      poll: float) -> Plan[Message]:  # fmt: skip
-        _check_wait(timeout, poll)
-        request = yield from self._send(to, content, sender, None, idempotency_key, "message", None,
-                                        expects_reply=True)  # fmt: skip
-        return (yield from self._plan_wait_reply(to, sender, request.id, timeout, poll))
+class TeamRequests(TeamCore):
+    """Waiting for the answer to a request (a mixin of ``Team``, which sends it)."""
 
     def _plan_wait_reply(self, to: str | None, sender: str, request_id: str, timeout: float,
                          poll: float) -> Plan[Message]:  # fmt: skip
-        _check_wait(timeout, poll)
+        check_wait(timeout, poll)
         prefix = keys.team_outside_prefix(self.team_id, sender, request_id)
         deadline = self.clock() + timeout
         delay = poll
@@ -94,25 +74,6 @@ class TeamRequests:
                 raise ReplyTimeoutError(self.team_id, to or "the team", sender, request_id, timeout)
             yield Sleep(min(delay, remaining))
             delay = min(delay * 2, max(_MAX_POLL, poll))
-
-    def request(self, to: str, content: str, *, sender: str, timeout: float = 60.0,
-                idempotency_key: str | None = None, poll: float = 0.1) -> Message:  # fmt: skip
-        """Send ``content`` to member ``to`` and wait for its answer (its final answer of the turn
-        that handled the request, or of a later turn if it asked teammates first). For callers
-        outside the team; an agent never waits inside its turn (it uses ``send_message``).
-
-        Returns the answer (a :class:`Message` with ``reply_to`` = the request's id). Raises
-        :class:`~langgraph_handoff.errors.ReplyTimeoutError` after ``timeout`` seconds (the answer
-        is kept: :meth:`wait_reply` collects it later) and
-        :class:`~langgraph_handoff.errors.HopBudgetExceededError` if the conversation was cut by
-        the hop budget. With an ``idempotency_key`` a retried request is the same message.
-        """
-        return self._run(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
-
-    async def arequest(self, to: str, content: str, *, sender: str, timeout: float = 60.0,
-                       idempotency_key: str | None = None, poll: float = 0.1) -> Message:  # fmt: skip
-        """Async twin of :meth:`request` (the polls sleep on the event loop)."""
-        return await self._arun(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
 
     def wait_reply(self, request: Message | str, *, sender: str | None = None, timeout: float = 60.0,
                    poll: float = 0.1) -> Message:  # fmt: skip
@@ -164,6 +125,6 @@ def _target(request: Message | str, sender: str | None) -> tuple[str | None, str
     return None, sender, request
 
 
-def _check_wait(timeout: float, poll: float) -> None:
+def check_wait(timeout: float, poll: float) -> None:
     if not (isinstance(timeout, int | float) and timeout >= 0) or not (isinstance(poll, int | float) and poll > 0):
         raise InvalidInputError(f"timeout={timeout!r}, poll={poll!r}: use a timeout of 0 s or more and a poll above 0")

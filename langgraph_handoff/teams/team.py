@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -40,7 +39,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
     UnknownRecipientError,
-    UnknownTeamError,
 )
 from langgraph_handoff.format import keys
 from langgraph_handoff.memory import ObjectStoreMemory
@@ -53,17 +51,15 @@ from langgraph_handoff.teams.model import (
     MessageType,
     Roster,
     decode_message,
-    decode_roster,
     encode_message,
     encode_roster,
-    member_thread,
     message_id,
     next_order,
     validate_name,
 )
 from langgraph_handoff.teams.receiving import Receipt, plan_delete_ingested, plan_receive
 from langgraph_handoff.teams.receiving import plan_list as _plan_list
-from langgraph_handoff.teams.requests import TeamRequests
+from langgraph_handoff.teams.requests import TeamRequests, check_wait
 from langgraph_handoff.teams.status import has_next
 from langgraph_handoff.teams.views import DeadLetter, InboxEntry, TeamViews, conversation_of, last_turn_inputs
 
@@ -129,28 +125,7 @@ class Team(TeamViews, TeamRequests):
         return f"Team({self.team_id!r} on {self.store!r})"
 
     # -- plumbing ------------------------------------------------------------------------------------
-    def _run(self, plan: Plan[Any]) -> Any:
-        return driver.run(self.store, trust.gated(self.store, plan))  # never on an unprobed store
-
-    async def _arun(self, plan: Plan[Any]) -> Any:
-        return await driver.arun(self.store, trust.gated(self.store, plan))
-
-    def thread_id(self, name: str) -> str:
-        """The LangGraph thread of member ``name``."""
-        return member_thread(self.team_id, name)
-
-    def _remember(self, roster: Roster | None) -> None:
-        with self._lock:
-            self._roster = roster
-
     # -- the roster ---------------------------------------------------------------------------------
-    def _plan_roster(self) -> Plan[tuple[Roster | None, str | None]]:
-        key = keys.team_roster_key(self.team_id)
-        obj = yield Get(key)
-        roster = decode_roster(obj.body, key=key) if obj is not None else None
-        self._remember(roster)
-        return roster, (obj.etag if obj is not None else None)
-
     def _plan_change(self, decide: Callable[[Roster], Roster | None]) -> Plan[Roster]:
         """Read, decide, compare-and-swap the roster; ``decide`` returns ``None`` for no change."""
         key = keys.team_roster_key(self.team_id)
@@ -226,16 +201,6 @@ class Team(TeamViews, TeamRequests):
 
     async def arevive(self, name: str) -> Member:
         return await self._arun(self._set_state(name, "active", ""))
-
-    def _plan_require(self, name: str | None = None) -> Plan[Roster]:
-        """The roster, or :class:`UnknownTeamError`; with ``name``, also that member, or
-        :class:`UnknownRecipientError`."""
-        roster, _ = yield from self._plan_roster()
-        if roster is None:
-            raise UnknownTeamError(self.team_id)
-        if name is not None and name not in roster.members:
-            raise UnknownRecipientError(self.team_id, name, roster.names())
-        return roster
 
     def require(self, name: str | None = None) -> Roster:
         """Check that the team exists on the store (and has member ``name``): typed errors that say
@@ -335,38 +300,12 @@ class Team(TeamViews, TeamRequests):
     async def aremove(self, name: str) -> list[str]:
         return await self._arun(self._remove(name))
 
-    def roster(self, *, refresh: bool = True) -> Roster:
-        """The roster (``refresh=False``: the copy this object last saw, if any)."""
-        with self._lock:
-            cached = self._roster
-        if cached is None or refresh:
-            cached = self._run(self._plan_roster())[0]
-        return cached if cached is not None else Roster(team_id=self.team_id)
-
-    async def aroster(self, *, refresh: bool = True) -> Roster:
-        with self._lock:
-            cached = self._roster
-        if cached is None or refresh:
-            cached = (await self._arun(self._plan_roster()))[0]
-        return cached if cached is not None else Roster(team_id=self.team_id)
-
     def members(self, *, refresh: bool = False) -> list[Member]:
         roster = self.roster(refresh=refresh)
         return [roster.members[n] for n in roster.names()]
 
     def roster_names(self, *, refresh: bool = False) -> list[str]:
         return self.roster(refresh=refresh).names()
-
-    def _plan_check(self, name: str) -> Plan[Member]:
-        validate_name(name)
-        with self._lock:
-            roster = self._roster
-        if roster is None or name not in roster.members:
-            roster, _ = yield from self._plan_roster()  # a miss re-reads once: a fresh spawn is found
-        members = roster.members if roster is not None else {}
-        if name not in members:
-            raise UnknownRecipientError(self.team_id, name, list(members))
-        return members[name]
 
     def check_recipient(self, name: str) -> Member:
         """The member ``name``, or :class:`UnknownRecipientError` naming the valid ones."""
@@ -447,6 +386,32 @@ class Team(TeamViews, TeamRequests):
             roster = self._roster  # _plan_check left it current for ``to``: no second roster read
         yield from self._plan_deliver([message], roster=roster)
         return message
+
+    def _plan_request(self, to: str, content: str, sender: str, idempotency_key: str | None, timeout: float,
+                      poll: float) -> Plan[Message]:  # fmt: skip
+        check_wait(timeout, poll)
+        request = yield from self._send(to, content, sender, None, idempotency_key, "message", None,
+                                        expects_reply=True)  # fmt: skip
+        return (yield from self._plan_wait_reply(to, sender, request.id, timeout, poll))
+
+    def request(self, to: str, content: str, *, sender: str, timeout: float = 60.0,
+                idempotency_key: str | None = None, poll: float = 0.1) -> Message:  # fmt: skip
+        """Send ``content`` to member ``to`` and wait for its answer (its final answer of the turn
+        that handled the request, or of a later turn if it asked teammates first). For callers
+        outside the team; an agent never waits inside its turn (it uses ``send_message``).
+
+        Returns the answer (a :class:`Message` with ``reply_to`` = the request's id). Raises
+        :class:`~langgraph_handoff.errors.ReplyTimeoutError` after ``timeout`` seconds (the answer
+        is kept: :meth:`wait_reply` collects it later) and
+        :class:`~langgraph_handoff.errors.HopBudgetExceededError` if the conversation was cut by
+        the hop budget. With an ``idempotency_key`` a retried request is the same message.
+        """
+        return self._run(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
+
+    async def arequest(self, to: str, content: str, *, sender: str, timeout: float = 60.0,
+                       idempotency_key: str | None = None, poll: float = 0.1) -> Message:  # fmt: skip
+        """Async twin of :meth:`request` (the polls sleep on the event loop)."""
+        return await self._arun(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
 
     def send(
         self,

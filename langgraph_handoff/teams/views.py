@@ -8,7 +8,7 @@ roster and mailbox protocol (``teams/team.py``) because none of it takes part in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +20,13 @@ from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
 from langgraph_handoff.format import keys
 from langgraph_handoff.ownership.manager import lease_of
 from langgraph_handoff.stores.base import Get
-from langgraph_handoff.teams.model import Member, Message, Roster, decode_message, validate_name
+from langgraph_handoff.teams.core import TeamCore
+from langgraph_handoff.teams.model import Member, Message, decode_message, validate_name
 from langgraph_handoff.teams.receiving import plan_list, plan_receive
 from langgraph_handoff.teams.status import MemberStatus, derive_status, has_next, pending_interrupt
 
 if TYPE_CHECKING:
-    from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+    pass
 
 __all__ = ["Conversation", "DeadLetter", "InboxEntry", "TeamViews", "conversation_of", "last_turn_inputs"]
 
@@ -116,23 +117,8 @@ def conversation_of(member: str, tup: Any) -> Conversation:
     return Conversation(member, tuple(done + unrun), tup.config["configurable"]["checkpoint_id"], len(unrun))
 
 
-class TeamViews:
+class TeamViews(TeamCore):
     """Inboxes, dead letters, statuses and conversations (a mixin of ``Team``)."""
-
-    if TYPE_CHECKING:
-        saver: ObjectStoreSaver
-        store: Any
-        team_id: str
-        clock: Callable[[], float]
-
-        def _run(self, plan: Plan[Any]) -> Any: ...
-        async def _arun(self, plan: Plan[Any]) -> Any: ...
-        def roster(self, *, refresh: bool = True) -> Roster: ...
-        async def aroster(self, *, refresh: bool = True) -> Roster: ...
-        def thread_id(self, name: str) -> str: ...
-        def _plan_roster(self) -> Plan[tuple[Roster | None, str | None]]: ...
-        def _plan_check(self, name: str) -> Plan[Member]: ...
-        def _plan_require(self, name: str | None = None) -> Plan[Roster]: ...
 
     # -- inboxes and dead letters -------------------------------------------------------------------
     def _inbox(self, name: str) -> Plan[list[InboxEntry]]:

@@ -1,0 +1,93 @@
+"""What every part of a :class:`~langgraph_handoff.teams.team.Team` reads: its store and the
+plan runners over it, the members' threads, and the roster as this object last saw it.
+
+``Team`` is assembled from this base and its mixins (``views``: inboxes, statuses and
+conversations; ``requests``: waiting for answers), each in its own module; they share only what
+is here, so none of them declares another's methods.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langgraph_handoff.checkpoint import driver, trust
+from langgraph_handoff.checkpoint.driver import Plan
+from langgraph_handoff.errors import UnknownRecipientError, UnknownTeamError
+from langgraph_handoff.format import keys
+from langgraph_handoff.stores.base import Get, StoreBase
+from langgraph_handoff.teams.model import Member, Roster, decode_roster, member_thread, validate_name
+
+if TYPE_CHECKING:
+    from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+
+__all__ = ["TeamCore"]
+
+
+class TeamCore:
+    """The store, the plan runners and the roster's read side of a team (set up by ``Team``)."""
+
+    saver: ObjectStoreSaver
+    store: StoreBase
+    team_id: str
+    clock: Callable[[], float]
+    _roster: Roster | None
+    _lock: threading.Lock
+
+    def _run(self, plan: Plan[Any]) -> Any:
+        return driver.run(self.store, trust.gated(self.store, plan))  # never on an unprobed store
+
+    async def _arun(self, plan: Plan[Any]) -> Any:
+        return await driver.arun(self.store, trust.gated(self.store, plan))
+
+    def thread_id(self, name: str) -> str:
+        """The LangGraph thread of member ``name``."""
+        return member_thread(self.team_id, name)
+
+    def _remember(self, roster: Roster | None) -> None:
+        with self._lock:
+            self._roster = roster
+
+    def _plan_roster(self) -> Plan[tuple[Roster | None, str | None]]:
+        key = keys.team_roster_key(self.team_id)
+        obj = yield Get(key)
+        roster = decode_roster(obj.body, key=key) if obj is not None else None
+        self._remember(roster)
+        return roster, (obj.etag if obj is not None else None)
+
+    def _plan_require(self, name: str | None = None) -> Plan[Roster]:
+        """The roster, or :class:`UnknownTeamError`; with ``name``, also that member, or
+        :class:`UnknownRecipientError`."""
+        roster, _ = yield from self._plan_roster()
+        if roster is None:
+            raise UnknownTeamError(self.team_id)
+        if name is not None and name not in roster.members:
+            raise UnknownRecipientError(self.team_id, name, roster.names())
+        return roster
+
+    def roster(self, *, refresh: bool = True) -> Roster:
+        """The roster (``refresh=False``: the copy this object last saw, if any)."""
+        with self._lock:
+            cached = self._roster
+        if cached is None or refresh:
+            cached = self._run(self._plan_roster())[0]
+        return cached if cached is not None else Roster(team_id=self.team_id)
+
+    async def aroster(self, *, refresh: bool = True) -> Roster:
+        with self._lock:
+            cached = self._roster
+        if cached is None or refresh:
+            cached = (await self._arun(self._plan_roster()))[0]
+        return cached if cached is not None else Roster(team_id=self.team_id)
+
+    def _plan_check(self, name: str) -> Plan[Member]:
+        validate_name(name)
+        with self._lock:
+            roster = self._roster
+        if roster is None or name not in roster.members:
+            roster, _ = yield from self._plan_roster()  # a miss re-reads once: a fresh spawn is found
+        members = roster.members if roster is not None else {}
+        if name not in members:
+            raise UnknownRecipientError(self.team_id, name, list(members))
+        return members[name]
