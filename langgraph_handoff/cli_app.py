@@ -85,7 +85,7 @@ Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the r
 def load_migrations(spec: str | None) -> SchemaMigrations | None:
     """``module:attribute`` (``:attribute`` defaults to ``migrations``) naming a SchemaMigrations,
     imported as ``python -m`` would: from the current directory first, so ``--migrations
-    myapp.schema:migrations`` works from the project directory as the README shows. The
+    myapp.schema:migrations`` works from the project directory as docs/migrations.md shows. The
     directory is on ``sys.path`` for that import only (when it was not there already).
 
     >>> load_migrations("langgraph_handoff.nosuch:migrations")

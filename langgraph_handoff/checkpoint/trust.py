@@ -2,7 +2,7 @@
 
 Everything the saver guarantees rests on the store enforcing ``If-None-Match: *`` and
 ``If-Match`` (:mod:`langgraph_handoff.probe`). ``setup()`` checks that, but nothing made anyone
-call it: the README's S3 example did not, LangGraph's own tests build savers without it, and
+call it: the documented S3 example did not, LangGraph's own tests build savers without it, and
 on a server that accepts the headers and ignores them a graph wrote happily while two workers
 could fork a thread. So the check runs by itself, at the first write:
 
@@ -27,9 +27,9 @@ could fork a thread. So the check runs by itself, at the first write:
   :class:`~langgraph_handoff.checkpoint.driver.Call`, run in the caller's own mode).
 
 Why probe rather than refuse until ``setup()`` runs: refusing costs nothing at the first write,
-but breaks every program that never called ``setup()`` (LangGraph's suite on S3, the README's
+but breaks every program that never called ``setup()`` (LangGraph's suite on S3, the documented
 examples until now), while the probe costs one GET per process on a store ``setup()`` or another
-process already probed. Measured in ``bench/first_write.py`` (README, "The store probe").
+process already probed. Measured in ``bench/first_write.py`` (docs/checkpointer.md, "The store probe").
 
 >>> from langgraph_handoff.stores import MemoryStore
 >>> def plan():

@@ -28,7 +28,7 @@ as LangGraph's ``InMemoryStore`` ignores it.
 exist at which version; their bodies come from this process's cache (same ETag: free), from the
 namespace's packs, or from one GET each (:mod:`.view`). Packs are rebuilt by searches, only for
 the buckets that changed, so a put stays 1 GET + 1 PUT whatever the index. A repeated search in
-one process costs the listing alone. Figures: ``bench/memory_search.py`` and the README.
+one process costs the listing alone. Figures: ``bench/memory_search.py`` and docs/performance.md.
 
 **TTL** works as LangGraph's ``BaseStore`` defines it (``supports_ttl = True``): ``ttl=TTLConfig``
 (``default_ttl`` minutes, ``refresh_on_read``, ``sweep_interval_minutes``), ``put(..., ttl=)`` per

@@ -14,7 +14,7 @@ object (a new one even for the same bytes). This store uses it as the ETag of th
 writes through GCS's XML API, which no emulator installable here implements, so an obstore store
 could not be tested at all; the SDK's JSON API runs against fake-gcs-server, which enforces
 generation preconditions atomically (raced in ``integration_tests/test_gcs_store.py``). The SDK
-costs more client CPU per request than obstore (``bench/gcs_rate.py cpu``; figures in the README),
+costs more client CPU per request than obstore (``bench/gcs_rate.py cpu``; figures in docs/performance.md),
 which matters little next to GCS's own per-object write limit (below).
 
 **Retries.** The SDK retries uploads by default; a retried conditional write whose first try
@@ -44,7 +44,7 @@ SDK has no general async client. ``run_many`` overlaps requests in the same pool
 
 **The per-object write limit.** Every checkpoint rewrites its thread's head object, so one thread
 is throttled above about one checkpoint per second on real GCS (``bench/gcs_rate.py`` and the
-README's Deploy section measure and explain it).
+docs/deploy.md measure and explain it).
 
 Credentials: Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
 application-default login``, the metadata server on GCE/GKE/Cloud Run), or ``credentials=``, or a
@@ -367,7 +367,7 @@ class GCSStore(StoreBase):
                     raise StoreUnavailableError(
                         f"GCS kept throttling writes to {blob.name!r} (429) for {self._throttle_timeout:g} s; "
                         "nothing was written. GCS allows about one write per second to one object name: "
-                        "see the README's Deploy section"
+                        "see docs/deploy.md"
                     ) from None
                 time.sleep(wait)
                 delay = min(delay * 2, 8.0)

@@ -2,7 +2,7 @@
 
 Why a second S3 transport: boto3 spends about 1.5-2 ms of client CPU per request on signing, event
 hooks and XML parsing. On the same Ceph RGW, obstore's conditional PUT and its GET each cost about
-0.15 ms of CPU. The figures and the choice of default are in the README's "Performance" section.
+0.15 ms of CPU. The figures and the choice of default are in docs/performance.md.
 
 What every obstore store shares (the two clients, error classification, async through the
 store's thread pool and why, listing) is in :mod:`~langgraph_handoff.stores.obstore_base`; this
@@ -23,7 +23,7 @@ Same semantics as :class:`~langgraph_handoff.stores.s3.S3Store`, and the same se
   applies to the endpoint): GET, PUT, DELETE and LIST are signed and sent by
   :mod:`~langgraph_handoff.stores.s3_loop` over keep-alive connections of the running loop, with
   the same outcomes as the sync API. Through obstore and a thread pool a request cost about
-  twice the process CPU, four thread hand-offs per request on a 2-core machine (README,
+  twice the process CPU, four thread hand-offs per request on a 2-core machine (docs/performance.md,
   "Performance"). ``async_io="threads"`` keeps the thread-pool path; batch deletes always use it.
 
 Install with ``pip install 'langgraph-handoff[obstore]'``.

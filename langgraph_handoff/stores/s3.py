@@ -2,7 +2,7 @@
 
 Conditional writes need ``boto3>=1.35.69`` (the first release with ``IfMatch`` on PutObject).
 
-Server deviations this adapter absorbs (measured, see the project README):
+Server deviations this adapter absorbs (measured, see docs/deploy.md):
 
 * **ETag quoting.** ETags are returned quoted (``"abc"``). Ceph RGW only matches an *unquoted*
   ``If-Match``; AWS documents the quoted form. We send unquoted first; if a server answers 412 while

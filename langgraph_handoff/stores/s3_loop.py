@@ -3,7 +3,7 @@ on the event loop: SigV4 (:mod:`.sigv4`) over :class:`~.loop_http.HttpPool`, no 
 
 :class:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store` uses this for its async API when no
 HTTP proxy applies to the endpoint (``async_io="auto"``), and obstore for everything else: the
-sync API, batch deletes, bucket creation. Measured on Ceph RGW (README, "Performance"): a
+sync API, batch deletes, bucket creation. Measured on Ceph RGW (docs/performance.md): a
 request costs about half the process CPU of obstore through a thread pool, because nothing
 crosses a thread.
 

@@ -14,7 +14,7 @@ on a bucket of the same name.
 **The S3 transport.** ``s3://`` uses :class:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store`
 when the ``obstore`` package is installed (``pip install 'langgraph-handoff[obstore]'``) and
 :class:`~langgraph_handoff.stores.s3.S3Store` (boto3) otherwise. Chosen by measurement on Ceph RGW
-(README, "Performance"): obstore needs about a tenth of boto3's client CPU per request, answers
+(docs/performance.md): obstore needs about a tenth of boto3's client CPU per request, answers
 sooner, and is natively async; both keep boto3's credential chain and the same guarantees.
 ``?transport=boto3`` (or ``transport="boto3"``) picks boto3 explicitly, e.g. for a server that
 needs conditional deletes, and passing a boto3 ``client=`` implies it.
