@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from langchain_core.embeddings import Embeddings  # noqa: E402
 
-from langgraph_handoff.format import keys  # noqa: E402
+from langgraph_handoff._format import keys  # noqa: E402
 from langgraph_handoff.memory import ObjectStoreMemory  # noqa: E402
 from langgraph_handoff.memory import index as index_module  # noqa: E402
 from langgraph_handoff.memory.index import pack_vectors  # noqa: E402

@@ -88,8 +88,8 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from langgraph_handoff import ObjectStoreSaver
-    from langgraph_handoff.format import envelope
-    from langgraph_handoff.inspect import verify_store
+    from langgraph_handoff._format import envelope
+    from langgraph_handoff.inspection import verify_store
     from langgraph_handoff.stores import S3Store
     from tests.migrate_helpers import formats, seen
     from tests.test_migrate import schemas, stamped

@@ -21,7 +21,8 @@ from langgraph_handoff.errors import (
     StoreError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.stores import AzureBlobStore, Put, StoreBase, store_from_url
+from langgraph_handoff.stores import AzureBlobStore, StoreBase, store_from_url
+from langgraph_handoff.stores.base import Put
 from langgraph_handoff.stores.obstore_azure import AZURITE_ACCOUNT, AZURITE_KEY
 from tests.canned_s3 import canned_s3
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance

@@ -15,10 +15,11 @@ import pytest
 
 from conftest import need_gcs_emulator
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.cli import main as cli_main
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError, StoreNotFoundError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.stores import GCSStore, Put, StoreBase, store_from_url
+from langgraph_handoff.stores import GCSStore, StoreBase, store_from_url
+from langgraph_handoff.stores.base import Put
 from tests.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer
 from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory

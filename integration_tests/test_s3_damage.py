@@ -15,9 +15,9 @@ import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.inspect import list_threads, verify_store
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff.inspection import list_threads, verify_store
 from tests.test_damage import _damage, _store_with
 
 pytestmark = pytest.mark.s3

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, need_moto
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.cli import main
 from langgraph_handoff.errors import UnsafeStoreError
-from langgraph_handoff.format import envelope, keys
 
 TRANSPORTS = ["obstore", "boto3"]
 

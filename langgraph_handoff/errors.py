@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a record of the format layer, named here for types only (no import upwards)
-    from langgraph_handoff.format.damage import DamagedObject
+    from langgraph_handoff._format.damage import DamagedObject
 
 __all__ = [
     "CheckpointOrderError",
@@ -404,7 +404,7 @@ class MigrationError(EnvelopeError):
 
 
 #: What :attr:`CorruptObjectError.reason` can say, in a word (``DamagedObject.reason`` adds
-#: ``"newer_format"`` and ``"not_a_head"``, see :mod:`langgraph_handoff.format.damage`).
+#: ``"newer_format"`` and ``"not_a_head"``, see :mod:`langgraph_handoff._format.damage`).
 CORRUPT_REASONS = ("empty", "truncated", "checksum", "not_ours", "malformed", "misplaced", "missing")
 
 
@@ -443,7 +443,7 @@ def _repair_advice(key: str) -> str:
 class DamagedObjectsError(EnvelopeError):
     """An operation over many threads (``prune``, ``delete_for_runs``) met objects it could not
     read. It did everything else first; ``damaged`` lists each object
-    (:class:`~langgraph_handoff.format.damage.DamagedObject`: key, reason, detail, thread).
+    (:class:`~langgraph_handoff._format.damage.DamagedObject`: key, reason, detail, thread).
 
     What to do: ``langgraph-handoff verify URL`` shows every damaged object; restore them, or
     delete their threads (``delete_thread`` removes a thread without reading its heads).

@@ -30,6 +30,8 @@ from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError, MigrationError, SchemaVersionError
 
+__all__ = ["Migration", "MigrationFn", "SchemaMigrations", "rename_channel"]
+
 log = logging.getLogger("langgraph_handoff.migrations")
 
 #: ``fn(values, metadata)``: change the channel values (and metadata) in place, or return new values
@@ -61,7 +63,7 @@ class SchemaMigrations:
     """The numbered migrations of one graph's state schema; :attr:`current` is the newest.
 
     ``base`` is the version that needs no step (0 for a state schema; the package's own storage
-    format starts at 1, see :mod:`langgraph_handoff.format.upgrades`). ``subject`` names what is
+    format starts at 1, see :mod:`langgraph_handoff._format.upgrades`). ``subject`` names what is
     migrated in log lines and errors.
     """
 

@@ -53,7 +53,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores.base import Delete, Get, ListPage, Op, Put, StoreBase
 
-__all__ = ["PROBE_PREFIX", "ProbeReport", "RaceReport", "RaceTally", "arace", "plan_check", "plan_report", "race"]
+__all__ = ["PROBE_PREFIX", "ProbeReport", "RaceReport", "RaceTally", "arace", "race"]
 
 #: scratch keys live here, one fresh name per probe, deleted afterwards
 PROBE_PREFIX = "meta/probe/"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.format import envelope
+from langgraph_handoff._format import envelope
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Delete, DeleteMany, Op, Put
 from langgraph_handoff.stores.counting import CountingStore

@@ -13,7 +13,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import UnknownOutcomeError
-from langgraph_handoff.inspect import verify_store
+from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.base import Op, Put
 from langgraph_handoff.stores.counting import CountingStore

@@ -22,10 +22,10 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.errors import StoreUnavailableError, ThreadExpiredError
-from langgraph_handoff.format import keys
-from langgraph_handoff.inspect import verify_store
+from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import DeleteMany, Op, Put
 from tests.saver_helpers import as_run

@@ -528,7 +528,7 @@ def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed
     import secrets as _secrets
 
     from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
-    from langgraph_handoff.teams import ack_rider
+    from langgraph_handoff.teams.acks import ack_rider
     from tests.team_helpers import echo_build
 
     rng = random.Random(seed)

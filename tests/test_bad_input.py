@@ -8,8 +8,8 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import CorruptObjectError, EnvelopeVersionError, ObjectStoreSaver
+from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidConfigError, InvalidThreadIdError
-from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.stores import StoreBase
 from tests.graph_scenarios import scenario_interrupt_resume
 from tests.test_keys_and_envelope import HOSTILE

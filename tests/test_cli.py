@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.format.keys import head_key
+from langgraph_handoff._format.keys import head_key
 from tests.processes import run_main
 
 
@@ -106,9 +106,9 @@ def test_verify_checks_writes_and_values_against_the_heads(tmp_path: Path) -> No
     tables, and objects nothing references."""
     from dataclasses import replace
 
-    from langgraph_handoff.format import records as rec_io
-    from langgraph_handoff.format.keys import writes_key
-    from langgraph_handoff.inspect import verify_store
+    from langgraph_handoff._format import records as rec_io
+    from langgraph_handoff._format.keys import writes_key
+    from langgraph_handoff.inspection import verify_store
 
     saver = populate(f"file://{tmp_path / 'store'}")
     # Whether a run's writes are folded into a later head depends on thread timing under
@@ -325,7 +325,7 @@ def test_verify_checks_the_format_marker(url: str, tmp_path: Path) -> None:
     marker.write_bytes(b"garbage")
     bad = cli("verify", url)
     assert bad.returncode == 1 and "meta/format" in bad.stdout and "bad magic" in bad.stdout
-    from langgraph_handoff.format import envelope
+    from langgraph_handoff._format import envelope
 
     marker.write_bytes(envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "someone-else"}))
     bad = cli("verify", url, "--json")
@@ -359,7 +359,7 @@ def test_history_shows_each_namespace_and_limits_each_one(tmp_path: Path) -> Non
 
 
 def thread_ns(saver: ObjectStoreSaver, thread_id: str) -> list[str]:
-    from langgraph_handoff.inspect import thread_heads
+    from langgraph_handoff.inspection import thread_heads
 
     return thread_heads(saver, thread_id).namespaces
 
@@ -397,7 +397,7 @@ def test_migrations_are_imported_from_the_working_directory(tmp_path: Path, monk
 
     import sys
 
-    from langgraph_handoff.cli_app import load_migrations
+    from langgraph_handoff.cli.app import load_migrations
 
     path = list(sys.path)
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from langgraph_handoff import LocalStore, ObjectStoreSaver
+from langgraph_handoff._format import keys
 from langgraph_handoff.cli import main
-from langgraph_handoff.format import keys
 from tests.sweep_helpers import cfg, chat_graph
 
 

@@ -1,4 +1,4 @@
-"""``langgraph-handoff team spawn|remove|revive|discard`` (``langgraph_handoff/cli_team.py``)."""
+"""``langgraph-handoff team spawn|remove|revive|discard`` (``langgraph_handoff/cli/team.py``)."""
 
 from __future__ import annotations
 

@@ -21,13 +21,13 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.plans.maintenance import LOST_EPOCH_GAP
 from langgraph_handoff.errors import CorruptObjectError, DamagedObjectsError, OwnershipLostError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.inspect import list_threads, thread_heads, verify_store
+from langgraph_handoff.inspection import list_threads, thread_heads, verify_store
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.ownership import SessionManager

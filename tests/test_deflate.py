@@ -8,8 +8,8 @@ import zlib
 
 import pytest
 
-from langgraph_handoff.format import deflate, envelope, records
-from langgraph_handoff.format.records import Head, Inline, Record
+from langgraph_handoff._format import deflate, envelope, records
+from langgraph_handoff._format.records import Head, Inline, Record
 
 
 def _text(rnd: random.Random, n: int) -> bytes:

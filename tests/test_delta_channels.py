@@ -125,8 +125,8 @@ def test_a_history_walk_reads_each_sealed_segment_once_per_process(store: StoreB
 
 
 def test_the_immutable_cache_is_bounded_by_bytes() -> None:
+    from langgraph_handoff._format.records import Inline, Record, Segment
     from langgraph_handoff.checkpoint.cache import ImmutableCache
-    from langgraph_handoff.format.records import Inline, Record, Segment
 
     def segment(n: int) -> Segment:
         rec = Record(f"{n:032x}", None, ("msgpack", b"c"), ("msgpack", b"m"), {"v": (f"{n:032x}", 1)})

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff import (
-    EVENT,
     HandoffAgent,
     HandoffState,
     assert_valid_history,
@@ -31,6 +30,7 @@ from langgraph_handoff.handoff import (
     routing_log,
     validate_history,
 )
+from langgraph_handoff.handoff.graph import EVENT
 from langgraph_handoff.handoff.tools import tool_name_for
 from langgraph_handoff.routing import Route, Rule, RuleRouter, SemanticRouter
 from langgraph_handoff.testing import ScriptedChatModel, reply, tool_call

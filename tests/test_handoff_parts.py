@@ -20,11 +20,11 @@ from langgraph_handoff.handoff import (
     create_handoff_tool,
     handoff_log,
     handoff_middleware,
-    handoff_pending,
     validate_history,
-    validate_payload,
 )
 from langgraph_handoff.handoff.history import orphaned_call_stubs
+from langgraph_handoff.handoff.model import validate_payload
+from langgraph_handoff.handoff.tools import handoff_pending
 from langgraph_handoff.testing import ScriptedChatModel, ScriptExhaustedError, reply, tool_call
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import msgpack
 
-from langgraph_handoff.format import envelope, records
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.records import BlobRef, Folded, Head, Inline, Record, SegmentRef, WriteItem
+from langgraph_handoff._format import envelope, records
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.records import BlobRef, Folded, Head, Inline, Record, SegmentRef, WriteItem
 
 
 def _plain_body(head: Head, nonce: bytes) -> bytes:

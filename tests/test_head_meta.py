@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_handoff.format.head_meta import KEY_ORDER, HeadMeta, ResumeCount, SweptMark, TTLStamp
+from langgraph_handoff._format.head_meta import KEY_ORDER, HeadMeta, ResumeCount, SweptMark, TTLStamp
 
 # (stored value, what ``swept_of`` made of it before the typed record)
 SWEPT = [

@@ -25,8 +25,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from langgraph_handoff.format import envelope, records
-from langgraph_handoff.format.head_meta import KEY_ORDER
+from langgraph_handoff._format import envelope, records
+from langgraph_handoff._format.head_meta import KEY_ORDER
 from langgraph_handoff.stores import LocalStore
 
 FIXTURE = Path(__file__).parent / "fixtures" / "head_meta_heads.tar.gz"
@@ -139,10 +139,10 @@ def _write_through_the_owners(store: Any) -> None:
     """``tests/fixtures/make_head_meta_heads.py``'s operations (not its crafted heads), on the
     same clock, through today's typed owners."""
     from langgraph_handoff import ObjectStoreSaver
+    from langgraph_handoff._format.head_meta import HeadMeta
+    from langgraph_handoff._format.keys import head_key
     from langgraph_handoff.checkpoint import driver
     from langgraph_handoff.checkpoint.ttl import TTLSettings, swept_mark
-    from langgraph_handoff.format.head_meta import HeadMeta
-    from langgraph_handoff.format.keys import head_key
     from langgraph_handoff.ownership import SessionManager
     from langgraph_handoff.teams import Team, TeamWorker
     from langgraph_handoff.teams.worker import plan_count_resume

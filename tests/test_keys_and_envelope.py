@@ -7,14 +7,14 @@ import struct
 import msgpack
 import pytest
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import (
     CorruptObjectError,
     EnvelopeVersionError,
     InvalidCheckpointIdError,
     InvalidThreadIdError,
 )
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.stores.base import validate_key
 
 HOSTILE = [
@@ -147,7 +147,7 @@ def test_valid_frame_with_garbage_msgpack_is_corrupt() -> None:
 
 
 def test_valid_msgpack_with_wrong_shape_is_corrupt() -> None:
-    from langgraph_handoff.format import records
+    from langgraph_handoff._format import records
 
     data = envelope.encode(Kind.HEAD, msgpack.packb({"t": "x"}))
     with pytest.raises(CorruptObjectError, match="malformed head"):

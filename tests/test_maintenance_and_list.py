@@ -14,9 +14,9 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff.errors import ThreadExistsError
-from langgraph_handoff.inspect import verify_store
-from langgraph_handoff.stores import Get, StoreBase
-from langgraph_handoff.stores.base import Op
+from langgraph_handoff.inspection import verify_store
+from langgraph_handoff.stores import StoreBase
+from langgraph_handoff.stores.base import Get, Op
 from tests.graph_scenarios import scenario_update_and_time_travel
 from tests.migrate_helpers import cfg
 from tests.saver_helpers import Big, Doc, LostSwapAnswer, counting_graph, latest_id, one_node_graph, put, reads_whole
@@ -129,7 +129,7 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
         assert tup.checkpoint == before[ns].checkpoint and tup.pending_writes == before[ns].pending_writes
     # only the kept checkpoints' writes, segments and blobs remain under the thread
     kept = set(_ids(after))
-    from langgraph_handoff.format import keys
+    from langgraph_handoff._format import keys
 
     for info in store.list(keys.thread_data_prefix("t")):
         part = info.key.split("/")[3]

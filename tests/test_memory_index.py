@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langchain_core.embeddings import Embeddings
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import InvalidConfigError, InvalidInputError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.memory import ObjectStoreMemory, packs
 from langgraph_handoff.memory import index as index_module
 from langgraph_handoff.memory.items import unpack

@@ -157,8 +157,8 @@ def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> Non
     """Found by review (memory_size_collision.py): sweeps and ``search`` skip objects exactly the
     size of a swept marker without reading them, and a compressible item could be stored at that
     size: ``get`` found it, ``search`` omitted it, and the sweep never expired it."""
-    from langgraph_handoff.format import envelope
-    from langgraph_handoff.format.envelope import Kind
+    from langgraph_handoff._format import envelope
+    from langgraph_handoff._format.envelope import Kind
     from langgraph_handoff.memory.items import item_key as _item_key
     from langgraph_handoff.memory.items import marker as _marker
 

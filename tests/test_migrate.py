@@ -19,11 +19,11 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import envelope
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.errors import MigrationError, SchemaVersionError
-from langgraph_handoff.format import envelope
-from langgraph_handoff.format.envelope import Kind
-from langgraph_handoff.inspect import verify_store
+from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put

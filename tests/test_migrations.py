@@ -14,8 +14,8 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format.keys import head_key
 from langgraph_handoff.errors import InvalidConfigError, MigrationError, SchemaVersionError
-from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.migrations import SchemaMigrations, rename_channel
 from langgraph_handoff.stores import MemoryStore
 from tests.graph_scenarios import ASYNC_INTERRUPTS

@@ -16,6 +16,8 @@ from langgraph.types import StateUpdate
 from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.keys import head_key
 from langgraph_handoff.checkpoint.fencing import write_refusal
 from langgraph_handoff.errors import (
     ConflictError,
@@ -26,8 +28,6 @@ from langgraph_handoff.errors import (
     TransferError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
 from tests import graph_scenarios as scenarios

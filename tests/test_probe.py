@@ -108,7 +108,7 @@ def test_the_probe_runs_once_per_deployment() -> None:
 
 
 def test_a_marker_from_before_the_probe_gets_probed_and_keeps_its_fields() -> None:
-    from langgraph_handoff.format import envelope, keys
+    from langgraph_handoff._format import envelope, keys
 
     store = MemoryStore()
     store.put(keys.FORMAT_MARKER_KEY, envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "langgraph-handoff"}))

@@ -257,7 +257,7 @@ def test_deleting_a_thread_whose_root_head_cannot_be_read() -> None:
     """A damaged root head is replaced by a tombstone (1 conditional PUT) instead of deleted,
     after one round trip reading the other heads for the highest fencing epoch still known; a
     healthy thread's delete is as above."""
-    from langgraph_handoff.format import keys
+    from langgraph_handoff._format import keys
 
     store = CountingStore(MemoryStore())
     saver = ObjectStoreSaver(store)
@@ -278,7 +278,7 @@ def test_the_inspection_reads_of_threads_and_heads() -> None:
     """`threads` reads every head, 64 per round trip, after 1 LIST per 1000 heads; the commands
     that check a thread exists (history, copy, delete, ...) read its heads in one round trip;
     verify reads the format marker once."""
-    from langgraph_handoff.inspect import list_threads, thread_heads, verify_store
+    from langgraph_handoff.inspection import list_threads, thread_heads, verify_store
 
     store = CountingStore(MemoryStore())
     saver = ObjectStoreSaver(store)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_handoff._format.records import Head, Record
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items, sorted_pending
 from langgraph_handoff.errors import CheckpointOrderError, StaleWriterError
-from langgraph_handoff.format.records import Head, Record
 
 SERDE = JsonPlusSerializer()
 C1, C2, C3 = (f"1f0c0a2e-3b4d-6e5f-8a9b-0c1d2e3f4a5{i}" for i in (1, 2, 3))

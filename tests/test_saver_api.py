@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import keys
 from langgraph_handoff.errors import InvalidConfigError
-from langgraph_handoff.format import keys
 
 
 def test_from_url_memory_file_and_errors(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.head_meta import HeadMeta, ResumeCount
+from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.errors import ConflictError, CorruptObjectError, UnknownOutcomeError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.head_meta import HeadMeta, ResumeCount
-from langgraph_handoff.format.records import Head
 from langgraph_handoff.stores import CountingStore
 from tests.test_trust import Remote
 

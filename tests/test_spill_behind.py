@@ -10,11 +10,11 @@ import pytest
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import keys
 from langgraph_handoff.errors import StoreUnavailableError
-from langgraph_handoff.format import keys
 from langgraph_handoff.migrations import SchemaMigrations
-from langgraph_handoff.stores import CountingStore, Put, StoreBase
-from langgraph_handoff.stores.base import Op
+from langgraph_handoff.stores import CountingStore, StoreBase
+from langgraph_handoff.stores.base import Op, Put
 from tests.migrate_helpers import Tripwire, cfg
 from tests.saver_helpers import Big, Body, counting_graph, reads_whole
 

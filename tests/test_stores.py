@@ -29,7 +29,7 @@ class TestCountingStore(StoreContract):
         return CountingStore(MemoryStore())
 
     def test_counts_requests_and_round_trips(self) -> None:
-        from langgraph_handoff.stores import Get, Put
+        from langgraph_handoff.stores.base import Get, Put
 
         store = CountingStore(MemoryStore())
         store.run_many([Put("a", b"1"), Put("b", b"2")])

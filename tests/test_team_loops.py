@@ -10,12 +10,14 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import envelope
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import HopBudgetExceededError, InvalidInputError
-from langgraph_handoff.format import envelope
-from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.stores import MemoryStore
-from langgraph_handoff.teams import DEFAULT_MAX_HOPS, HopBudgetExceeded, Team, TeamWorker, outbox_reducer
+from langgraph_handoff.teams import HopBudgetExceeded, Team, TeamWorker
+from langgraph_handoff.teams.chains import DEFAULT_MAX_HOPS
 from langgraph_handoff.teams.model import Message, decode_message
+from langgraph_handoff.teams.outbox import outbox_reducer
 from tests.team_harness import FunctionChatModel, _incoming
 from tests.team_helpers import echo_build, ingested, react_graph
 

@@ -11,6 +11,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.keys import head_key, team_prefix
 from langgraph_handoff.errors import (
     InvalidInputError,
     MemberExistsError,
@@ -19,11 +21,11 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     UnknownRecipientError,
 )
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.keys import head_key, team_prefix
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
-from langgraph_handoff.teams import AckState, Team, TeamState, TeamWorker, ack_rider, outbox_reducer
+from langgraph_handoff.teams import Team, TeamState, TeamWorker
+from langgraph_handoff.teams.acks import AckState, ack_rider
+from langgraph_handoff.teams.outbox import outbox_reducer
 from langgraph_handoff.testing import tool_call
 from tests.team_helpers import (
     Clock,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.checkpoint import trust
 from langgraph_handoff.errors import UnsafeStoreError
-from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.probe import PROBE_PREFIX
 from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore

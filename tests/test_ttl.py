@@ -9,10 +9,10 @@ import threading
 import pytest
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import records
+from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.ttl import BackgroundSweeper, TTLSettings
 from langgraph_handoff.errors import InvalidConfigError, ThreadExpiredError
-from langgraph_handoff.format import records
-from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.stores import CountingStore
 from tests.sweep_helpers import TTL, Clock, HookStore, cfg, chat_graph, history_ids, is_delete, messages
 from tests.test_request_counts import five_nodes
@@ -23,7 +23,7 @@ TTL_KEY = "ttl"
 
 def head_extra(saver: ObjectStoreSaver, thread: str = "t", ns: str = "") -> dict:
     """The head's metadata as stored."""
-    from langgraph_handoff.format import keys
+    from langgraph_handoff._format import keys
 
     obj = saver.store.get(keys.head_key(thread, ns))
     assert obj is not None
@@ -224,7 +224,7 @@ def test_thread_expired_error_says_what_to_do() -> None:
 
 
 def test_corrupt_head_is_reported_and_the_sweep_goes_on() -> None:
-    from langgraph_handoff.format import keys
+    from langgraph_handoff._format import keys
 
     clock = Clock()
     saver = ObjectStoreSaver(MemoryStore(), ttl=TTL, clock=clock)

@@ -33,9 +33,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from langgraph_handoff.format.envelope import FORMAT_VERSION
-from langgraph_handoff.format.keys import blob_key
-from langgraph_handoff.format.records import (
+from langgraph_handoff._format.envelope import FORMAT_VERSION
+from langgraph_handoff._format.keys import blob_key
+from langgraph_handoff._format.records import (
     Folded,
     Head,
     Inline,
@@ -295,7 +295,7 @@ class ImmutableCache:
     object the head means. A pruned or deleted thread's objects simply age out. An object larger
     than the whole budget is not kept.
 
-    >>> from langgraph_handoff.format.records import Segment
+    >>> from langgraph_handoff._format.records import Segment
     >>> cache = ImmutableCache(max_bytes=10_000)
     >>> seg = Segment("t", "", {}, {})
     >>> cache.put("data/t/=/s/k", seg); cache.get("data/t/=/s/k") is seg, cache.get("other")

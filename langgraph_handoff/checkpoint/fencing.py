@@ -42,6 +42,8 @@ from typing import Any
 
 from langgraph.constants import START
 
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.records import Head, fast_init
 from langgraph_handoff.errors import (
     CheckpointOrderError,
     ConflictError,
@@ -49,8 +51,6 @@ from langgraph_handoff.errors import (
     StaleWriterError,
     ThreadExpiredError,
 )
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.records import Head, fast_init
 
 __all__ = [
     "LINEAGE_SOURCES",

@@ -22,8 +22,8 @@ one implementation, as the saver's do. Writes are gated by the store probe
 
 >>> from langgraph_handoff import ObjectStoreSaver
 >>> from langgraph_handoff.checkpoint import driver
->>> from langgraph_handoff.format.head_meta import HeadMeta, ResumeCount
->>> from langgraph_handoff.format.records import Head
+>>> from langgraph_handoff._format.head_meta import HeadMeta, ResumeCount
+>>> from langgraph_handoff._format.records import Head
 >>> saver = ObjectStoreSaver.from_url("memory://")
 >>> def count(head):
 ...     return Head("t", "", {}, {}, (), HeadMeta(team_resumes=ResumeCount("c1", 1)))
@@ -39,14 +39,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import trust
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, maintenance, reading
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff
 from langgraph_handoff.errors import ConflictError, PreconditionFailedError, UnknownOutcomeError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.records import Head
 from langgraph_handoff.stores.base import Get, Put, StoredObject
 
 __all__ = ["HeadRead", "SaverHeads"]
@@ -116,7 +116,7 @@ class SaverHeads:
     """The heads of one saver's store, as the package's other layers use them (``saver.heads``).
 
     Not a user API: it may change with any release. Users read threads through the saver and
-    :mod:`langgraph_handoff.inspect`. Every method but :meth:`decode` and :meth:`remembered`
+    :mod:`langgraph_handoff.inspection`. Every method but :meth:`decode` and :meth:`remembered`
     returns a plan; run it with ``driver.run(saver.store, plan)`` or ``await driver.arun(...)``,
     or ``yield from`` it inside a plan of your own.
     """

@@ -23,6 +23,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.heads import SaverHeads
@@ -37,9 +40,6 @@ from langgraph_handoff.checkpoint.ttl import (
     sweep_arguments,
 )
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
@@ -241,7 +241,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
 
     def with_head_rider(self, thread_id: str, rider: Callable[[HeadMeta], HeadMeta]) -> ObjectStoreSaver:
         """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
-        the head's metadata (:class:`~langgraph_handoff.format.head_meta.HeadMeta`) through
+        the head's metadata (:class:`~langgraph_handoff._format.head_meta.HeadMeta`) through
         ``rider`` inside the same compare-and-swap.
 
         This is how a team member's inbox acknowledgement costs no request of its own: the record
@@ -306,7 +306,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         on an object of it that cannot be read, as ``get_tuple`` does. Listing every thread
         (``config=None``) does not stop there: it skips what it cannot read (a head's namespace,
         or the rest of a thread), logs a WARNING naming the key, passes each
-        :class:`~langgraph_handoff.format.damage.DamagedObject` to ``on_damaged``, and goes on
+        :class:`~langgraph_handoff._format.damage.DamagedObject` to ``on_damaged``, and goes on
         with the other threads. Keys under ``heads/`` that are not head keys are skipped so too.
         """
         return driver.iterate(self.store, self._plan_list(config, filter, before, limit, on_damaged))
@@ -401,7 +401,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         (damaged ones too, as :meth:`delete_thread`). With ``"keep_latest"`` a namespace that
         cannot be read is skipped and the other threads are pruned; then
         :class:`~langgraph_handoff.errors.DamagedObjectsError` lists what was skipped
-        (``.damaged``: :class:`~langgraph_handoff.format.damage.DamagedObject` records)."""
+        (``.damaged``: :class:`~langgraph_handoff._format.damage.DamagedObject` records)."""
         driver.run(self.store, self._plan_prune(thread_ids, strategy))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

@@ -51,10 +51,10 @@ from collections.abc import Hashable
 from typing import Any
 
 from langgraph_handoff import probe
+from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError, UnsafeStoreError
-from langgraph_handoff.format import envelope, keys
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put, StoreBase
 
 __all__ = ["aensure", "asetup", "ensure", "forget", "gated", "plan_setup", "setup", "verdict"]

@@ -1,7 +1,7 @@
 """Checkpoint TTL, the pure part: settings, the idle stamp, expiry, and what a sweep reports.
 
 **How idle is measured.** A saver built with ``ttl=`` writes a stamp into the metadata of every
-head it writes (:class:`~langgraph_handoff.format.head_meta.TTLStamp`, stored as
+head it writes (:class:`~langgraph_handoff._format.head_meta.TTLStamp`, stored as
 ``{"ttl": {"at": seconds, "m": minutes}}``): the head is rewritten on every ``put`` anyway, so
 the stamp costs no request. This module owns that field and the sweep's mark (``swept``): it is
 the only one that builds them. A thread expires when *every* one of its namespace
@@ -51,10 +51,10 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.head_meta import HeadMeta, SweptMark, TTLStamp
 from langgraph_handoff.checkpoint.fencing import LeaseTerms
 from langgraph_handoff.errors import InvalidConfigError
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.head_meta import HeadMeta, SweptMark, TTLStamp
 
 __all__ = [
     "REFRESH_AFTER",

@@ -21,7 +21,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, writes_sort_key
 
-from langgraph_handoff.format.records import WriteItem
+from langgraph_handoff._format.records import WriteItem
 
 __all__ = ["merge_items", "slot_items", "sorted_pending"]
 

@@ -12,10 +12,9 @@
 'Hi!'
 """
 
-from langgraph_handoff.handoff.agents import HandoffAgent, build_tool_agent, handoff_middleware, handoff_to
+from langgraph_handoff.handoff.agents import HandoffAgent, handoff_middleware, handoff_to
 from langgraph_handoff.handoff.context import BriefingOnly, FullHistory, LastN, StripTools
 from langgraph_handoff.handoff.graph import (
-    EVENT,
     HandoffState,
     build_handoff_graph,
     create_handoff_graph,
@@ -23,11 +22,10 @@ from langgraph_handoff.handoff.graph import (
     routing_log,
 )
 from langgraph_handoff.handoff.history import HistoryProblem, assert_valid_history, validate_history
-from langgraph_handoff.handoff.model import SERDE_ALLOWLIST, Handoff, is_handoff_message, validate_payload
-from langgraph_handoff.handoff.tools import create_handoff_tool, handoff_pending, handoff_tools
+from langgraph_handoff.handoff.model import SERDE_ALLOWLIST, Handoff, is_handoff_message
+from langgraph_handoff.handoff.tools import create_handoff_tool, handoff_tools
 
 __all__ = [
-    "EVENT",
     "SERDE_ALLOWLIST",
     "BriefingOnly",
     "FullHistory",
@@ -39,16 +37,13 @@ __all__ = [
     "StripTools",
     "assert_valid_history",
     "build_handoff_graph",
-    "build_tool_agent",
     "create_handoff_graph",
     "create_handoff_tool",
     "handoff_log",
     "handoff_middleware",
-    "handoff_pending",
     "handoff_to",
     "handoff_tools",
     "is_handoff_message",
     "routing_log",
     "validate_history",
-    "validate_payload",
 ]

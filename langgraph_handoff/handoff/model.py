@@ -16,7 +16,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from langgraph_handoff._records import Record
+from langgraph_handoff._model import Model
 from langgraph_handoff.errors import InvalidHandoffError
 
 Trigger = Literal["tool", "node", "route", "breaker", "transfer", "takeover"]
@@ -36,7 +36,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Handoff(Record):
+class Handoff(Model):
     """One transfer of the conversation from ``source`` to ``target``.
 
     - ``briefing``: what the receiver must know: why it got the task, what is known, what to do next.

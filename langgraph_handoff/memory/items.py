@@ -1,6 +1,6 @@
 """One long-term memory item as stored: its key, its body, its swept marker, filters. No I/O.
 
-An item is one object, ``memory/{namespace...}/=k/{key}`` (:func:`~langgraph_handoff.format.keys.memory_item_key`),
+An item is one object, ``memory/{namespace...}/=k/{key}`` (:func:`~langgraph_handoff._format.keys.memory_item_key`),
 whose msgpack body holds the namespace and key (the key segments may be hashed), the JSON value,
 its times, its TTL and, when the store has a semantic index, its vectors. The vectors live in the
 item's own body so that a value and its vectors are written by one PUT: nothing can pair a value
@@ -21,10 +21,10 @@ from typing import Any
 import msgpack
 from langgraph.store.base import Item, SearchItem, TTLConfig
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.checkpoint.ttl import REFRESH_AFTER
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError, InvalidInputError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.envelope import Kind
 
 __all__ = [
     "Entry",

@@ -33,9 +33,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from langgraph_handoff._format import envelope
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.format import envelope
-from langgraph_handoff.format.envelope import Kind
 
 __all__ = [
     "PACK_MAX",

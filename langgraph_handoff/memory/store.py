@@ -32,6 +32,9 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.checkpoint.ttl import DEFAULT_SWEEP_INTERVAL_MINUTES, BackgroundSweeper, log_damage
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -40,9 +43,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.memory.index import EmbedPlan, parse_index
 from langgraph_handoff.memory.items import (
     Entry,
@@ -58,7 +58,7 @@ from langgraph_handoff.memory.items import (
     unpack,
 )
 from langgraph_handoff.memory.select import merge, newest_first, walk
-from langgraph_handoff.memory.view import CACHE_MAX_ITEMS, MemoryCache, group, maintain, purge, resolve, scan
+from langgraph_handoff.memory.view import CACHE_MAX_ITEMS, PackCache, group, maintain, purge, resolve, scan
 from langgraph_handoff.stores.base import Get, StoreBase, StoredObject, validate_key
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
@@ -146,7 +146,7 @@ class ObjectStoreMemory(BaseStore):
         #: only items written since or due by now (an ETag changes with every write of an item)
         self._seen_expiry: dict[str, tuple[str, float | None]] = {}
         #: item versions this process read or wrote, by ETag (see :mod:`.view`)
-        self._cache = MemoryCache(cache_items)
+        self._cache = PackCache(cache_items)
         #: whether searches write packs (off: every cold search reads every item)
         self.write_packs = True
 

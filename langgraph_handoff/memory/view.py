@@ -26,15 +26,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, StoreError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.envelope import Kind
 from langgraph_handoff.memory import packs
 from langgraph_handoff.memory.items import Entry, swept_size
 from langgraph_handoff.memory.select import Chunk
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put, StoreBase
 
-__all__ = ["DirScan", "MemoryCache", "PackInfo", "group", "maintain", "plan_packs", "purge", "resolve", "scan"]
+__all__ = ["DirScan", "PackCache", "PackInfo", "group", "maintain", "plan_packs", "purge", "resolve", "scan"]
 
 logger = logging.getLogger("langgraph_handoff.memory")
 
@@ -71,7 +71,7 @@ class DirScan:
     buckets: dict[int, list[str]] = field(default_factory=dict)
     sums: dict[int, int] = field(default_factory=dict)
 
-    def partition(self, cache: MemoryCache) -> None:
+    def partition(self, cache: PackCache) -> None:
         """Split the entries into the buckets of their packs. Both the packs and the ranking
         tables are kept per bucket, so a write rebuilds one bucket's pack and table, not the
         namespace's."""
@@ -100,7 +100,7 @@ class _Dir:
         self.chunks: dict[int, Chunk] = {}
 
 
-class MemoryCache:
+class PackCache:
     """Item versions this process has read or written, by namespace directory, keyed by ETag,
     and their vectors ready to score. Thread-safe; bounded by :data:`CACHE_MAX_ITEMS`."""
 
@@ -216,7 +216,7 @@ def group(infos: Iterable[ObjectInfo]) -> dict[str, DirScan]:
     return dirs
 
 
-def _packs_to_read(cache: MemoryCache, d: DirScan, unknown: list[str]) -> list[PackInfo]:
+def _packs_to_read(cache: PackCache, d: DirScan, unknown: list[str]) -> list[PackInfo]:
     """The packs worth a GET: those that would answer enough of the still unknown items."""
     if not unknown or not d.packs:
         return []
@@ -238,12 +238,12 @@ def _rounds(store: StoreBase, ops: list[Any]) -> list[Any]:
     return out
 
 
-def scan(store: StoreBase, cache: MemoryCache, prefix: str) -> list[DirScan]:
+def scan(store: StoreBase, cache: PackCache, prefix: str) -> list[DirScan]:
     """Every namespace directory under ``prefix`` with all its live items resolved."""
     return resolve(store, cache, group(store.list(prefix)))
 
 
-def resolve(store: StoreBase, cache: MemoryCache, dirs: dict[str, DirScan]) -> list[DirScan]:
+def resolve(store: StoreBase, cache: PackCache, dirs: dict[str, DirScan]) -> list[DirScan]:
     """Fill each directory's ``entries`` from the cache, its packs and GETs (in that order)."""
     unknown: dict[str, list[str]] = {}
     for d in dirs.values():
@@ -301,7 +301,7 @@ def _unpack(d: DirScan, body: bytes, key: str) -> dict[str, Entry]:
     return out
 
 
-def plan_packs(cache: MemoryCache, d: DirScan) -> tuple[list[Put], list[str]]:
+def plan_packs(cache: PackCache, d: DirScan) -> tuple[list[Put], list[str]]:
     """The packs to write so that ``d``'s packs hold exactly the versions the scan found (one per
     bucket whose pack is not named for its current versions), and the packs those supersede.
     Nothing when they already match: the names say so, no pack is read."""
@@ -319,7 +319,7 @@ def plan_packs(cache: MemoryCache, d: DirScan) -> tuple[list[Put], list[str]]:
     return puts, sorted(present - keep)
 
 
-def maintain(store: StoreBase, cache: MemoryCache, scans: list[DirScan]) -> tuple[int, int]:
+def maintain(store: StoreBase, cache: PackCache, scans: list[DirScan]) -> tuple[int, int]:
     """Write the packs :func:`plan_packs` asks for, then delete what they supersede (only once
     every new pack of that directory is stored). Best effort: packs are a cache, so a store that
     refuses the writes (read-only credentials, throttling) costs later searches time, never a
@@ -340,7 +340,7 @@ def maintain(store: StoreBase, cache: MemoryCache, scans: list[DirScan]) -> tupl
     return written, deleted
 
 
-def purge(store: StoreBase, cache: MemoryCache, okey: str) -> int:
+def purge(store: StoreBase, cache: PackCache, okey: str) -> int:
     """After a delete: rewrite the packs that hold any version of ``okey`` without it, so that a
     deleted value (and its vectors) is kept in no object. Only the packs of its bucket are read:
     1 LIST of the namespace's packs, then 1 GET per such pack and, where it held the item, 1 PUT of

@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from langgraph_handoff._records import Record
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.keys import head_key
+from langgraph_handoff._model import Model
 from langgraph_handoff.checkpoint.fencing import fenced, write_refusal
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -29,8 +31,6 @@ from langgraph_handoff.errors import (
     OwnershipLostError,
     TransferError,
 )
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.keys import head_key
 
 __all__ = [
     "Lease",
@@ -50,7 +50,7 @@ State = Literal["active", "transferring", "released"]
 Status = Literal["owned", "expired", "transferring", "stuck", "released", "ownerless"]
 
 
-class Transfer(Record):
+class Transfer(Model):
     """A planned transfer in progress (phase 1, *lock*, done; waiting for phase 3, *accept*)."""
 
     model_config = ConfigDict(frozen=True)
@@ -65,7 +65,7 @@ class Transfer(Record):
     deadline: float
 
 
-class Lease(Record):
+class Lease(Model):
     """Who owns a session, at which fencing epoch, until when.
 
     >>> lease = acquire(None, "t-1", "worker-a", ttl=30, now=1000.0)

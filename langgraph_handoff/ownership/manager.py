@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.fencing import fence_of, fenced
@@ -22,8 +24,6 @@ from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     LeaseHeldError,
 )
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
 from langgraph_handoff.ownership.lease import Lease, Status

@@ -10,14 +10,14 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from langgraph_handoff._records import Record
+from langgraph_handoff._model import Model
 from langgraph_handoff.errors import InvalidRouteError
 from langgraph_handoff.routing.text import require_strings
 
 Method = Literal["rule", "semantic", "llm", "fallback", "sticky"]
 
 
-class Route(Record):
+class Route(Model):
     """One destination a router can pick, usually an agent.
 
     ``examples`` are in-language sample requests (the semantic router's index); ``description``
@@ -50,7 +50,7 @@ class Route(Record):
         return v
 
 
-class RouteDecision(Record):
+class RouteDecision(Model):
     """Where a router sends a message, and the evidence.
 
     - ``target``: the chosen route, or the router's fallback when nothing was confident enough

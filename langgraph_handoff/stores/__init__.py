@@ -10,21 +10,7 @@
 * :class:`CountingStore`: wraps any store and counts its requests.
 """
 
-from langgraph_handoff.stores.base import (
-    AsyncObjectStore,
-    Delete,
-    DeleteMany,
-    Get,
-    ListPage,
-    ListResult,
-    ObjectInfo,
-    ObjectStore,
-    Op,
-    Put,
-    StoreBase,
-    StoredObject,
-    validate_key,
-)
+from langgraph_handoff.stores.base import ListPage, ObjectInfo, StoreBase, StoredObject
 from langgraph_handoff.stores.counting import CountingStore
 from langgraph_handoff.stores.gcs import GCSStore
 from langgraph_handoff.stores.local import LocalStore
@@ -35,25 +21,16 @@ from langgraph_handoff.stores.s3 import S3Store
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = [
-    "AsyncObjectStore",
     "AzureBlobStore",
     "CountingStore",
-    "Delete",
-    "DeleteMany",
     "GCSStore",
-    "Get",
     "ListPage",
-    "ListResult",
     "LocalStore",
     "MemoryStore",
     "ObjectInfo",
-    "ObjectStore",
     "ObstoreS3Store",
-    "Op",
-    "Put",
     "S3Store",
     "StoreBase",
     "StoredObject",
     "store_from_url",
-    "validate_key",
 ]

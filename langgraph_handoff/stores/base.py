@@ -27,20 +27,18 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from langgraph_handoff.errors import InvalidKeyError
 from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = [
-    "AsyncObjectStore",
     "Delete",
     "DeleteMany",
     "Get",
     "ListPage",
     "ListResult",
     "ObjectInfo",
-    "ObjectStore",
     "Op",
     "Put",
     "StoreBase",
@@ -58,7 +56,7 @@ MAX_KEY_LEN = 900
 
 
 def validate_key(key: str) -> str:
-    """Refuse keys outside the portable alphabet (see :mod:`langgraph_handoff.format.keys`)."""
+    """Refuse keys outside the portable alphabet (see :mod:`langgraph_handoff._format.keys`)."""
     if len(key) > MAX_KEY_LEN or not _KEY_RE.match(key):
         raise InvalidKeyError(
             f"object key {key!r} is not portable: use '/'-separated segments of [a-z0-9_.%~=-] "
@@ -157,36 +155,6 @@ def settle(outcomes: list[Any], return_exceptions: bool) -> list[Any]:
             if isinstance(outcome, BaseException):
                 raise outcome
     return outcomes
-
-
-@runtime_checkable
-class ObjectStore(Protocol):
-    """Synchronous half of the store protocol."""
-
-    def get(self, key: str) -> StoredObject | None: ...
-
-    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str: ...
-
-    def delete(self, key: str, *, if_match: str | None = None) -> None: ...
-
-    def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class AsyncObjectStore(Protocol):
-    """Asynchronous half of the store protocol (same semantics)."""
-
-    async def aget(self, key: str) -> StoredObject | None: ...
-
-    async def aput(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str: ...
-
-    async def adelete(self, key: str, *, if_match: str | None = None) -> None: ...
-
-    async def alist_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult: ...
-
-    async def aclose(self) -> None: ...
 
 
 class StoreBase(ABC):

@@ -15,23 +15,16 @@
 Guarantees and their tests: docs/teams.md and ``tests/test_teams*.py``.
 """
 
-from langgraph_handoff.teams.acks import AckState, Selection, ack_rider, select
-from langgraph_handoff.teams.chains import DEFAULT_MAX_HOPS, Chain, HopBudgetExceeded
+from langgraph_handoff.teams.chains import HopBudgetExceeded
 from langgraph_handoff.teams.context import MemberContext, team_prompt
-from langgraph_handoff.teams.model import Member, Message, Roster, member_thread
-from langgraph_handoff.teams.outbox import OUTBOX_CHANNEL, TeamMiddleware, TeamState, outbox_reducer, team_tools
-from langgraph_handoff.teams.status import ATTENTION, MemberStatus, derive_status
+from langgraph_handoff.teams.model import Member, Message, Roster
+from langgraph_handoff.teams.outbox import TeamMiddleware, TeamState, team_tools
+from langgraph_handoff.teams.status import MemberStatus
 from langgraph_handoff.teams.team import DeadLetter, InboxEntry, Team
 from langgraph_handoff.teams.views import Conversation
-from langgraph_handoff.teams.worker import DEFAULT_CAPACITY, TeamWorker
+from langgraph_handoff.teams.worker import TeamWorker
 
 __all__ = [
-    "ATTENTION",
-    "DEFAULT_CAPACITY",
-    "DEFAULT_MAX_HOPS",
-    "OUTBOX_CHANNEL",
-    "AckState",
-    "Chain",
     "Conversation",
     "DeadLetter",
     "HopBudgetExceeded",
@@ -41,16 +34,10 @@ __all__ = [
     "MemberStatus",
     "Message",
     "Roster",
-    "Selection",
     "Team",
     "TeamMiddleware",
     "TeamState",
     "TeamWorker",
-    "ack_rider",
-    "derive_status",
-    "member_thread",
-    "outbox_reducer",
-    "select",
     "team_prompt",
     "team_tools",
 ]

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.keys import head_key
 from langgraph_handoff.errors import CorruptObjectError, MessageIngestedError
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.keys import head_key
 from langgraph_handoff.teams.model import Message
 
 __all__ = ["DEFAULT_WINDOW", "AckState", "Selection", "ack_rider", "select"]

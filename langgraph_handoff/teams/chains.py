@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from langgraph_handoff._records import Record
+from langgraph_handoff._model import Model
 from langgraph_handoff.teams.model import Message
 
 __all__ = [
@@ -176,7 +176,7 @@ def budget_verdict(message: Message, max_hops: int) -> Verdict:
     return "event" if message.hop == max_hops + 1 else "drop"
 
 
-class HopBudgetExceeded(Record):
+class HopBudgetExceeded(Model):
     """The typed record of a conversation cut by the hop budget (``Message.data`` of the event;
     read it back with :meth:`from_message`).
 

@@ -12,10 +12,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.errors import UnknownRecipientError, UnknownTeamError
-from langgraph_handoff.format import keys
 from langgraph_handoff.stores.base import Get, StoreBase
 from langgraph_handoff.teams.model import Member, Roster, decode_roster, member_thread, validate_name
 

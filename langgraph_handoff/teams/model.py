@@ -23,10 +23,10 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage
 from pydantic import ConfigDict, Field
 
-from langgraph_handoff._records import Record
+from langgraph_handoff._format import envelope
+from langgraph_handoff._format.envelope import Kind
+from langgraph_handoff._model import Model
 from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
-from langgraph_handoff.format import envelope
-from langgraph_handoff.format.envelope import Kind
 
 __all__ = [
     "EVENT_TYPES",
@@ -115,7 +115,7 @@ def next_order(clock: Callable[[], float] = time.time) -> int:
         return _last_order
 
 
-class Member(Record):
+class Member(Model):
     """One teammate on the roster."""
 
     model_config = ConfigDict(frozen=True)
@@ -135,7 +135,7 @@ class Member(Record):
     discard: dict[str, Any] | None = None
 
 
-class Roster(Record):
+class Roster(Model):
     """Every member of one team. Stored as one object, changed only by compare-and-swap."""
 
     model_config = ConfigDict(frozen=True)
@@ -151,7 +151,7 @@ class Roster(Record):
         return sorted(self.members)
 
 
-class Message(Record):
+class Message(Model):
     """One message between teammates (or from outside the team), as stored.
 
     ``seq`` is dense per (sender incarnation, recipient) for sends that come from an agent's

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.heads import HeadRead
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.format import keys
 from langgraph_handoff.stores.base import DeleteMany, Get, ListPage
 from langgraph_handoff.teams.acks import AckState, Selection, select
 from langgraph_handoff.teams.model import Message, decode_message, member_thread

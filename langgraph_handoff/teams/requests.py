@@ -19,6 +19,7 @@ the answer is 1 GET and 1 DeleteObjects.
 
 from __future__ import annotations
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -26,7 +27,6 @@ from langgraph_handoff.errors import (
     InvalidInputError,
     ReplyTimeoutError,
 )
-from langgraph_handoff.format import keys
 from langgraph_handoff.stores.base import DeleteMany, Get
 from langgraph_handoff.teams.chains import HopBudgetExceeded
 from langgraph_handoff.teams.core import TeamCore

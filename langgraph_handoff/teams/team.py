@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -40,7 +41,6 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
     UnknownRecipientError,
 )
-from langgraph_handoff.format import keys
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores.base import Delete, Get, Put
 from langgraph_handoff.teams.acks import DEFAULT_WINDOW, AckState
@@ -500,7 +500,7 @@ class Team(TeamViews, TeamRequests):
         """What a consumer of ``name``'s inbox would ingest now (None: the inbox is empty): 1
         LIST, then 1 GET per message and the member's head in one round trip, split against the
         member's ack into ready (at most ``limit``), done and held. A consumer of your own ingests
-        ``ready`` in a turn whose saver carries :func:`~langgraph_handoff.teams.ack_rider`, then
+        ``ready`` in a turn whose saver carries :func:`~langgraph_handoff.teams.acks.ack_rider`, then
         calls :meth:`delete_ingested`; :class:`TeamWorker` does all of it."""
         return self._run(plan_receive(self.saver, self.team_id, validate_name(name), limit))  # type: ignore[no-any-return]
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.errors import CorruptObjectError, InvalidInputError
-from langgraph_handoff.format import keys
 from langgraph_handoff.ownership.manager import lease_of
 from langgraph_handoff.stores.base import Get
 from langgraph_handoff.teams.core import TeamCore

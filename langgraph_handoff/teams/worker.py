@@ -34,6 +34,9 @@ from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.head_meta import HeadMeta, ResumeCount
+from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.fencing import fence_of, write_refusal
@@ -46,9 +49,6 @@ from langgraph_handoff.errors import (
     MessageIngestedError,
     OwnershipLostError,
 )
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.head_meta import HeadMeta, ResumeCount
-from langgraph_handoff.format.records import Head
 from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager

@@ -16,9 +16,10 @@ import threading
 from typing import Any
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import keys
 from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
-from langgraph_handoff.format import keys
-from langgraph_handoff.teams import Team, ack_rider
+from langgraph_handoff.teams import Team
+from langgraph_handoff.teams.acks import ack_rider
 from tests.team_harness import InterceptingStore
 from tests.team_helpers import echo_build, ingested_ids
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.records import BlobRef, PayloadTable, Record, payloads_for
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.records import BlobRef, PayloadTable, Record, payloads_for
 
 
 def content_digest(data: bytes) -> str:

@@ -26,15 +26,15 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.records import Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
 from langgraph_handoff.checkpoint.plans import reading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, MigrationError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.records import Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.stores.base import Get, ListPage, ObjectInfo
 
 log = logging.getLogger("langgraph_handoff")

@@ -25,6 +25,11 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
@@ -39,11 +44,6 @@ from langgraph_handoff.errors import (
     ThreadExistsError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.records import BlobRef, Head, Record, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 #: Administrative operations (delete_for_runs, prune, copy_thread) report progress here at INFO.

@@ -1,7 +1,7 @@
 """Rewriting stored threads into the current state schema and storage format, while workers run.
 
 Readers already upgrade old checkpoints in memory (lazily, see :mod:`langgraph_handoff.migrations`
-and :mod:`langgraph_handoff.format.upgrades`). ``migrate`` makes that permanent, one namespace at a
+and :mod:`langgraph_handoff._format.upgrades`). ``migrate`` makes that permanent, one namespace at a
 time, so old versions can eventually be dropped from the code:
 
 Every step and check runs first, on what is stored, so a step that fails leaves the namespace
@@ -40,15 +40,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from langgraph_handoff import errors
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.envelope import FORMAT_VERSION
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
 __all__ = ["MigrationSummary", "ThreadMigration", "plan_migrate_thread", "plan_migration_targets"]

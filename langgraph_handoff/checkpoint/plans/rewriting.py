@@ -11,14 +11,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.records import Head, PayloadTable, Record, Segment, SegmentRef, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, reading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff
 from langgraph_handoff.errors import ConflictError, PreconditionFailedError, UnknownOutcomeError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.records import Head, PayloadTable, Record, Segment, SegmentRef, payloads_for
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 

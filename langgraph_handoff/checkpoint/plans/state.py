@@ -12,11 +12,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.head_meta import HeadMeta
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import StoreBase
 

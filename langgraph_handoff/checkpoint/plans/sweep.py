@@ -70,6 +70,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
+from langgraph_handoff._format.records import Head, Record
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting
@@ -90,11 +95,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.head_meta import HeadMeta, SweptMark
-from langgraph_handoff.format.records import Head, Record
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
 __all__ = ["plan_sweep"]

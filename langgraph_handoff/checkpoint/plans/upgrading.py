@@ -15,9 +15,9 @@ from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_handoff._format.records import Record, WriteItem
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.errors import SchemaVersionError
-from langgraph_handoff.format.records import Record, WriteItem
 
 _PLAIN = JsonPlusSerializer()
 

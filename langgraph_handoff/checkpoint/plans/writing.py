@@ -21,6 +21,24 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.records import (
+    BlobRef,
+    Folded,
+    Head,
+    Inline,
+    Payload,
+    PayloadTable,
+    Record,
+    Segment,
+    SegmentRef,
+    WriteItem,
+    WritesDoc,
+    fast_replace,
+    payloads_for,
+)
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
 from langgraph_handoff.checkpoint.plans import reading
@@ -36,24 +54,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     ThreadExpiredError,
     UnknownOutcomeError,
-)
-from langgraph_handoff.format import keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.records import (
-    BlobRef,
-    Folded,
-    Head,
-    Inline,
-    Payload,
-    PayloadTable,
-    Record,
-    Segment,
-    SegmentRef,
-    WriteItem,
-    WritesDoc,
-    fast_replace,
-    payloads_for,
 )
 from langgraph_handoff.stores.base import Get, Put
 

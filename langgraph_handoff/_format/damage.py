@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from langgraph_handoff._format import keys
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeError, EnvelopeVersionError
-from langgraph_handoff.format import keys
 
 __all__ = ["REASONS", "DamagedObject"]
 

@@ -15,7 +15,7 @@ from typing_extensions import Self
 from langgraph_handoff.errors import InvalidInputError
 
 
-class Record(BaseModel):
+class Model(BaseModel):
     #: the typed error raised for invalid data (each record names its own)
     invalid_error: ClassVar[type[InvalidInputError]] = InvalidInputError
 

@@ -4,7 +4,7 @@ checkpoints and their differences, and a verification of everything a store hold
 Kept apart from ``cli.py`` (argument parsing, printing) so scripts and tests can call it too.
 
 Every walk here reports an object it cannot read (a damaged head, a stray key under ``heads/``)
-as a :class:`~langgraph_handoff.format.damage.DamagedObject` or a :class:`Problem` and goes on
+as a :class:`~langgraph_handoff._format.damage.DamagedObject` or a :class:`Problem` and goes on
 with the rest; a read of one checkpoint raises instead, naming the key.
 """
 
@@ -20,6 +20,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff._format.damage import DamagedObject
+from langgraph_handoff._format.records import BlobRef, Head, Record
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -28,10 +32,6 @@ from langgraph_handoff.errors import (
     InvalidConfigError,
     ThreadNotFoundError,
 )
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format import records as rec_io
-from langgraph_handoff.format.damage import DamagedObject
-from langgraph_handoff.format.records import BlobRef, Head, Record
 from langgraph_handoff.stores.base import Get, ObjectInfo, StoredObject
 
 __all__ = [

@@ -2,13 +2,13 @@
 
 Every object's envelope names the format version that wrote it (see :mod:`.envelope`). When a
 release changes how something is laid out, it bumps
-:data:`~langgraph_handoff.format.envelope.FORMAT_VERSION` and registers the step here. Readers
+:data:`~langgraph_handoff._format.envelope.FORMAT_VERSION` and registers the step here. Readers
 then upgrade older bodies in memory as they decode them (so old and new objects can live side by
 side while a fleet rolls over), and ``langgraph-handoff migrate`` rewrites them for good, which is
 what lets a later release stop reading the old form.
 
 A step is ``fn(body, context)`` over the decoded msgpack body of one object; ``context["kind"]``
-says which kind of object it is (:class:`~langgraph_handoff.format.envelope.Kind`). Each applied
+says which kind of object it is (:class:`~langgraph_handoff._format.envelope.Kind`). Each applied
 step is logged, like a state-schema step.
 
 Format history:
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph_handoff._format.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff.errors import CorruptObjectError, MigrationError
-from langgraph_handoff.format.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff.migrations import SchemaMigrations
 
 __all__ = ["FORMAT_MIGRATIONS", "upgrade_body"]

@@ -34,9 +34,9 @@ codes: 0 ok, 1 problems found (``doctor`` on a store that does not enforce condi
 (a thread or team that does not exist) or a store error; an error is followed by the command to
 run next.
 
-The commands live by concern: :mod:`.cli_store` (setup, doctor), :mod:`.cli_threads` (threads,
-history, show, diff, verify), :mod:`.cli_maintenance` (prune, copy, delete, sweep, migrate) and
-this module (sessions, the team commands, the entry point); :mod:`.cli_app` holds what they share.
+The commands live by concern: :mod:`.store` (setup, doctor), :mod:`.threads` (threads,
+history, show, diff, verify), :mod:`.maintenance` (prune, copy, delete, sweep, migrate) and
+this module (sessions, the team commands, the entry point); :mod:`.app` holds what they share.
 
 Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
 the issue named: both are small, typed and widely kept up.
@@ -54,16 +54,17 @@ from rich.table import Table
 
 # The commands register themselves on `app` when their modules are imported; `--help` lists them
 # in this order (the store, reading threads, changing them, then sessions and teams below).
-from langgraph_handoff import cli_store  # noqa: F401
+from langgraph_handoff.cli import store  # noqa: F401
 
 # isort: split
-from langgraph_handoff import cli_threads  # noqa: F401
+from langgraph_handoff.cli import threads  # noqa: F401
 
 # isort: split
-from langgraph_handoff import cli_maintenance  # noqa: F401
+from langgraph_handoff.cli import maintenance  # noqa: F401
 
 # isort: split
-from langgraph_handoff.cli_app import (
+from langgraph_handoff._format import keys
+from langgraph_handoff.cli.app import (
     Json,
     Migrations,
     Url,
@@ -76,9 +77,8 @@ from langgraph_handoff.cli_app import (
     progress_pass,
     summary_table,
 )
-from langgraph_handoff.cli_team import register as register_team_commands
+from langgraph_handoff.cli.team import register as register_team_commands
 from langgraph_handoff.errors import InvalidConfigError
-from langgraph_handoff.format import keys
 
 __all__ = ["app", "main", "team_app"]
 
@@ -127,13 +127,14 @@ team_app = typer.Typer(
 )
 app.add_typer(team_app, name="team")
 TeamId = Annotated[str, typer.Argument(help="the team id")]
-register_team_commands(team_app, open_saver, out)  # team spawn, remove, revive, discard (cli_team.py)
+register_team_commands(team_app, open_saver, out)  # team spawn, remove, revive, discard (cli/team.py)
 
 
 @team_app.command("status")
 def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migrations = None) -> None:
     """Each member's derived status; exit 1 while any member is stalled or failed."""
-    from langgraph_handoff.teams import ATTENTION, Team
+    from langgraph_handoff.teams import Team
+    from langgraph_handoff.teams.status import ATTENTION
 
     with _saver(url, migrations) as saver:
         _require_team(saver, team)
@@ -224,9 +225,3 @@ def team_dead(url: Url, team: TeamId, as_json: Json = False, migrations: Migrati
         _out(as_json, row, text)
     if letters:
         raise typer.Exit(1)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    sys.exit(main())

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from langgraph_handoff._format import deflate, envelope
+from langgraph_handoff._format.envelope import FORMAT_VERSION, Kind
+from langgraph_handoff._format.head_meta import HeadMeta
+from langgraph_handoff._format.upgrades import upgrade_body
 from langgraph_handoff.errors import CorruptObjectError
-from langgraph_handoff.format import deflate, envelope
-from langgraph_handoff.format.envelope import FORMAT_VERSION, Kind
-from langgraph_handoff.format.head_meta import HeadMeta
-from langgraph_handoff.format.upgrades import upgrade_body
 
 __all__ = [
     "BlobRef",

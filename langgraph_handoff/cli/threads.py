@@ -1,5 +1,5 @@
 """The ``langgraph-handoff`` commands that read threads: ``threads``, ``history``, ``show``,
-``diff`` and ``verify`` (registered on :data:`langgraph_handoff.cli_app.app`).
+``diff`` and ``verify`` (registered on :data:`langgraph_handoff.cli.app.app`).
 
 A command naming a thread the store does not hold exits 2 with "no thread 'x'". A walk over many
 threads reports each object it cannot read and goes on; it exits 1 at the end.
@@ -11,11 +11,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from langgraph_handoff._format import keys, records
+from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
-from langgraph_handoff.cli_app import Json, Migrations, Ns, Url, app, document, open_saver, out, report_damaged
+from langgraph_handoff.cli.app import Json, Migrations, Ns, Url, app, document, open_saver, out, report_damaged
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
-from langgraph_handoff.format import keys, records
-from langgraph_handoff.format.damage import DamagedObject
 
 __all__ = ["diff", "history", "show", "threads", "verify"]
 
@@ -30,7 +30,7 @@ def threads(url: Url, as_json: Json = False, migrations: Migrations = None) -> N
     that is not a head's is reported and skipped (`{"damaged": ...}` lines with --json); the
     command then exits 1.
     """
-    from langgraph_handoff.inspect import list_threads
+    from langgraph_handoff.inspection import list_threads
 
     with open_saver(url, migrations) as saver:
         found = list_threads(saver)
@@ -59,7 +59,7 @@ def history(
     Columns: namespace ('(root)' for the root graph), checkpoint id, step, source, channels with a
     value. A namespace whose head cannot be read is reported and skipped (exit 1).
     """
-    from langgraph_handoff.inspect import thread_heads
+    from langgraph_handoff.inspection import thread_heads
 
     with open_saver(url, migrations) as saver:
         present = thread_heads(saver, thread_id).require()
@@ -118,7 +118,7 @@ def show(
     migrations: Migrations = None,
 ) -> None:
     """One checkpoint's values, metadata and pending writes as JSON (the latest by default)."""
-    from langgraph_handoff.inspect import show_checkpoint, thread_heads
+    from langgraph_handoff.inspection import show_checkpoint, thread_heads
 
     with open_saver(url, migrations) as saver:
         if not raw:
@@ -136,7 +136,7 @@ def show(
                 "etag": obj.etag,
                 "bytes": len(obj.body),
                 "format": head.format_version,
-                "extra": head.meta.wire(),  # the metadata as stored (format/head_meta.py)
+                "extra": head.meta.wire(),  # the metadata as stored (_format/head_meta.py)
                 "segments": [s.__dict__ for s in head.segments],
                 "records": [
                     {
@@ -164,7 +164,7 @@ def diff(
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (items appended to a
     list are shown as appended)."""
-    from langgraph_handoff.inspect import diff_checkpoints
+    from langgraph_handoff.inspection import diff_checkpoints
 
     with open_saver(url, migrations) as saver:
         document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
@@ -179,7 +179,7 @@ def verify(
 ) -> None:
     """Read every object: the format marker, checksums, versions, dangling references, keys under
     heads/ that are not heads' (exit 1 on problems)."""
-    from langgraph_handoff.inspect import thread_heads, verify_store
+    from langgraph_handoff.inspection import thread_heads, verify_store
 
     with open_saver(url, migrations) as saver:
         if thread is not None:

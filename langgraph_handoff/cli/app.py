@@ -1,8 +1,8 @@
 """What every ``langgraph-handoff`` command shares: the typer app, the common options, opening
 the store, loading ``--migrations``, printing, and the next step an error names.
 
-The commands themselves live by concern: :mod:`langgraph_handoff.cli_threads` (reading threads:
-``threads``, ``history``, ``show``, ``diff``, ``verify``), :mod:`langgraph_handoff.cli_maintenance`
+The commands themselves live by concern: :mod:`langgraph_handoff.cli.threads` (reading threads:
+``threads``, ``history``, ``show``, ``diff``, ``verify``), :mod:`langgraph_handoff.cli.maintenance`
 (changing them: ``prune``, ``copy``, ``delete``, ``sweep``, ``migrate``) and
 :mod:`langgraph_handoff.cli` (the entry point: ``setup``, ``doctor``, ``sessions`` and the
 ``team`` commands).
@@ -32,6 +32,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -45,8 +47,6 @@ from langgraph_handoff.errors import (
     ThreadExistsError,
     ThreadNotFoundError,
 )
-from langgraph_handoff.format import keys
-from langgraph_handoff.format.damage import DamagedObject
 from langgraph_handoff.migrations import SchemaMigrations
 
 __all__ = ["Json", "Migrations", "Ns", "Url", "app", "load_migrations", "main", "next_step", "open_saver"]

@@ -1,5 +1,5 @@
 """The ``langgraph-handoff`` commands about the store itself: ``setup`` (probe it once, write its
-format marker) and ``doctor`` (can it be trusted?), registered on :data:`langgraph_handoff.cli_app.app`.
+format marker) and ``doctor`` (can it be trusted?), registered on :data:`langgraph_handoff.cli.app.app`.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from langgraph_handoff.cli_app import Json, Migrations, Url, app, open_saver, out
-from langgraph_handoff.format import envelope
+from langgraph_handoff._format import envelope
+from langgraph_handoff.cli.app import Json, Migrations, Url, app, open_saver, out
 
 __all__ = ["doctor", "setup"]
 

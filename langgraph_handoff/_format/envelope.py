@@ -33,8 +33,8 @@ from typing import Any
 
 import msgpack
 
+from langgraph_handoff._format import deflate
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError
-from langgraph_handoff.format import deflate
 
 __all__ = [
     "FORMAT_VERSION",

@@ -1,5 +1,5 @@
 """The ``langgraph-handoff`` commands that change threads: ``prune``, ``copy``, ``delete``,
-``sweep`` and ``migrate`` (registered on :data:`langgraph_handoff.cli_app.app`).
+``sweep`` and ``migrate`` (registered on :data:`langgraph_handoff.cli.app.app`).
 
 A command naming a thread the store does not hold exits 2 with "no thread 'x'" and changes
 nothing. A pass over many threads leaves a thread it cannot read as it is, reports it, goes on,
@@ -17,11 +17,13 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.plans.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import ThreadSweep
-from langgraph_handoff.cli_app import (
+from langgraph_handoff.cli.app import (
     Json,
     Migrations,
     Url,
@@ -33,8 +35,6 @@ from langgraph_handoff.cli_app import (
     summary_table,
 )
 from langgraph_handoff.errors import CorruptObjectError, DamagedObjectsError, LangGraphHandoffError
-from langgraph_handoff.format import envelope, keys
-from langgraph_handoff.format.damage import DamagedObject
 
 __all__ = ["copy", "delete", "migrate", "prune", "sweep"]
 
@@ -60,7 +60,7 @@ def prune(
     A thread named with --thread must exist (else exit 2, nothing changed). A thread that cannot
     be read is reported and left as it is, the others are pruned, and the command exits 1.
     """
-    from langgraph_handoff.inspect import list_threads, thread_heads
+    from langgraph_handoff.inspection import list_threads, thread_heads
 
     if keep_latest == (older_than is not None):
         raise typer.BadParameter("choose one of --keep-latest and --older-than DAYS")
@@ -138,7 +138,7 @@ def copy(
     migrations: Migrations = None,
 ) -> None:
     """Copy a thread (every namespace, checkpoint, write and value) to a new thread id."""
-    from langgraph_handoff.inspect import thread_heads
+    from langgraph_handoff.inspection import thread_heads
 
     with open_saver(url, migrations) as saver:
         thread_heads(saver, source).require()
@@ -163,7 +163,7 @@ def delete(
     only with --force, without reading them; its root head becomes an empty head that fences any
     session lease it may have held. Nothing of another thread is touched.
     """
-    from langgraph_handoff.inspect import thread_heads
+    from langgraph_handoff.inspection import thread_heads
 
     if not yes:
         raise LangGraphHandoffError(f"deleting {thread_id!r} cannot be undone: add --yes")
