@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_the_sdist_ships_the_examples_and_the_docs(tmp_path: Path) -> None:
 
     from hatchling.builders.sdist import SdistBuilder
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     (archive,) = SdistBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])
     with tarfile.open(archive) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
