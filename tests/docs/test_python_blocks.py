@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import os
 import re
 import textwrap
@@ -50,10 +51,8 @@ def _point_s3_at_the_test_server(code: str, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("AWS_ENDPOINT_URL", str(S3_ENDPOINT))
     s3 = boto3.client("s3", endpoint_url=S3_ENDPOINT)
     for bucket in sorted(set(re.findall(r"s3://([a-z0-9][a-z0-9.-]+)", code))):
-        try:
+        with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
             s3.create_bucket(Bucket=bucket)
-        except s3.exceptions.BucketAlreadyOwnedByYou:
-            pass
 
 
 def test_the_docs_have_python_blocks() -> None:
