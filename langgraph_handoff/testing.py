@@ -109,7 +109,7 @@ class ScriptedChatModel(BaseChatModel):
         """The OpenAI-format schemas of the tools last bound (what a provider would be sent)."""
         return self._schemas
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         # convert like a real provider does, so a tool schema a provider would reject fails here too
         schemas = [convert_to_openai_tool(t) for t in tools]
         self._bound = [s["function"]["name"] for s in schemas]

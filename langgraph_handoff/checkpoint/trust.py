@@ -48,7 +48,7 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_handoff import probe
 from langgraph_handoff._format import envelope, keys
@@ -56,6 +56,8 @@ from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError, UnsafeStoreError
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put, StoreBase
+
+R = TypeVar("R")
 
 __all__ = ["aensure", "asetup", "ensure", "forget", "gated", "plan_setup", "setup", "verdict"]
 
@@ -215,7 +217,7 @@ def _writes(step: Any) -> bool:
     return isinstance(step, driver.Batch) and any(isinstance(op, _WRITES) for op in step.ops)
 
 
-def gated(store: StoreBase, plan: driver.Plan[Any]) -> driver.Plan[Any]:
+def gated(store: StoreBase, plan: driver.Plan[R]) -> driver.Plan[R]:
     """``plan``, probed before its first write if ``store`` needs it. A local store, or one whose
     scope passed already, gets ``plan`` itself back: no wrapper, no cost."""
     scope = store.trust_scope()
@@ -224,7 +226,7 @@ def gated(store: StoreBase, plan: driver.Plan[Any]) -> driver.Plan[Any]:
     return _gate(store, scope, plan)
 
 
-def _gate(store: StoreBase, scope: Hashable, plan: driver.Plan[Any]) -> driver.Plan[Any]:
+def _gate(store: StoreBase, scope: Hashable, plan: driver.Plan[R]) -> driver.Plan[R]:
     """Pass every step of ``plan`` through; before the first write, yield the probe."""
     value: Any = None
     error: BaseException | None = None
@@ -233,7 +235,8 @@ def _gate(store: StoreBase, scope: Hashable, plan: driver.Plan[Any]) -> driver.P
         try:
             step = plan.throw(error) if error is not None else plan.send(value)
         except StopIteration as stop:
-            return stop.value
+            result: R = stop.value
+            return result
         if not checked and _writes(step):
             checked = True
             try:

@@ -117,7 +117,7 @@ class HandoffAgent:
         return validate_payload(self.payload_schema, payload, target=self.name)
 
 
-def _configured_model(agent: Any) -> RunnableBinding | None:
+def _configured_model(agent: Any) -> RunnableBinding[Any, Any] | None:
     """A chat model configured with ``.bind(...)`` / ``.with_config(...)`` (a ``RunnableBinding``)."""
     if isinstance(agent, RunnableBinding) and isinstance(agent.bound, BaseChatModel):
         return agent
@@ -135,7 +135,7 @@ def _bind_tools(model: Any, tools: list[Any]) -> Any:
 
 
 def build_tool_agent(
-    model: BaseChatModel | RunnableBinding,
+    model: BaseChatModel | RunnableBinding[Any, Any],
     *,
     tools: Sequence[BaseTool | Callable[..., Any]] = (),
     prompt: str | None = None,
@@ -189,7 +189,7 @@ def handoff_middleware(targets: Sequence[HandoffAgent | str]) -> Any:
 
     from langgraph_handoff.handoff.tools import handoff_tools
 
-    class HandoffMiddleware(AgentMiddleware):  # type: ignore[misc]
+    class HandoffMiddleware(AgentMiddleware):
         def __init__(self) -> None:
             super().__init__()
             self.tools = handoff_tools(list(targets))

@@ -125,7 +125,7 @@ def _run_sync_not_supported(name: str) -> Callable[[Any], Any]:
     return sync
 
 
-def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -> RunnableLambda:
+def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -> RunnableLambda[Any, Any]:
     """Wrap an agent: give it its context view, collect its new messages and handoff requests,
     and add its run time to the turn's agent time (the time budget's clock)."""
 
@@ -279,7 +279,7 @@ def build_handoff_graph(
     clock: Callable[[], float] = time.monotonic,
     fallback_message: str = DEFAULT_FALLBACK_MESSAGE,
     state_schema: type[Any] = HandoffState,
-) -> StateGraph:
+) -> StateGraph[Any]:
     """The uncompiled :class:`~langgraph.graph.StateGraph` behind :func:`create_handoff_graph`
     (add your own nodes or edges, then ``compile``)."""
     specs = (
@@ -339,26 +339,26 @@ def build_handoff_graph(
         fallback_message=fallback_message,
     )
 
-    def entry(state: dict[str, Any], config: RunnableConfig) -> Command:
+    def entry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
         _emit(config, plan.events)
         return Command(goto=plan.goto, update=plan.update)
 
-    async def aentry(state: dict[str, Any], config: RunnableConfig) -> Command:
+    async def aentry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = await chosen.aroute(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
         await _aemit(config, plan.events)
         return Command(goto=plan.goto, update=plan.update)
 
-    def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command:
+    def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
         _emit(config, plan.events)
         return Command(goto=plan.goto, update=plan.update)
 
-    async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command:
+    async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
         await _aemit(config, plan.events)
         return Command(goto=plan.goto, update=plan.update)

@@ -160,7 +160,9 @@ class _HandoffTool(StructuredTool):
     """A ``StructuredTool`` that passes only its own three arguments to the function: models
     sometimes add keys of their own, and a stray key (even ``"self"``) must not crash the run."""
 
-    def _to_args_and_kwargs(self, tool_input: str | dict, tool_call_id: str | None) -> tuple[tuple, dict]:
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         _args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
         return (), {k: v for k, v in kwargs.items() if k in ("briefing", "reason", "payload")}
 
@@ -171,7 +173,7 @@ def handoff_request_of(message: BaseMessage) -> dict[str, Any] | None:
         return None
     art = message.artifact
     if isinstance(art, dict) and isinstance(art.get(MESSAGE_MARK), dict):
-        req = art[MESSAGE_MARK]
+        req: dict[str, Any] = art[MESSAGE_MARK]
         if req.get("kind") == "handoff_request":
             return req
     return None

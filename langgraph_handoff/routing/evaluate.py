@@ -102,7 +102,10 @@ class EvalReport:
 
 def _report(items: list[tuple[str, str | None]], decisions: list[RouteDecision], routes: list[str]) -> EvalReport:
     pairs = [(lab, d.matched) for (_, lab), d in zip(items, decisions, strict=True)]
-    key = lambda x: OFF_TOPIC if x is None else x  # noqa: E731
+
+    def key(x: str | None) -> str:
+        return OFF_TOPIC if x is None else x
+
     labels = list(
         dict.fromkeys([*routes, *(lab for lab, _ in pairs if lab is not None), *(p for _, p in pairs if p is not None)])
     )

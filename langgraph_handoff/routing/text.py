@@ -122,7 +122,7 @@ def require_strings(value: object, what: str) -> tuple[str, ...]:
 
     if isinstance(value, str) or not hasattr(value, "__iter__"):
         raise InvalidRouteError(f"{what} must be a list of strings, got {type(value).__name__} {value!r}")
-    items = tuple(value)  # type: ignore[call-overload]
+    items = tuple(value)
     bad = [x for x in items if not isinstance(x, str)]
     if bad:
         raise InvalidRouteError(f"{what} must be strings, got {bad[:3]!r}")

@@ -208,7 +208,7 @@ class GCSStore(StoreBase):
                 from google.auth.credentials import AnonymousCredentials
 
                 kwargs["client_options"] = {"api_endpoint": self.endpoint_url}
-                kwargs["credentials"] = credentials or AnonymousCredentials()
+                kwargs["credentials"] = credentials or AnonymousCredentials()  # type: ignore[no-untyped-call]
                 kwargs["project"] = project or "langgraph-handoff"
             client = storage.Client(**kwargs)
             _size_connection_pool(client, max_workers)

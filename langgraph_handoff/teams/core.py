@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver, trust
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TeamCore"]
 
+R = TypeVar("R")
+
 
 class TeamCore:
     """The store, the plan runners and the roster's read side of a team (set up by ``Team``)."""
@@ -35,10 +37,10 @@ class TeamCore:
     _roster: Roster | None
     _lock: threading.Lock
 
-    def _run(self, plan: Plan[Any]) -> Any:
+    def _run(self, plan: Plan[R]) -> R:
         return driver.run(self.store, trust.gated(self.store, plan))  # never on an unprobed store
 
-    async def _arun(self, plan: Plan[Any]) -> Any:
+    async def _arun(self, plan: Plan[R]) -> R:
         return await driver.arun(self.store, trust.gated(self.store, plan))
 
     def thread_id(self, name: str) -> str:

@@ -178,7 +178,7 @@ def team_tools(team: Team, me: str, *, mode: Literal["outbox", "immediate"] = "o
     # An enum of the roster: a misspelt name fails validation with the valid names, as a tool
     # error. The tool checks again at call time, so a member removed since is refused too
     # (TeamWorker rebuilds its graphs, and so these tools, whenever the roster changes).
-    ToType: Any = Literal[tuple(others)] if others else str  # type: ignore[valid-type]
+    ToType: Any = Literal[tuple(others)] if others else str
 
     send_args = create_model(
         "SendMessage",
@@ -281,7 +281,7 @@ def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] 
 
     from langgraph_handoff.teams.context import team_prompt
 
-    class TeamAgentState(AgentState):  # type: ignore[misc]
+    class TeamAgentState(AgentState):
         team_outbox: NotRequired[Annotated[dict[str, Any], outbox_reducer]]
 
     def with_prompt(request: Any) -> Any:
@@ -291,7 +291,7 @@ def TeamMiddleware(team: Team, me: str, *, mode: Literal["outbox", "immediate"] 
         text = (current + "\n\n" if current else "") + team_prompt(team, me)
         return request.override(system_message=SystemMessage(content=text))
 
-    class _TeamMiddleware(AgentMiddleware):  # type: ignore[misc]
+    class _TeamMiddleware(AgentMiddleware):
         state_schema = TeamAgentState
 
         def __init__(self) -> None:

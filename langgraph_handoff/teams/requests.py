@@ -92,13 +92,13 @@ class TeamRequests(TeamCore):
         langgraph_handoff.errors.ReplyTimeoutError: no answer from 'alice' to request #... within 0 s. ...
         """
         to, who, rid = _target(request, sender)
-        return self._run(self._plan_wait_reply(to, who, rid, timeout, poll))  # type: ignore[no-any-return]
+        return self._run(self._plan_wait_reply(to, who, rid, timeout, poll))
 
     async def await_reply(self, request: Message | str, *, sender: str | None = None, timeout: float = 60.0,
                           poll: float = 0.1) -> Message:  # fmt: skip
         """Async twin of :meth:`wait_reply`."""
         to, who, rid = _target(request, sender)
-        return await self._arun(self._plan_wait_reply(to, who, rid, timeout, poll))  # type: ignore[no-any-return]
+        return await self._arun(self._plan_wait_reply(to, who, rid, timeout, poll))
 
     def _plan_replies(self, sender: str) -> Plan[list[Message]]:
         listed = yield from plan_list(keys.team_outside_prefix(self.team_id, sender))
@@ -114,7 +114,7 @@ class TeamRequests(TeamCore):
 
     def replies(self, sender: str) -> list[Message]:
         """Answers (and budget events) waiting for outside sender ``sender``, not yet collected."""
-        return self._run(self._plan_replies(sender))  # type: ignore[no-any-return]
+        return self._run(self._plan_replies(sender))
 
 
 def _target(request: Message | str, sender: str | None) -> tuple[str | None, str, str]:

@@ -73,7 +73,7 @@ _ROSTER_ATTEMPTS = 12
 
 
 def _backoff(attempt: int) -> float:
-    return min(0.02 * (2**attempt), 1.0)
+    return float(min(0.02 * (2**attempt), 1.0))
 
 
 class Team(TeamViews, TeamRequests):
@@ -205,7 +205,7 @@ class Team(TeamViews, TeamRequests):
     def require(self, name: str | None = None) -> Roster:
         """Check that the team exists on the store (and has member ``name``): typed errors that say
         "no team 'x'" or "no member 'x'" instead of an empty answer."""
-        return self._run(self._plan_require(name))  # type: ignore[no-any-return]
+        return self._run(self._plan_require(name))
 
     def _plan_discard_step(self, name: str, reason: str, by: str, tup: Any) -> Plan[Member]:
         validate_name(name)
@@ -241,11 +241,11 @@ class Team(TeamViews, TeamRequests):
         dropped and why, and sends the lead an event. Raises :class:`InvalidInputError` if the
         member is not failed or has no unfinished step."""
         tup = self.saver.get_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
-        return self._run(self._plan_discard_step(name, reason, by, tup))  # type: ignore[no-any-return]
+        return self._run(self._plan_discard_step(name, reason, by, tup))
 
     async def adiscard(self, name: str, *, reason: str, by: str = "operator") -> Member:
         tup = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
-        return await self._arun(self._plan_discard_step(name, reason, by, tup))  # type: ignore[no-any-return]
+        return await self._arun(self._plan_discard_step(name, reason, by, tup))
 
     def _remove(self, name: str) -> Plan[list[str]]:
         validate_name(name)
@@ -406,12 +406,12 @@ class Team(TeamViews, TeamRequests):
         :class:`~langgraph_handoff.errors.HopBudgetExceededError` if the conversation was cut by
         the hop budget. With an ``idempotency_key`` a retried request is the same message.
         """
-        return self._run(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
+        return self._run(self._plan_request(to, content, sender, idempotency_key, timeout, poll))
 
     async def arequest(self, to: str, content: str, *, sender: str, timeout: float = 60.0,
                        idempotency_key: str | None = None, poll: float = 0.1) -> Message:  # fmt: skip
         """Async twin of :meth:`request` (the polls sleep on the event loop)."""
-        return await self._arun(self._plan_request(to, content, sender, idempotency_key, timeout, poll))  # type: ignore[no-any-return]
+        return await self._arun(self._plan_request(to, content, sender, idempotency_key, timeout, poll))
 
     def send(
         self,
@@ -502,10 +502,10 @@ class Team(TeamViews, TeamRequests):
         member's ack into ready (at most ``limit``), done and held. A consumer of your own ingests
         ``ready`` in a turn whose saver carries :func:`~langgraph_handoff.teams.acks.ack_rider`, then
         calls :meth:`delete_ingested`; :class:`TeamWorker` does all of it."""
-        return self._run(plan_receive(self.saver, self.team_id, validate_name(name), limit))  # type: ignore[no-any-return]
+        return self._run(plan_receive(self.saver, self.team_id, validate_name(name), limit))
 
     async def areceive(self, name: str, *, limit: int | None = None) -> Receipt | None:
-        return await self._arun(plan_receive(self.saver, self.team_id, validate_name(name), limit))  # type: ignore[no-any-return]
+        return await self._arun(plan_receive(self.saver, self.team_id, validate_name(name), limit))
 
     def delete_ingested(self, name: str, messages: Sequence[Message]) -> None:
         """Delete messages ``name`` ingested: only ever after the checkpoint recording them (and
@@ -520,10 +520,10 @@ class Team(TeamViews, TeamRequests):
         ``seq`` order per recipient, recipients in parallel, create-only, so delivering again is
         harmless. Ids in ``outside`` are answers to outside requesters. Past the hop budget a
         message becomes an event instead. Returns how many were delivered."""
-        return self._run(self._plan_deliver(messages, outside))  # type: ignore[no-any-return]
+        return self._run(self._plan_deliver(messages, outside))
 
     async def adeliver(self, messages: Sequence[Message], *, outside: Collection[str] = ()) -> int:
-        return await self._arun(self._plan_deliver(messages, outside))  # type: ignore[no-any-return]
+        return await self._arun(self._plan_deliver(messages, outside))
 
     def _plan_deliver(
         self, messages: Sequence[Message], outside: Collection[str] = (), roster: Roster | None = None

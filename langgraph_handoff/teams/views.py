@@ -138,7 +138,7 @@ class TeamViews(TeamCore):
 
     def inbox_entries(self, name: str) -> list[InboxEntry]:
         """Every object in ``name``'s inbox with its state: pending, held or ingested."""
-        return self._run(self._inbox(name))  # type: ignore[no-any-return]
+        return self._run(self._inbox(name))
 
     async def ainbox(self, name: str, *, all: bool = False) -> list[Message]:
         return [e.message for e in await self._arun(self._inbox(name)) if all or e.state != "ingested"]
@@ -168,7 +168,7 @@ class TeamViews(TeamCore):
     def dead_letters(self) -> list[DeadLetter]:
         """Messages for members that were removed: moved to ``dead/`` by :meth:`remove`, or sent
         to the old inbox after it (a sender racing the remove). Nothing is dropped."""
-        return self._run(self._dead_letters())  # type: ignore[no-any-return]
+        return self._run(self._dead_letters())
 
     # -- status ---------------------------------------------------------------------------------------
     def status(self) -> list[MemberStatus]:

@@ -281,7 +281,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         # that: one write per object name per second).
         head, etag = yield from _plan_refresh(saver, thread_id, ns, head, etag)
     if cid is None:
-        rec, table = head.latest, head.payloads  # type: ignore[assignment]
+        rec, table = head.latest, head.payloads
         assert rec is not None
     else:
         found = yield from find_record(saver, thread_id, ns, head, cid)

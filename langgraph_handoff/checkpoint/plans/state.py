@@ -91,7 +91,7 @@ class SaverState:
     #: checkpoint TTL (``None``: threads never expire; see :mod:`langgraph_handoff.checkpoint.ttl`)
     ttl: TTLSettings | None = None
     #: seconds since the epoch, for TTL stamps and sweeps (tests inject their own)
-    _clock: Callable[[], float] = staticmethod(time.time)  # type: ignore[assignment]
+    _clock: Callable[[], float] = staticmethod(time.time)
 
     @property
     def _schema(self) -> int:
@@ -136,7 +136,7 @@ def tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def backoff(layout: Layout, attempt: int) -> float:
-    return min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5)
+    return float(min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5))
 
 
 class Vanished(Exception):

@@ -168,7 +168,7 @@ def _sweep_memo(saver: SaverState) -> dict[str, _Seen]:
     memo = saver.__dict__.get("_ttl_memo")
     if memo is None:
         memo = saver.__dict__["_ttl_memo"] = {}
-    return memo  # type: ignore[no-any-return]
+    return memo
 
 
 def _empty_head_sizes(saver: SaverState, thread_id: str, ns: str) -> tuple[int, ...]:
