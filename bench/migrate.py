@@ -91,7 +91,7 @@ def main() -> int:
     from langgraph_handoff._format import envelope
     from langgraph_handoff.inspection import verify_store
     from langgraph_handoff.stores import S3Store
-    from tests.migrate_helpers import formats, seen
+    from tests.support.migrate_helpers import formats, seen
     from tests.test_migrate import schemas, stamped
     from tests.test_migrations import v3_graph
 

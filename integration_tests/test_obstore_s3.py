@@ -29,10 +29,10 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
-from tests.race_helpers import (
+from tests.support.race_helpers import (
     race_cas,
 )
-from tests.store_contract import StoreContract
+from tests.support.store_contract import StoreContract
 from tests.test_request_counts import IN_ORDER, five_nodes
 
 pytestmark = pytest.mark.obstore

@@ -16,7 +16,7 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.inspection import verify_store
-from tests.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, fixture_into, formats, seen
+from tests.support.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, fixture_into, formats, seen
 from tests.test_migrate import _writers_during_migration, schemas, stamped
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,10 +17,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
-from tests.processes import process_context
-from tests.race_helpers import (
+from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.support.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.support.processes import process_context
+from tests.support.race_helpers import (
     check_linear_history,
     check_thread_race,
     process_racer,

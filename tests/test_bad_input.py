@@ -11,7 +11,7 @@ from langgraph_handoff import CorruptObjectError, EnvelopeVersionError, ObjectSt
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidConfigError, InvalidThreadIdError
 from langgraph_handoff.stores import StoreBase
-from tests.graph_scenarios import scenario_interrupt_resume
+from tests.support.graph_scenarios import scenario_interrupt_resume
 from tests.test_keys_and_envelope import HOSTILE
 
 

@@ -6,7 +6,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver, StaleWriterError
 from langgraph_handoff.stores import CountingStore
-from tests.saver_helpers import as_run
+from tests.support.saver_helpers import as_run
 
 
 def _cp(step: int) -> dict:

@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff._format.keys import head_key
-from tests.processes import run_main
+from tests.support.processes import run_main
 
 
 class S(TypedDict, total=False):
@@ -45,7 +45,7 @@ def populate(url: str) -> ObjectStoreSaver:
 def cli(*args: str, path: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``langgraph-handoff ARGS`` in a process of its own, as ``subprocess.run`` would, with
     ``path`` (a test's own migrations module) importable and ``env`` added to the environment
-    (:func:`tests.processes.run_main`)."""
+    (:func:`tests.support.processes.run_main`)."""
     return run_main("langgraph_handoff.cli", *args, path=path, env=env)
 
 
@@ -205,7 +205,7 @@ def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> 
     )
     assert json.loads(east.stdout)["threads"] == []  # written moments ago, whatever the local zone
 
-    from tests.graph_scenarios import with_subgraph
+    from tests.support.graph_scenarios import with_subgraph
 
     graph = with_subgraph(saver, S, "log")
     for i in range(3):
@@ -338,7 +338,7 @@ def test_verify_checks_the_format_marker(url: str, tmp_path: Path) -> None:
 def test_history_shows_each_namespace_and_limits_each_one(tmp_path: Path) -> None:
     """Found by a new user: history mixed a subgraph's checkpoints into the root's, with no
     namespace column, and --limit cut across both."""
-    from tests.graph_scenarios import with_subgraph
+    from tests.support.graph_scenarios import with_subgraph
 
     url = f"file://{tmp_path / 'store'}"
     saver = ObjectStoreSaver.from_url(url)

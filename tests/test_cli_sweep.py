@@ -11,7 +11,7 @@ import pytest
 from langgraph_handoff import LocalStore, ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff.cli import main
-from tests.sweep_helpers import cfg, chat_graph
+from tests.support.sweep_helpers import cfg, chat_graph
 
 
 def _store(tmp_path: Path) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import echo_build
+from tests.support.team_helpers import echo_build
 from tests.test_cli import cli
 from tests.test_team_building import picky_build
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
 
 
 @pytest.mark.parametrize("api", ["async", "sync"])

@@ -1,4 +1,4 @@
-"""GCSStore against a canned GCS endpoint (tests/canned_gcs.py), where every answer is chosen:
+"""GCSStore against a canned GCS endpoint (tests/support/canned_gcs.py), where every answer is chosen:
 
 * each answer to a conditional write maps to one typed error, in both APIs, and the SDK never
   sends a conditional write twice (its default retries would turn our own landed write into a
@@ -24,7 +24,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.gcs import GCSStore
-from tests.canned_gcs import GENERATION, canned_gcs
+from tests.support.canned_gcs import GENERATION, canned_gcs
 
 Seen = list[tuple[str, str, dict[str, str]]]
 

@@ -10,14 +10,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver
 from langgraph_handoff.stores import StoreBase
-from tests.graph_scenarios import (
+from tests.support.graph_scenarios import (
     ASYNC_INTERRUPTS,
     ASYNC_INTERRUPTS_REASON,
     ASYNC_SCENARIOS,
     DURABILITIES,
     SYNC_SCENARIOS,
 )
-from tests.saver_helpers import put
+from tests.support.saver_helpers import put
 
 
 @pytest.mark.parametrize("durability", DURABILITIES)

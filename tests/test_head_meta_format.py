@@ -146,7 +146,7 @@ def _write_through_the_owners(store: Any) -> None:
     from langgraph_handoff.ownership import SessionManager
     from langgraph_handoff.teams import Team, TeamWorker
     from langgraph_handoff.teams.worker import plan_count_resume
-    from tests.graph_scenarios import with_subgraph
+    from tests.support.graph_scenarios import with_subgraph
     from tests.test_migrations import V1, v1_graph
 
     clock = [1_700_000_000.0]

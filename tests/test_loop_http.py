@@ -470,7 +470,7 @@ def _run_requests(pool: HttpPool, runs: int) -> list[_Connection]:
 
 @pytest.fixture
 def threaded_ok_server() -> Any:
-    from tests.canned_s3 import canned_s3
+    from tests.support.canned_s3 import canned_s3
 
     with canned_s3() as (endpoint, _):
         yield endpoint

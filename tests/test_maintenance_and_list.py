@@ -17,9 +17,18 @@ from langgraph_handoff.errors import ThreadExistsError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.base import Get, Op
-from tests.graph_scenarios import scenario_update_and_time_travel
-from tests.migrate_helpers import cfg
-from tests.saver_helpers import Big, Doc, LostSwapAnswer, counting_graph, latest_id, one_node_graph, put, reads_whole
+from tests.support.graph_scenarios import scenario_update_and_time_travel
+from tests.support.migrate_helpers import cfg
+from tests.support.saver_helpers import (
+    Big,
+    Doc,
+    LostSwapAnswer,
+    counting_graph,
+    latest_id,
+    one_node_graph,
+    put,
+    reads_whole,
+)
 
 SEALING = Layout(head_max_records=3, head_keep=1, blob_threshold=64)
 
@@ -90,7 +99,7 @@ def test_copy_thread_is_complete_and_refuses_to_merge(store: StoreBase, layout: 
     # the copy is a working thread of its own
     from langgraph.types import Command
 
-    from tests.graph_scenarios import subgraph_with_interrupt
+    from tests.support.graph_scenarios import subgraph_with_interrupt
 
     graph = subgraph_with_interrupt().compile(checkpointer=saver)
     graph.invoke(Command(resume="on-copy"), {"configurable": {"thread_id": "dst"}})
@@ -143,7 +152,7 @@ def test_prune_keep_latest_removes_history_writes_and_orphaned_blobs(store: Stor
         t.checkpoint for t in other_before
     ]
     # and the pruned thread still resumes
-    from tests.graph_scenarios import subgraph_with_interrupt
+    from tests.support.graph_scenarios import subgraph_with_interrupt
 
     graph = subgraph_with_interrupt().compile(checkpointer=ObjectStoreSaver(store, layout=layout))
     graph.invoke({"trail": ["more"]}, {"configurable": {"thread_id": "t"}})

@@ -10,7 +10,7 @@ from langgraph_handoff.memory import E5_DIMS, E5Embeddings, ObjectStoreMemory, e
 from langgraph_handoff.routing import E5Encoder
 from langgraph_handoff.routing import e5 as e5_module
 from langgraph_handoff.stores import MemoryStore
-from tests.memory_index_helpers import cosine
+from tests.support.memory_index_helpers import cosine
 
 NS = ("users", "u1")
 MEMORIES = {

@@ -18,7 +18,7 @@ from langgraph_handoff.memory import ObjectStoreMemory, packs
 from langgraph_handoff.memory import index as index_module
 from langgraph_handoff.memory.items import unpack
 from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
-from tests.memory_index_helpers import (
+from tests.support.memory_index_helpers import (
     DIMS,
     NS,
     WordEmbeddings,
@@ -28,7 +28,7 @@ from tests.memory_index_helpers import (
     misattributed,
     race_member,
 )
-from tests.sweep_helpers import Clock
+from tests.support.sweep_helpers import Clock
 
 
 @pytest.fixture

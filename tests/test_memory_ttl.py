@@ -12,7 +12,7 @@ from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.memory import store as memory_module
 from langgraph_handoff.stores import CountingStore, MemoryStore
 from langgraph_handoff.stores.base import Put
-from tests.sweep_helpers import Clock, HookStore
+from tests.support.sweep_helpers import Clock, HookStore
 
 NS = ("users", "u1")
 

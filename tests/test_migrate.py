@@ -27,8 +27,17 @@ from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
-from tests.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, formats, is_write, old_store, seen, unpack_fixture
-from tests.saver_helpers import Big, Body, Doc, LostSwapAnswer, counting_graph
+from tests.support.migrate_helpers import (
+    FIXTURE_THREADS,
+    Tripwire,
+    cfg,
+    formats,
+    is_write,
+    old_store,
+    seen,
+    unpack_fixture,
+)
+from tests.support.saver_helpers import Big, Body, Doc, LostSwapAnswer, counting_graph
 from tests.test_cli import cli
 from tests.test_delta_channels import _extend
 from tests.test_migrations import migrations, v1_graph, v3_graph

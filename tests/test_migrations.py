@@ -18,8 +18,8 @@ from langgraph_handoff._format.keys import head_key
 from langgraph_handoff.errors import InvalidConfigError, MigrationError, SchemaVersionError
 from langgraph_handoff.migrations import SchemaMigrations, rename_channel
 from langgraph_handoff.stores import MemoryStore
-from tests.graph_scenarios import ASYNC_INTERRUPTS
-from tests.migrate_helpers import cfg
+from tests.support.graph_scenarios import ASYNC_INTERRUPTS
+from tests.support.migrate_helpers import cfg
 
 CFG = {"configurable": {"thread_id": "chat"}}
 

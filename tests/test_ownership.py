@@ -30,10 +30,10 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.ownership import SessionManager, session_note
 from langgraph_handoff.stores import MemoryStore
-from tests import graph_scenarios as scenarios
-from tests.migrate_helpers import Tripwire
-from tests.processes import process_context
-from tests.race_helpers import check_linear_history, make_store
+from tests.support import graph_scenarios as scenarios
+from tests.support.migrate_helpers import Tripwire
+from tests.support.processes import process_context
+from tests.support.race_helpers import check_linear_history, make_store
 
 
 class Clock:
@@ -66,7 +66,7 @@ def cfg(thread: str = "chat", ns: str | None = None) -> dict[str, Any]:
 
 
 def with_subgraph(saver: Any) -> Any:
-    """A graph whose node runs a subgraph (``tests.graph_scenarios.with_subgraph``) over ``S``."""
+    """A graph whose node runs a subgraph (``tests.support.graph_scenarios.with_subgraph``) over ``S``."""
     return scenarios.with_subgraph(saver, S, "steps")
 
 

@@ -14,8 +14,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_handoff import LocalStore, MemoryStore, ObjectStoreSaver, StaleWriterError
-from tests.processes import process_context
-from tests.race_helpers import (
+from tests.support.processes import process_context
+from tests.support.race_helpers import (
     BarrierSaver,
     check_linear_history,
     process_racer,

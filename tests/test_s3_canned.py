@@ -1,4 +1,4 @@
-"""Both S3 transports against a canned endpoint (tests/canned_s3.py), where every answer is chosen:
+"""Both S3 transports against a canned endpoint (tests/support/canned_s3.py), where every answer is chosen:
 
 * each answer to a conditional PUT, and to idempotent requests, maps to the same typed error on
   both transports (a real server gives these answers only by timing: RGW answers some race
@@ -24,7 +24,7 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores import ObstoreS3Store, S3Store
 from langgraph_handoff.stores.s3_compat import default_headers
-from tests.canned_s3 import canned_s3
+from tests.support.canned_s3 import canned_s3
 
 #: boto3; obstore with its async API on the event loop (the default); obstore through its pool
 TRANSPORTS = [

@@ -251,7 +251,7 @@ async def test_a_non_ascii_header_value_is_sent_the_same_by_every_transport() ->
     UTF-8, sent as latin-1: 403 SignatureDoesNotMatch, reported as a credentials problem), and
     ``☃`` raised a bare UnicodeEncodeError. boto3 and obstore send UTF-8; the loop client too."""
     from langgraph_handoff.stores.s3 import S3Store
-    from tests.canned_s3 import canned_s3
+    from tests.support.canned_s3 import canned_s3
 
     value = "café ☃"
     with canned_s3() as (endpoint, seen):

@@ -15,7 +15,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver
 from langgraph_handoff._format import envelope
-from tests.graph_scenarios import scenario_interrupt_resume, subgraph_with_interrupt
+from tests.support.graph_scenarios import scenario_interrupt_resume, subgraph_with_interrupt
 
 KEY = b"0123456789abcdef0123456789abcdef"
 

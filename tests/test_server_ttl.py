@@ -14,7 +14,7 @@ from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.server import ServerSettings, checkpointer, store
-from tests.sweep_helpers import cfg, chat_graph
+from tests.support.sweep_helpers import cfg, chat_graph
 
 
 def test_our_variables_win_over_the_servers_config() -> None:

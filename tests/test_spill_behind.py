@@ -15,8 +15,8 @@ from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
-from tests.migrate_helpers import Tripwire, cfg
-from tests.saver_helpers import Big, Body, counting_graph, reads_whole
+from tests.support.migrate_helpers import Tripwire, cfg
+from tests.support.saver_helpers import Big, Body, counting_graph, reads_whole
 
 VALUE = 64 * 1024  # above the 32 KiB spill threshold, below the 1 MiB blob threshold
 
@@ -132,7 +132,7 @@ def test_another_process_never_references_a_blob_it_did_not_see_written() -> Non
 def test_large_state_graph_matches_inmemory(api: str, store: StoreBase) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from tests.graph_scenarios import SYNC_SCENARIOS
+    from tests.support.graph_scenarios import SYNC_SCENARIOS
 
     layout = Layout(spill_threshold=64)  # every non-trivial value spills
     for name, run in SYNC_SCENARIOS.items():

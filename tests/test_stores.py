@@ -13,8 +13,8 @@ import pytest
 
 from langgraph_handoff.errors import PreconditionFailedError
 from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore, StoreBase
-from tests.processes import process_context
-from tests.store_contract import StoreContract
+from tests.support.processes import process_context
+from tests.support.store_contract import StoreContract
 
 
 class TestOfflineStores(StoreContract):

@@ -29,7 +29,7 @@ import pytest
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import StoreUnavailableError, ThreadExpiredError
 from langgraph_handoff.stores import CountingStore, MemoryStore, StoreBase
-from tests.sweep_helpers import SCENARIOS, TTL, Clock, HookStore, cfg, chat_graph, is_delete, no_problems
+from tests.support.sweep_helpers import SCENARIOS, TTL, Clock, HookStore, cfg, chat_graph, is_delete, no_problems
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

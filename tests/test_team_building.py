@@ -23,8 +23,8 @@ from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.teams import Conversation, Team, TeamState, TeamWorker
 from langgraph_handoff.teams.worker import DEFAULT_CAPACITY
 from langgraph_handoff.testing import ScriptedChatModel, assert_valid_history, tool_call
-from tests.team_harness import FunctionChatModel, InterceptingStore, _incoming
-from tests.team_helpers import Clock, echo_build, react_graph
+from tests.support.team_harness import FunctionChatModel, InterceptingStore, _incoming
+from tests.support.team_helpers import Clock, echo_build, react_graph
 
 
 def make_team(store: StoreBase | None = None, **kw: Any) -> Team:

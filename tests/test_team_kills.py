@@ -17,7 +17,7 @@ import pytest
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import LocalStore
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_harness import (
+from tests.support.team_harness import (
     KILLED,
     MATES,
     DyingStore,

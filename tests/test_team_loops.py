@@ -18,8 +18,8 @@ from langgraph_handoff.teams import HopBudgetExceeded, Team, TeamWorker
 from langgraph_handoff.teams.chains import DEFAULT_MAX_HOPS
 from langgraph_handoff.teams.model import Message, decode_message
 from langgraph_handoff.teams.outbox import outbox_reducer
-from tests.team_harness import FunctionChatModel, _incoming
-from tests.team_helpers import echo_build, ingested, react_graph
+from tests.support.team_harness import FunctionChatModel, _incoming
+from tests.support.team_helpers import echo_build, ingested, react_graph
 
 
 def make_team(**kw: Any) -> Team:

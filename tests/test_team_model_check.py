@@ -32,8 +32,8 @@ from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
 from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.teams import Team, TeamWorker
 from langgraph_handoff.teams.acks import ack_rider
-from tests.team_harness import InterceptingStore
-from tests.team_helpers import Clock, echo_build, ingested
+from tests.support.team_harness import InterceptingStore
+from tests.support.team_helpers import Clock, echo_build, ingested
 
 
 class Crash(BaseException):

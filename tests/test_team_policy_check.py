@@ -36,8 +36,8 @@ from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import HopBudgetExceededError
 from langgraph_handoff.stores import MemoryStore
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_harness import FunctionChatModel, _incoming
-from tests.team_helpers import ingested, react_graph
+from tests.support.team_harness import FunctionChatModel, _incoming
+from tests.support.team_helpers import ingested, react_graph
 
 MEMBERS = ("lead", "m1", "m2", "m3")
 ACTIONS = ("answer", "print", "new", "broadcast", "follow_up")

@@ -27,7 +27,7 @@ from langgraph_handoff.teams import Team, TeamState, TeamWorker
 from langgraph_handoff.teams.acks import AckState, ack_rider
 from langgraph_handoff.teams.outbox import outbox_reducer
 from langgraph_handoff.testing import tool_call
-from tests.team_helpers import (
+from tests.support.team_helpers import (
     Clock,
     agent_build,
     boom_build,

@@ -1,5 +1,5 @@
 """Checkpoint TTL: stamps, request costs, the sweep's decisions and outcomes, the background
-sweeper. Time is an injected clock (tests.sweep_helpers.Clock); nothing waits for a TTL."""
+sweeper. Time is an injected clock (tests.support.sweep_helpers.Clock); nothing waits for a TTL."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.ttl import BackgroundSweeper, TTLSettings
 from langgraph_handoff.errors import InvalidConfigError, ThreadExpiredError
 from langgraph_handoff.stores import CountingStore
-from tests.sweep_helpers import TTL, Clock, HookStore, cfg, chat_graph, history_ids, is_delete, messages
+from tests.support.sweep_helpers import TTL, Clock, HookStore, cfg, chat_graph, history_ids, is_delete, messages
 from tests.test_request_counts import five_nodes
 
 #: the key of the TTL stamp in a head's stored metadata
@@ -170,7 +170,7 @@ def test_a_stamp_carries_the_ttl_it_was_written_with() -> None:
 
 
 def test_a_subgraph_writing_keeps_the_thread_alive() -> None:
-    from tests.sweep_helpers import _checkpoint
+    from tests.support.sweep_helpers import _checkpoint
 
     clock = Clock()
     saver = ObjectStoreSaver(MemoryStore(), ttl=TTL, clock=clock)
@@ -392,7 +392,7 @@ def test_keep_latest_is_stopped_by_a_refresh_after_the_decision() -> None:
     """Found by review: a keep_latest sweep went on pruning after a refresh_on_read re-stamped the
     head between its decision and its rewrite (only a new checkpoint stopped it), unlike the
     delete strategy. The prune now sticks only on the head version it decided on."""
-    from tests.sweep_helpers import is_cas
+    from tests.support.sweep_helpers import is_cas
 
     clock = Clock()
     inner = MemoryStore()

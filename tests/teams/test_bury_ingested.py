@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock, ingested_ids
+from tests.support.team_helpers import Clock, ingested_ids
 
 
 def test_a_message_ingested_before_the_remove_is_not_a_dead_letter():

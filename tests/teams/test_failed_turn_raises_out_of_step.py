@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock, echo_build, ingested_ids
+from tests.support.team_helpers import Clock, echo_build, ingested_ids
 
 
 def test_a_failing_member_removed_meanwhile_does_not_abort_the_step():

@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, ingested_ids
+from tests.support.team_helpers import Clock, ingested_ids
 
 
 class Notes(TypedDict, total=False):

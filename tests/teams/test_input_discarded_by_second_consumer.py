@@ -20,8 +20,8 @@ from langgraph_handoff._format import keys
 from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
 from langgraph_handoff.teams import Team
 from langgraph_handoff.teams.acks import ack_rider
-from tests.team_harness import InterceptingStore
-from tests.team_helpers import echo_build, ingested_ids
+from tests.support.team_harness import InterceptingStore
+from tests.support.team_helpers import echo_build, ingested_ids
 
 WAIT = 30.0  # a bound on the waits below (they are released by the other thread, never by time)
 

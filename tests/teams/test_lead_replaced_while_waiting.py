@@ -8,7 +8,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, ask_build
+from tests.support.team_helpers import Clock, ask_build
 
 
 def test_a_new_lead_is_asked_for_the_pending_approval():

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock, echo_build, ingested
+from tests.support.team_helpers import Clock, echo_build, ingested
 
 
 class FanState(TeamState):

@@ -12,7 +12,7 @@ from langgraph.types import interrupt
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock, conversation, echo_build
+from tests.support.team_helpers import Clock, conversation, echo_build
 
 
 def ask_build(checkpointer: Any, member: Any = None) -> Any:

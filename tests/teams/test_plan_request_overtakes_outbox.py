@@ -14,7 +14,7 @@ from langgraph.types import interrupt
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
 from langgraph_handoff.teams.model import message_id
-from tests.team_helpers import echo_build, ingested
+from tests.support.team_helpers import echo_build, ingested
 
 
 class Clock:

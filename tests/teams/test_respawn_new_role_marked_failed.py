@@ -9,7 +9,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, echo_build, ingested_ids
+from tests.support.team_helpers import Clock, echo_build, ingested_ids
 
 
 def test_a_member_respawned_with_a_role_this_worker_lacks_goes_to_a_worker_that_has_it():

@@ -8,7 +8,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, boom_build, echo_build, ingested
+from tests.support.team_helpers import Clock, boom_build, echo_build, ingested
 
 
 def test_the_lead_is_told_about_every_failure():

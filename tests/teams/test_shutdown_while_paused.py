@@ -8,7 +8,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, ask_build, ingested_ids
+from tests.support.team_helpers import Clock, ask_build, ingested_ids
 
 
 def test_a_paused_member_does_not_claim_shutdown_with_messages_sent_before_unread():

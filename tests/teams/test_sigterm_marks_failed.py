@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock, echo_build
+from tests.support.team_helpers import Clock, echo_build
 
 
 def sigterm_build(checkpointer: Any, member: Any = None) -> Any:

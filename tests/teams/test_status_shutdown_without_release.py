@@ -9,7 +9,7 @@ Found by an adversarial review of the first teams code (2026-11-30); failed on c
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.team_helpers import Clock, echo_build
+from tests.support.team_helpers import Clock, echo_build
 
 
 def test_a_dead_workers_member_with_a_pending_shutdown_request_is_not_reported_shut_down():

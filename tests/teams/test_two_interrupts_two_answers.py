@@ -14,7 +14,7 @@ from langgraph.types import interrupt
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamState, TeamWorker
-from tests.team_helpers import Clock
+from tests.support.team_helpers import Clock
 
 
 class TwoState(TeamState):

@@ -28,7 +28,7 @@ from langgraph_handoff.errors import StoreUnavailableError, ThreadExpiredError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import DeleteMany, Op, Put
-from tests.saver_helpers import as_run
+from tests.support.saver_helpers import as_run
 
 TTL = {"default_ttl": 60}
 

@@ -30,9 +30,9 @@ PRELOAD = [
     "langgraph_handoff",
     "langgraph_handoff.cli",
     "langgraph.graph",
-    "tests.race_helpers",
-    "tests.team_harness",
-    "tests.chaos_harness",
+    "tests.support.race_helpers",
+    "tests.support.team_harness",
+    "tests.support.chaos_harness",
 ]
 
 

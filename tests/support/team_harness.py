@@ -45,8 +45,8 @@ from langgraph_handoff.stores.base import ListResult, StoredObject
 from langgraph_handoff.teams import Team, TeamState, TeamWorker, team_tools
 from langgraph_handoff.teams.model import message_id
 from langgraph_handoff.testing import ScriptedChatModel
-from tests.processes import Forked
-from tests.team_helpers import react_graph
+from tests.support.processes import Forked
+from tests.support.team_helpers import react_graph
 
 KILLED = 137
 MATES = ("m1", "m2", "m3", "m4")
@@ -370,11 +370,11 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def spawn_worker(cfg: ChaosConfig, owner: str, seed: int) -> Forked:
-    """A worker process (forked, not a new interpreter: see tests/processes.py)."""
+    """A worker process (forked, not a new interpreter: see tests/support/processes.py)."""
     args = ["worker", "--store", json.dumps(cfg.store),
            "--logdir", str(cfg.logdir), "--owner", owner, "--seed", str(seed), "--team", cfg.team_id,
            "--rounds", str(cfg.rounds), "--ttl", str(cfg.ttl), "--p-die", str(cfg.p_die)]  # fmt: skip
-    return Forked("tests.team_harness", args, stderr=cfg.logdir / f"{owner}.err")
+    return Forked("tests.support.team_harness", args, stderr=cfg.logdir / f"{owner}.err")
 
 
 def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
@@ -529,7 +529,7 @@ def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed
 
     from langgraph_handoff.errors import MessageIngestedError, StaleWriterError
     from langgraph_handoff.teams.acks import ack_rider
-    from tests.team_helpers import echo_build
+    from tests.support.team_helpers import echo_build
 
     rng = random.Random(seed)
     saver = ObjectStoreSaver(make_store(spec))

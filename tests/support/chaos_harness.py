@@ -40,7 +40,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import ConflictError, LeaseHeldError, OwnershipLostError, StaleWriterError, StoreError
 from langgraph_handoff.ownership import SessionManager, SessionWorker
-from tests.processes import Forked
+from tests.support.processes import Forked
 
 # -- the fsynced ledger ---------------------------------------------------------------------------------------
 
@@ -198,7 +198,7 @@ def transcript(messages: list[Any]) -> list[tuple[str, str]]:
 
 
 def make_saver(spec: dict[str, Any], logdir: Path, chaos: Chaos) -> ChaosSaver:
-    from tests.race_helpers import make_store
+    from tests.support.race_helpers import make_store
 
     saver = ChaosSaver(make_store(spec))
     saver.logdir, saver.chaos = logdir, chaos
@@ -331,7 +331,7 @@ class RunConfig:
 
 
 def spawn(cfg: RunConfig, owner: str, seed: int) -> Forked:
-    """A worker process (forked, not a new interpreter: see tests/processes.py)."""
+    """A worker process (forked, not a new interpreter: see tests/support/processes.py)."""
     args = [
         "worker",
         "--store",
@@ -361,7 +361,7 @@ def spawn(cfg: RunConfig, owner: str, seed: int) -> Forked:
         "--per-worker",
         str(cfg.per_worker),
     ]
-    return Forked("tests.chaos_harness", args, stderr=cfg.logdir / f"{owner}.err")
+    return Forked("tests.support.chaos_harness", args, stderr=cfg.logdir / f"{owner}.err")
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
@@ -415,7 +415,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
 
 def check(cfg: RunConfig, outcome: dict[str, Any]) -> dict[str, Any]:
     """Read the store and the ledger; return the figures and every violation found."""
-    from tests.race_helpers import make_store
+    from tests.support.race_helpers import make_store
 
     saver = ObjectStoreSaver(make_store(cfg.store))
     logdir = cfg.logdir

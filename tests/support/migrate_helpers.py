@@ -14,7 +14,7 @@ from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Delete, DeleteMany, Op, Put
 from langgraph_handoff.stores.counting import CountingStore
 
-FIXTURE = Path(__file__).parent / "fixtures" / "format1_store.tar.gz"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "format1_store.tar.gz"
 #: threads in the fixture (see tests/fixtures/make_format1_store.py)
 FIXTURE_THREADS = ["chat-0", "chat-1", "chat-2", "long", "nested", "pending", "waiting"]
 
