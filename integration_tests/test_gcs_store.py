@@ -2,7 +2,7 @@
 scripts/test: the store contract, conformance, graph runs equal to InMemorySaver, raw
 compare-and-swap races from threads and from processes (one winner every round), the saver's
 thread races, listing from a key, ``setup()`` and ``doctor``. The error mapping of every answer to
-a conditional write is in ``tests/test_gcs_canned.py`` (a canned endpoint)."""
+a conditional write is in ``tests/stores/test_gcs_canned.py`` (a canned endpoint)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
+from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes
 from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
 from tests.support.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
 from tests.support.processes import process_context
@@ -27,7 +28,6 @@ from tests.support.race_helpers import (
     race_once,
     winner_messages,
 )
-from tests.test_request_counts import IN_ORDER, five_nodes
 
 #: "obstore": its async API on the event loop (the default); "obstore-threads": through its pool
 MAKERS = {

@@ -5,7 +5,7 @@ travel, parallel tasks, Send fan-out, a failing node and its retry) and returns 
 results, state snapshots and history, normalised so that two savers can be compared (checkpoint
 ids and interrupt ids differ between runs; values, ``next`` and the shape of history must not).
 
-Used by tests/test_graphs.py (memory and local stores) and integration_tests (S3).
+Used by tests/checkpoint/test_graphs.py (memory and local stores) and integration_tests (S3).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The memory index's test embedder and its race, written once and run on the offline stores
-(tests/test_memory_index.py, threads) and on the real S3 server
+(tests/memory/test_memory_index.py, threads) and on the real S3 server
 (integration_tests/test_s3_memory_index.py, processes).
 
 The embedder is a hashed bag of words: cheap, deterministic in every process, and different texts

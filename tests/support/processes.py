@@ -97,7 +97,7 @@ def run_main(
     returns, from a :class:`Forked` process: the command-line tests run the command about 50
     times, and a new interpreter spends about a second of CPU importing before it parses its
     arguments. The command still runs in a process of its own (its exit code, output, signals
-    and module state are its own); ``tests/test_cli.py`` keeps one run through the interpreter."""
+    and module state are its own); ``tests/cli/test_cli.py`` keeps one run through the interpreter."""
     with tempfile.TemporaryDirectory(prefix="lgh-forked-") as tmp:
         out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
         # this process's environment now, as subprocess.run would pass it, not the server's

@@ -1,6 +1,6 @@
 """The object-store contract, written once and run against every store.
 
-``tests/test_stores.py`` runs it on MemoryStore and LocalStore; ``integration_tests`` run it on
+``tests/stores/test_stores.py`` runs it on MemoryStore and LocalStore; ``integration_tests`` run it on
 S3Store against the real server. A store that passes can carry the saver.
 """
 

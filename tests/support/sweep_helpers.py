@@ -1,4 +1,4 @@
-"""TTL sweep races, written once and run on the memory store (tests/test_sweep_races.py) and on
+"""TTL sweep races, written once and run on the memory store (tests/checkpoint/test_sweep_races.py) and on
 the real S3 server (integration_tests/test_s3_sweep.py).
 
 Each scenario races a real writer against the sweeper at one exact point, with no sleeps and no

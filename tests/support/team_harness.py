@@ -1,7 +1,7 @@
 """Agent-team harness: a lead delegating to teammates on worker processes that get killed, the
 raw mailbox protocol raced by duplicate consumers, and the checks run on the store afterwards.
 
-Used by ``tests/test_team_kills.py`` (deterministic kill points, local store),
+Used by ``tests/teams/test_team_kills.py`` (deterministic kill points, local store),
 ``integration_tests/test_s3_teams.py`` (the concurrency matrix and chaos on Ceph RGW) and
 ``bench/teams.py`` (the figures in the README).
 

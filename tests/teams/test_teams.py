@@ -679,7 +679,7 @@ def test_ownership_lost_is_typed() -> None:
 def test_team_cli_status_inbox_send_dead(tmp_path: Any) -> None:
     import json
 
-    from tests.test_cli import cli
+    from tests.cli.test_cli import cli
 
     url = f"file://{tmp_path / 'store'}"
     team = Team(ObjectStoreSaver.from_url(url), "crew")

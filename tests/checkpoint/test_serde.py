@@ -97,7 +97,7 @@ def test_with_allowlist_copy_shares_store_and_cache() -> None:
     """An explicit (strict) allowlist makes with_allowlist return a shallow copy with a new serde;
     the copy must keep using the same store, head cache and layout."""
     saver = ObjectStoreSaver(MemoryStore(), serde=JsonPlusSerializer(allowed_msgpack_modules=[("os", "PathLike")]))
-    clone = saver.with_allowlist([("tests.test_serde", "CountingSerde")])
+    clone = saver.with_allowlist([("tests.checkpoint.test_serde", "CountingSerde")])
     assert clone is not saver and clone.serde is not saver.serde
     assert clone.store is saver.store and clone._cache is saver._cache and clone.layout is saver.layout
     cfg = clone.put(

@@ -29,7 +29,7 @@ from langgraph_handoff._format import envelope, records
 from langgraph_handoff._format.head_meta import KEY_ORDER
 from langgraph_handoff.stores import LocalStore
 
-FIXTURE = Path(__file__).parent / "fixtures" / "head_meta_heads.tar.gz"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "head_meta_heads.tar.gz"
 _RECORD_KEYS = {"t", "n", "r", "x", "s", "u"}
 
 
@@ -146,8 +146,8 @@ def _write_through_the_owners(store: Any) -> None:
     from langgraph_handoff.ownership import SessionManager
     from langgraph_handoff.teams import Team, TeamWorker
     from langgraph_handoff.teams.worker import plan_count_resume
+    from tests.checkpoint.test_migrations import V1, v1_graph
     from tests.support.graph_scenarios import with_subgraph
-    from tests.test_migrations import V1, v1_graph
 
     clock = [1_700_000_000.0]
     plain = ObjectStoreSaver(store)

@@ -14,7 +14,7 @@ from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import E5Embeddings
 from langgraph_handoff.server import ServerSettings, store
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent_server"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_server"
 
 
 def env(index: Any, name: str) -> dict[str, str]:

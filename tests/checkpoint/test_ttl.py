@@ -14,8 +14,8 @@ from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.ttl import BackgroundSweeper, TTLSettings
 from langgraph_handoff.errors import InvalidConfigError, ThreadExpiredError
 from langgraph_handoff.stores import CountingStore
+from tests.checkpoint.test_request_counts import five_nodes
 from tests.support.sweep_helpers import TTL, Clock, HookStore, cfg, chat_graph, history_ids, is_delete, messages
-from tests.test_request_counts import five_nodes
 
 #: the key of the TTL stamp in a head's stored metadata
 TTL_KEY = "ttl"

@@ -23,8 +23,8 @@ from langgraph_handoff.errors import UnsafeStoreError
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.probe import PROBE_PREFIX
 from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore
-from tests.test_probe import IgnoresConditions
-from tests.test_request_counts import IN_ORDER, five_nodes
+from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes
+from tests.stores.test_probe import IgnoresConditions
 
 
 class Remote(MemoryStore):
@@ -42,7 +42,7 @@ class UnsafeRemote(IgnoresConditions):
 
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}
-#: the five-node invoke on a warm, probed store (tests/test_request_counts.py)
+#: the five-node invoke on a warm, probed store (tests/checkpoint/test_request_counts.py)
 INVOKE = {"GET": 1, "LIST": 1, "PUT": 13}
 #: what the probe adds before the first write on a store never set up: GET marker; 2 create-only
 #: PUTs, GET, 2 If-Match PUTs, DELETE on a scratch key; create-only PUT of the marker

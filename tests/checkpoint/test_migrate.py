@@ -27,6 +27,9 @@ from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
+from tests.checkpoint.test_delta_channels import _extend
+from tests.checkpoint.test_migrations import migrations, v1_graph, v3_graph
+from tests.cli.test_cli import cli
 from tests.support.migrate_helpers import (
     FIXTURE_THREADS,
     Tripwire,
@@ -38,11 +41,8 @@ from tests.support.migrate_helpers import (
     unpack_fixture,
 )
 from tests.support.saver_helpers import Big, Body, Doc, LostSwapAnswer, counting_graph
-from tests.test_cli import cli
-from tests.test_delta_channels import _extend
-from tests.test_migrations import migrations, v1_graph, v3_graph
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stamped() -> SchemaMigrations:
@@ -58,7 +58,7 @@ def stamped() -> SchemaMigrations:
     return m
 
 
-#: for the CLI tests: ``--migrations tests.test_migrate:MIGRATIONS``
+#: for the CLI tests: ``--migrations tests.checkpoint.test_migrate:MIGRATIONS``
 MIGRATIONS = stamped()
 BROKEN = migrations(1)
 
@@ -221,7 +221,7 @@ def test_lazy_reads_return_what_migrate_stores() -> None:
 
 
 def test_migrate_keeps_writes_of_a_new_channel_named_like_an_old_renamed_one() -> None:
-    from tests.test_migrations import renamed_then_reused
+    from tests.checkpoint.test_migrations import renamed_then_reused
 
     saver, config, m = renamed_then_reused()
     assert saver.migrate_thread("t").status == "migrated"
@@ -236,7 +236,7 @@ from typing_extensions import TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.stores import LocalStore
-from tests.test_migrations import migrations
+from tests.checkpoint.test_migrations import migrations
 
 class S(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
@@ -498,7 +498,7 @@ def test_a_lost_pass_keeps_a_large_value_a_surviving_checkpoint_still_uses() -> 
     from langgraph.graph import END, START, StateGraph
 
     from langgraph_handoff.errors import LangGraphHandoffError
-    from tests.test_migrations import V1
+    from tests.checkpoint.test_migrations import V1
 
     layout = Layout(blob_threshold=256)
     store = MemoryStore()
@@ -653,7 +653,7 @@ def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:
     store = unpack_fixture(tmp_path / "store")
     url = f"file://{tmp_path / 'store'}"
     objects = {i.key: i.etag for i in store.list("")}
-    dry = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--dry-run", "--json")
+    dry = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     lines = [json.loads(x) for x in dry.stdout.splitlines()]
     assert {r["thread_id"] for r in lines[:-1]} == set(FIXTURE_THREADS)
@@ -661,12 +661,14 @@ def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:
     assert (summary["scanned"], summary["migrated"], summary["failed"], summary["dry_run"]) == (7, 7, 0, True)
     assert {i.key: i.etag for i in store.list("")} == objects  # a dry run writes nothing
 
-    one = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--thread", "chat-1", "--json")
+    one = cli(
+        "migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--thread", "chat-1", "--json"
+    )
     assert json.loads(one.stdout.splitlines()[-1])["summary"]["migrated"] == 1
-    text = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--concurrency", "3")
+    text = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--concurrency", "3")
     assert text.returncode == 0, text.stderr
     assert "migrated" in text.stdout and "already current" in text.stdout and "│       7 │" in text.stdout
-    rerun = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--json")
+    rerun = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--json")
     summary = json.loads(rerun.stdout.splitlines()[-1])["summary"]
     assert (summary["migrated"], summary["current"]) == (0, 7)
     marker = store.get("meta/format")
@@ -677,13 +679,13 @@ def test_cli_migrate_dry_run_run_rerun_and_failures(tmp_path: Path) -> None:
 def test_cli_migrate_reports_failed_threads_and_exits_1(tmp_path: Path) -> None:
     unpack_fixture(tmp_path / "store")
     url = f"file://{tmp_path / 'store'}"
-    out = cli("migrate", url, "--migrations", "tests.test_migrate:BROKEN", "--json")
+    out = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:BROKEN", "--json")
     assert out.returncode == 1
     rows = {r["thread_id"]: r for r in map(json.loads, out.stdout.splitlines()[:-1])}
     assert rows["long"]["status"] == "failed" and "no turns allowed" in rows["long"]["error"]
     assert json.loads(out.stdout.splitlines()[-1])["summary"]["failed"] == 1
     assert rows["chat-0"]["status"] == "migrated"
-    text = cli("migrate", url, "--migrations", "tests.test_migrate:BROKEN")
+    text = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:BROKEN")
     assert text.returncode == 1 and "failed long: MigrationError" in " ".join(text.stderr.split())
     assert cli("migrate", url, "--thread", "", "--json").returncode == 2  # an invalid thread id
     assert cli("migrate", url, "--concurrency", "0").returncode == 2
@@ -720,10 +722,12 @@ def test_cli_refuses_a_missing_directory_and_reports_unknown_threads(tmp_path: P
     assert out.returncode == 2 and "no store at" in out.stderr and not missing.exists()
     unpack_fixture(tmp_path / "store")
     url = f"file://{tmp_path / 'store'}"
-    typo = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--thread", "chat-9", "--json")
+    typo = cli(
+        "migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--thread", "chat-9", "--json"
+    )
     rows = [json.loads(x) for x in typo.stdout.splitlines()]
     assert typo.returncode == 1 and rows[0]["status"] == "not found" and rows[-1]["summary"]["not_found"] == 1
-    twice = cli("migrate", url, "--migrations", "tests.test_migrate:MIGRATIONS", "--thread", "chat-0",
+    twice = cli("migrate", url, "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS", "--thread", "chat-0",
                 "--thread", "chat-0", "--json")  # fmt: skip
     summary = json.loads(twice.stdout.splitlines()[-1])["summary"]
     assert twice.returncode == 0 and (summary["scanned"], summary["migrated"]) == (1, 1)
@@ -864,7 +868,7 @@ def test_a_deltachannel_thread_reads_again_once_migrated(store: StoreBase) -> No
     the thread reads exactly as LangGraph's own saver would have it."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from tests.test_delta_channels import _run, delta_graph
+    from tests.checkpoint.test_delta_channels import _run, delta_graph
 
     expected = _run(InMemorySaver())
     _run(ObjectStoreSaver(store))

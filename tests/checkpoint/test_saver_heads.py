@@ -20,7 +20,7 @@ from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.plans import Layout
 from langgraph_handoff.errors import ConflictError, CorruptObjectError, UnknownOutcomeError
 from langgraph_handoff.stores import CountingStore
-from tests.test_trust import Remote
+from tests.checkpoint.test_trust import Remote
 
 CP = {"v": 4, "ts": "2024-01-01T00:00:00+00:00", "channel_values": {"x": 1}, "channel_versions": {"x": 1},
       "versions_seen": {}}  # fmt: skip

@@ -243,7 +243,7 @@ def test_emptied_namespace_reads_as_empty_and_accepts_a_new_lineage(store: Store
 
 def test_state_history_after_many_steps_equals_inmemory(store: StoreBase) -> None:
     """A long thread crosses many sealed segments; history and state stay exact."""
-    from tests.test_request_counts import five_nodes
+    from tests.checkpoint.test_request_counts import five_nodes
 
     def run(saver: Any) -> Any:
         graph = five_nodes().compile(checkpointer=saver)

@@ -22,7 +22,7 @@ from langgraph_handoff.errors import ConflictError, LeaseHeldError, OwnershipLos
 from langgraph_handoff.ownership import SessionManager, SessionWorker, WorkerStoppingError
 from langgraph_handoff.stores import MemoryStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Clock:
@@ -178,7 +178,7 @@ def test_sigterm_hands_over_and_exits(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from tests.test_ownership_worker import linear
+        from tests.ownership.test_ownership_worker import linear
         from langgraph_handoff import ObjectStoreSaver
         from langgraph_handoff.ownership import SessionManager, SessionWorker
         worker = SessionWorker(SessionManager(ObjectStoreSaver.from_url("file://{store}")), "w1", linear, ttl=60)

@@ -153,7 +153,7 @@ def test_the_support_desk_demo_routes_with_the_recommended_encoder(capsys: pytes
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "support_desk.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "support_desk.py"
     spec = importlib.util.spec_from_file_location("support_desk_demo", path)
     assert spec is not None and spec.loader is not None
     demo = importlib.util.module_from_spec(spec)

@@ -1,6 +1,6 @@
 """Every team conversation ends, whatever the agents do: a randomized check of agent policies.
 
-Beside the protocol's model check (``tests/test_team_model_check.py``, which proves messages are
+Beside the protocol's model check (``tests/teams/test_team_model_check.py``, which proves messages are
 ingested exactly once under crashes), this one checks what the *agents* can make of the protocol.
 Each seed builds a team of ``N`` members whose scripted agents pick, for every message they
 ingest, one of: answer it (``send_message`` to the sender with ``reply_to``), only print (their

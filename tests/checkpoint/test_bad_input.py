@@ -11,8 +11,8 @@ from langgraph_handoff import CorruptObjectError, EnvelopeVersionError, ObjectSt
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff.errors import InvalidCheckpointIdError, InvalidConfigError, InvalidThreadIdError
 from langgraph_handoff.stores import StoreBase
+from tests.format.test_keys_and_envelope import HOSTILE
 from tests.support.graph_scenarios import scenario_interrupt_resume
-from tests.test_keys_and_envelope import HOSTILE
 
 
 def _cp(step: int = 0, **values: object) -> dict:
@@ -215,7 +215,7 @@ BAD_COMMANDS = [
 
 @pytest.fixture(scope="module")
 def cli_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, bytes]]:
-    from tests.test_cli import populate
+    from tests.cli.test_cli import populate
 
     root = tmp_path_factory.mktemp("bad-cli") / "store"
     populate(f"file://{root}")
@@ -235,7 +235,7 @@ def _files(root: object) -> dict[str, bytes]:
 def test_bad_command_lines_exit_2_with_a_message_and_change_nothing(
     args: tuple[str, ...], cli_store: tuple[str, dict[str, bytes]]
 ) -> None:
-    from tests.test_cli import cli
+    from tests.cli.test_cli import cli
 
     url, files = cli_store
     out = cli(*(a.replace("{url}", url) for a in args))

@@ -16,7 +16,7 @@ from langgraph_handoff.routing import (
     SemanticRouter,
     evaluate,
 )
-from tests.test_routing import ROUTES
+from tests.routing.test_routing import ROUTES
 
 
 def test_top_k_scores_a_route_by_the_mean_of_its_k_best_examples() -> None:

@@ -1,6 +1,6 @@
 """Team conversations always end (``teams.chains``): an answer is not answered automatically,
 and every conversation has a hop budget whose breach is a typed event for the lead and for an
-outside requester. The randomized check of many agent policies is ``tests/test_team_policy_check.py``."""
+outside requester. The randomized check of many agent policies is ``tests/teams/test_team_policy_check.py``."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ import pytest
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
+from tests.cli.test_cli import cli
 from tests.support.team_helpers import echo_build
-from tests.test_cli import cli
-from tests.test_team_building import picky_build
+from tests.teams.test_team_building import picky_build
 
 
 @pytest.mark.heavy

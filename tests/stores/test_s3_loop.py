@@ -16,7 +16,7 @@ from langgraph_handoff.stores.obstore_s3 import BotoCredentials, ObstoreS3Store
 from langgraph_handoff.stores.s3_compat import EtagQuoting
 from langgraph_handoff.stores.s3_loop import LoopS3, StaticKeys, parse_list, proxy_applies
 from langgraph_handoff.stores.sigv4 import Keys
-from tests.test_loop_http import Scripted, answer
+from tests.stores.test_loop_http import Scripted, answer
 
 # -- 6. listing: an unexpected document reads as an empty listing ---------------------------------
 

@@ -5,7 +5,7 @@ still be deleted, without reading it.
 Found by a new user: one truncated head made ``threads`` and ``prune --all`` fail for every
 thread, ``delete_thread`` failed on it with the very error that said to delete the thread, and a
 README dropped into ``heads/`` broke ``verify``, ``sweep`` and ``migrate`` with a message about a
-bad key. The command-line side is in ``tests/test_cli.py``.
+bad key. The command-line side is in ``tests/cli/test_cli.py``.
 """
 
 from __future__ import annotations
