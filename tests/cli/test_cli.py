@@ -177,7 +177,7 @@ def test_bad_input_exits_2(url: str) -> None:
 
 
 @pytest.mark.heavy
-def test_review_fixes_source_timezones_counts_and_migrations(tmp_path: Path) -> None:
+def test_commands_handle_a_missing_source_east_of_utc_nested_counts_and_schemas(tmp_path: Path) -> None:
     """Fourth review round: history without metadata.source, --older-than east of UTC, the
     keep-latest dry-run count with subgraphs, and threads written with migrations."""
     from langgraph.checkpoint.base.id import uuid6

@@ -17,7 +17,7 @@ def snap(store):
     return out
 
 
-def test_idle_poll_with_a_member_served_by_another_worker():
+def test_an_idle_poll_is_two_requests_with_a_member_served_by_another_worker():
     store = CountingStore(MemoryStore())
     team = Team(ObjectStoreSaver(store), "t", clock=Clock())
     team.spawn("lead", role="echo")
@@ -32,7 +32,7 @@ def test_idle_poll_with_a_member_served_by_another_worker():
     assert snap(store) == {"GET": 1, "LIST": 1, "round_trips": 2}
 
 
-def test_idle_poll_with_a_member_that_shut_down():
+def test_an_idle_poll_is_two_requests_with_a_member_that_shut_down():
     store = CountingStore(MemoryStore())
     team = Team(ObjectStoreSaver(store), "t", clock=Clock())
     team.spawn("lead", role="echo")
