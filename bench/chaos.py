@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos_harness import RunConfig, check, run
+from tests.support.chaos_harness import RunConfig, check, run
 
 
 def main() -> int:

@@ -4,7 +4,7 @@
     .venv/bin/python bench/first_write.py --runs 10
 
 For each run, a fresh prefix on S3 (obstore transport, the default) and a fresh ``file://``
-directory, the five-node graph of tests/test_request_counts.py invoked in order:
+directory, the five-node graph of tests/checkpoint/test_request_counts.py invoked in order:
 
 * ``first_invoke_new_store``: the first invoke on a store nobody set up: the probe, then the invoke;
 * ``first_invoke_probed_store``: the first invoke of a new process on a store a probe passed
@@ -40,7 +40,7 @@ from langgraph_handoff.checkpoint import driver, trust  # noqa: E402
 from langgraph_handoff.probe import plan_check  # noqa: E402
 from langgraph_handoff.stores import CountingStore, LocalStore  # noqa: E402
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store  # noqa: E402
-from tests.test_request_counts import IN_ORDER, five_nodes  # noqa: E402
+from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes  # noqa: E402
 
 HI = {"messages": [{"role": "user", "content": "hi"}]}
 

@@ -5,7 +5,7 @@
 
 1. **Old data, written by the old release.** A git worktree of commit 8bb5b2f (the last release
    writing storage format 1) writes ``--threads`` conversations of the v1 graph from
-   tests/test_migrations.py (state schema 0): two turns each, every tenth stopped at an
+   tests/checkpoint/test_migrations.py (state schema 0): two turns each, every tenth stopped at an
    interrupt, every tenth with a pending write to a channel the migrations rename.
 2. **Expected state.** Every thread is read with the current code and the v3 migrations (upgraded
    in memory): every checkpoint, value, metadata and pending write.
@@ -47,7 +47,7 @@ def generate(root: str, endpoint: str, bucket: str, prefix: str, threads: int) -
     sys.path.insert(0, root)
     from langgraph_handoff import ObjectStoreSaver, envelope  # the old release's layout
     from langgraph_handoff.stores import S3Store
-    from tests.test_migrations import v1_graph
+    from tests.checkpoint.test_migrations import v1_graph
 
     assert envelope.FORMAT_VERSION == 1, envelope.__file__
     saver = ObjectStoreSaver(S3Store(bucket, prefix=prefix, endpoint_url=endpoint, create_bucket=True))
@@ -91,9 +91,9 @@ def main() -> int:
     from langgraph_handoff._format import envelope
     from langgraph_handoff.inspection import verify_store
     from langgraph_handoff.stores import S3Store
-    from tests.migrate_helpers import formats, seen
-    from tests.test_migrate import schemas, stamped
-    from tests.test_migrations import v3_graph
+    from tests.checkpoint.test_migrate import schemas, stamped
+    from tests.checkpoint.test_migrations import v3_graph
+    from tests.support.migrate_helpers import formats, seen
 
     figures: dict[str, Any] = {"threads": args.threads, "concurrency": args.concurrency}
     prefix = f"migrate-bench-{uuid.uuid4().hex[:12]}"
@@ -133,7 +133,7 @@ def main() -> int:
 
         url = f"s3://{bucket}/{prefix}?endpoint_url={via}"
         cli = [sys.executable, "-m", "langgraph_handoff.cli", "migrate", url, "--json"]
-        cli += ["--concurrency", str(args.concurrency), "--migrations", "tests.test_migrate:MIGRATIONS"]
+        cli += ["--concurrency", str(args.concurrency), "--migrations", "tests.checkpoint.test_migrate:MIGRATIONS"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
         def run_cli(name: str, extra: list[str]) -> dict[str, Any]:

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from langgraph_handoff import ObjectStoreSaver  # noqa: E402
 from langgraph_handoff.stores import CountingStore, MemoryStore  # noqa: E402
 from langgraph_handoff.teams import Team, TeamWorker  # noqa: E402
-from tests.team_harness import ChaosConfig, make_store, run_chaos  # noqa: E402
-from tests.team_helpers import echo_build  # noqa: E402
+from tests.support.team_harness import ChaosConfig, make_store, run_chaos  # noqa: E402
+from tests.support.team_helpers import echo_build  # noqa: E402
 
 
 def store_spec(local: bool) -> dict[str, Any]:

@@ -24,11 +24,11 @@ from langgraph_handoff.errors import (
 from langgraph_handoff.stores import AzureBlobStore, StoreBase, store_from_url
 from langgraph_handoff.stores.base import Put
 from langgraph_handoff.stores.obstore_azure import AZURITE_ACCOUNT, AZURITE_KEY
-from tests.canned_s3 import canned_s3
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
-from tests.race_helpers import check_thread_race, race_cas, race_create_only
-from tests.store_contract import StoreContract
+from tests.support.canned_s3 import canned_s3
+from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.support.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
+from tests.support.race_helpers import check_thread_race, race_cas, race_create_only
+from tests.support.store_contract import StoreContract
 
 pytestmark = pytest.mark.obstore  # AzureBlobStore is obstore's
 

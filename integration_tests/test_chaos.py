@@ -1,7 +1,7 @@
 """The chaos test on Ceph RGW: worker processes serve 30 conversations of 4 turns while a driver
 SIGKILLs them every 1.5-3 s (once a turn progressed since the last kill, at most 20 times) and
 they kill themselves inside tool calls, between put_writes and put, and during transfers.
-Survivors take over. See tests/chaos_harness.py for the checks."""
+Survivors take over. See tests/support/chaos_harness.py for the checks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
-from tests.chaos_harness import RunConfig, check, run
+from tests.support.chaos_harness import RunConfig, check, run
 
 
 @pytest.mark.heavy

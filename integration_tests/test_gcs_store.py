@@ -2,7 +2,7 @@
 scripts/test: the store contract, conformance, graph runs equal to InMemorySaver, raw
 compare-and-swap races from threads and from processes (one winner every round), the saver's
 thread races, listing from a key, ``setup()`` and ``doctor``. The error mapping of every answer to
-a conditional write is in ``tests/test_gcs_canned.py`` (a canned endpoint)."""
+a conditional write is in ``tests/stores/test_gcs_canned.py`` (a canned endpoint)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from langgraph_handoff.cli import main as cli_main
 from langgraph_handoff.errors import InvalidConfigError, PreconditionFailedError, StoreError, StoreNotFoundError
 from langgraph_handoff.stores import GCSStore, StoreBase, store_from_url
 from langgraph_handoff.stores.base import Put
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer
-from tests.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
-from tests.processes import process_context
-from tests.race_helpers import check_thread_race, race_cas, race_create_only
-from tests.store_contract import StoreContract
+from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.support.gcs_helpers import BUCKET, make_gcs_store, process_cas_racer
+from tests.support.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory
+from tests.support.processes import process_context
+from tests.support.race_helpers import check_thread_race, race_cas, race_create_only
+from tests.support.store_contract import StoreContract
 
 
 @pytest.fixture

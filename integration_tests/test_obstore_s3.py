@@ -29,11 +29,11 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
-from tests.race_helpers import (
+from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes
+from tests.support.race_helpers import (
     race_cas,
 )
-from tests.store_contract import StoreContract
-from tests.test_request_counts import IN_ORDER, five_nodes
+from tests.support.store_contract import StoreContract
 
 pytestmark = pytest.mark.obstore
 
@@ -63,7 +63,7 @@ class TestObstoreS3ThreadsContract(StoreContract):
 def test_compare_and_swap_is_atomic_and_unretried_under_racing_threads() -> None:
     """One winner per round; every loser gets a 412 or, where RGW answers a loser with HTTP 500
     (it does, depending on timing), UnknownOutcomeError: never a second success. The mapping of
-    each answer is pinned deterministically in tests/test_s3_canned.py."""
+    each answer is pinned deterministically in tests/stores/test_s3_canned.py."""
     store = make_obstore_s3_store(max_workers=16)
     try:
         tally = race_cas(store, rounds=30, racers=6)

@@ -2,7 +2,7 @@
 ``heads/README.txt`` (a key outside our alphabet, written by someone else) are reported by every
 walk, which goes on; the damaged thread is deleted without being read; the stray key survives.
 Listing goes on past the stray key at a page boundary (``start_after`` of a key we never write).
-The unit tests of the same behaviour are ``tests/test_damage.py``."""
+The unit tests of the same behaviour are ``tests/checkpoint/test_damage.py``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.inspection import list_threads, verify_store
-from tests.test_damage import _damage, _store_with
+from tests.checkpoint.test_damage import _damage, _store_with
 
 pytestmark = pytest.mark.s3
 

@@ -64,7 +64,7 @@ def test_long_term_memory_on_s3() -> None:
 
 
 def test_schema_migration_on_s3() -> None:
-    from tests.test_migrations import CFG, migrations, v1_graph, v3_graph
+    from tests.checkpoint.test_migrations import CFG, migrations, v1_graph, v3_graph
 
     prefix = f"mig-{uuid.uuid4().hex}"
     v1_graph(ObjectStoreSaver(make_s3_store(prefix))).invoke({"log": ["hi"]}, CFG)

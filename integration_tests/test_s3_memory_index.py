@@ -12,8 +12,8 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores import CountingStore
-from tests.memory_index_helpers import NS, cosine, embed_one, index, misattributed, race_member
-from tests.processes import process_context
+from tests.support.memory_index_helpers import NS, cosine, embed_one, index, misattributed, race_member
+from tests.support.processes import process_context
 
 pytestmark = pytest.mark.s3
 
@@ -64,7 +64,7 @@ def test_put_search_delete_and_a_cold_reader(s3_store: Any) -> None:
 def test_processes_racing_writers_and_searchers_on_s3() -> None:
     """Three writer processes overwrite five keys every round while two searcher processes search
     and rebuild packs, rounds started by a barrier; then fresh readers check every key's value and
-    vectors (tests/memory_index_helpers.py)."""
+    vectors (tests/support/memory_index_helpers.py)."""
     writers, searchers, nkeys, rounds = 3, 2, 5, 6
     url = f"s3://{S3_BUCKET}/t-{uuid.uuid4().hex}?endpoint_url={S3_ENDPOINT}"
     ctx = process_context()

@@ -12,7 +12,7 @@ from conftest import make_obstore_s3_store, make_s3_store
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores import CountingStore
 from langgraph_handoff.stores.base import Put
-from tests.sweep_helpers import Clock, HookStore
+from tests.support.sweep_helpers import Clock, HookStore
 
 NS = ("users", "u1")
 MAKERS = {"boto3": make_s3_store, "obstore": make_obstore_s3_store}

@@ -16,8 +16,8 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.inspection import verify_store
-from tests.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, fixture_into, formats, seen
-from tests.test_migrate import _writers_during_migration, schemas, stamped
+from tests.checkpoint.test_migrate import _writers_during_migration, schemas, stamped
+from tests.support.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, fixture_into, formats, seen
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_concurrent_writers_during_migration_on_s3(tmp_path: Path) -> None:
 
 
 def test_a_writer_that_moves_the_head_first_wins_on_s3(tmp_path: Path) -> None:
-    from tests.test_migrate import test_a_writer_that_moves_the_head_first_wins as scenario
+    from tests.checkpoint.test_migrate import test_a_writer_that_moves_the_head_first_wins as scenario
 
     scenario(fixture_into(make_s3_store(), tmp_path))
 
@@ -46,7 +46,7 @@ def test_cli_killed_mid_run_then_rerun_on_s3(tmp_path: Path) -> None:
     expected = seen(saver, threads)
     url = f"s3://{S3_BUCKET}/{prefix}?endpoint_url={S3_ENDPOINT}"
     args = [sys.executable, "-m", "langgraph_handoff.cli", "migrate", url, "--json", "--concurrency", "4"]
-    args += ["--migrations", "tests.test_migrate:MIGRATIONS"]
+    args += ["--migrations", "tests.checkpoint.test_migrate:MIGRATIONS"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None

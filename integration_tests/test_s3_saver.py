@@ -17,17 +17,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
-from tests.conformance_helpers import SyncRoutedSaver, run_conformance
-from tests.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
-from tests.processes import process_context
-from tests.race_helpers import (
+from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes
+from tests.support.conformance_helpers import SyncRoutedSaver, run_conformance
+from tests.support.graph_scenarios import ASYNC_SCENARIOS, DURABILITIES, SYNC_SCENARIOS
+from tests.support.processes import process_context
+from tests.support.race_helpers import (
     check_linear_history,
     check_thread_race,
     process_racer,
     race_once,
     winner_messages,
 )
-from tests.test_request_counts import IN_ORDER, five_nodes
 
 #: "obstore": its async API on the event loop (the default); "obstore-threads": through its pool
 MAKERS = {

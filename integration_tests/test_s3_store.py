@@ -12,8 +12,8 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_obstore_s3_store, make_s3_store
 from langgraph_handoff.errors import PreconditionFailedError, StoreError
 from langgraph_handoff.stores import S3Store, StoreBase
-from tests.race_helpers import race_cas
-from tests.store_contract import StoreContract
+from tests.support.race_helpers import race_cas
+from tests.support.store_contract import StoreContract
 
 
 class TestS3StoreContract(StoreContract):

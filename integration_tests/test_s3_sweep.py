@@ -1,5 +1,5 @@
 """The TTL sweep raced against a writer on Ceph RGW, both S3 transports: the interleavings of
-tests/sweep_helpers.py (a store hook picks the exact point; the clock is injected)."""
+tests/support/sweep_helpers.py (a store hook picks the exact point; the clock is injected)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from conftest import make_obstore_s3_store, make_s3_store
 from langgraph_handoff.stores import StoreBase
-from tests.sweep_helpers import SCENARIOS
+from tests.support.sweep_helpers import SCENARIOS
 
 pytestmark = pytest.mark.s3
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.teams import Team, TeamWorker
-from tests.processes import process_context
-from tests.team_harness import (
+from tests.support.processes import process_context
+from tests.support.team_harness import (
     ChaosConfig,
     check_matrix,
     make_store,
@@ -21,7 +21,7 @@ from tests.team_harness import (
     matrix_sender,
     run_chaos,
 )
-from tests.team_helpers import echo_build, ingested_ids
+from tests.support.team_helpers import echo_build, ingested_ids
 
 pytestmark = pytest.mark.s3
 

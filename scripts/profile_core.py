@@ -1,6 +1,6 @@
 """CPU the saver itself costs, next to LangGraph's ``InMemorySaver`` (issue 13, item 2).
 
-Runs the 5-node graph of ``tests/test_request_counts.py`` on ``memory://`` (no network: what is
+Runs the 5-node graph of ``tests/checkpoint/test_request_counts.py`` on ``memory://`` (no network: what is
 left is our own logic) and prints CPU milliseconds per operation, measured with
 ``time.process_time`` / ``time.thread_time`` over many iterations:
 
@@ -51,7 +51,7 @@ class Chat(TypedDict, total=False):
 
 
 def five_nodes() -> StateGraph:
-    """The graph of ``tests/test_request_counts.py``."""
+    """The graph of ``tests/checkpoint/test_request_counts.py``."""
     g = StateGraph(Chat)
     names = [f"n{i}" for i in range(1, 6)]
     for n in names:

@@ -44,7 +44,7 @@ So is every value read: a head decoded and encoded again without a change carrie
 metadata, value for value (``60`` stays an integer, a bare-number sweep mark stays a number).
 Keys are written in one order (:data:`KEY_ORDER`, the order the writers before this record left
 after a put), so a head whose keys were stored in another order comes back with the same
-decoded structure but different bytes (``tests/test_head_meta_format.py``).
+decoded structure but different bytes (``tests/format/test_head_meta_format.py``).
 
 Pure data, no I/O: the sync and the async paths share it.
 

@@ -12,7 +12,7 @@
   automatically; a hop budget per conversation, :class:`HopBudgetExceeded`).
 * ``Team.request`` / ``Team.wait_reply``: ask from outside the team and wait for the answer.
 
-Guarantees and their tests: docs/teams.md and ``tests/test_teams*.py``.
+Guarantees and their tests: docs/teams.md and ``tests/teams/``.
 """
 
 from langgraph_handoff.teams.chains import HopBudgetExceeded

@@ -3,7 +3,7 @@
 Every operation is written once as a plan (a generator of store operations, see
 :mod:`langgraph_handoff.checkpoint.driver`) and run by a sync or an async front end.
 
-Requests (measured in ``tests/test_teams.py`` with a counting store):
+Requests (measured in ``tests/teams/test_teams.py`` with a counting store):
 
 ==================  =========================================================================
 ``send``            1 create-only PUT (the roster is cached; an unknown name re-reads it once)

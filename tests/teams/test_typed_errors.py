@@ -52,7 +52,7 @@ def test_team_worker_refuses_settings_that_stop_it_from_working(kw):
     requested shutdown never happens (`more` is always true); batch=-1 always leaves the newest
     message behind; max_failures=0 marks a member failed at its first hiccup."""
     from langgraph_handoff.teams import TeamWorker
-    from tests.team_helpers import echo_build
+    from tests.support.team_helpers import echo_build
 
     team = make()
     with pytest.raises(InvalidInputError):

@@ -1,0 +1,1 @@
+"""The langgraph-handoff command."""

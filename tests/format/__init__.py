@@ -1,0 +1,1 @@
+"""The storage format: keys, envelopes, head bodies and their typed metadata, deflate streams."""

@@ -1,0 +1,1 @@
+"""Handoff graphs and their parts."""

@@ -1,0 +1,1 @@
+"""ObjectStoreMemory: long-term memory, its semantic index, TTL and the e5 embedder."""

@@ -1,0 +1,1 @@
+"""Session ownership: leases, fencing, transfer and takeover, and SessionWorker."""

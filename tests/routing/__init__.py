@@ -1,0 +1,1 @@
+"""Routers: rules, semantic, hybrid, calibration and the e5 encoder."""

@@ -1,0 +1,1 @@
+"""The Agent Server factories: checkpointer and store settings, the index and TTL sweeps."""
