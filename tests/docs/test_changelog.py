@@ -8,7 +8,7 @@ from pathlib import Path
 
 import langgraph_handoff
 
-CHANGELOG = Path(__file__).resolve().parent.parent / "CHANGELOG.md"
+CHANGELOG = Path(__file__).resolve().parents[2] / "CHANGELOG.md"
 KINDS = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
 RELEASE = re.compile(r"## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})")
 
