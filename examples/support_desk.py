@@ -36,8 +36,14 @@ from langchain_core.tools import tool
 from pydantic import BaseModel, Field
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.handoff import HandoffAgent, assert_valid_history, create_handoff_graph, handoff_log, routing_log
-from langgraph_handoff.handoff.model import is_handoff_message
+from langgraph_handoff.handoff import (
+    HandoffAgent,
+    assert_valid_history,
+    create_handoff_graph,
+    handoff_log,
+    is_handoff_message,
+    routing_log,
+)
 from langgraph_handoff.routing import HybridRouter, Route, Rule, SemanticRouter, describe_encoder, recommended_encoder
 from langgraph_handoff.testing import ScriptedChatModel, tool_call
 

@@ -562,8 +562,9 @@ class InvalidHistoryError(InvalidInputError):
     """A message history that chat-model providers reject, e.g. a tool call with no ``ToolMessage``
     answering it, or a ``ToolMessage`` answering no call.
 
-    ``problems`` lists every defect found. Use ``repair_history`` to answer orphaned calls with
-    stub messages, or fix the code that produced them.
+    ``problems`` lists every defect found (``validate_history`` in ``langgraph_handoff.handoff``
+    returns the same list without raising): fix the code that produced the history, or answer
+    each orphaned call with a ``ToolMessage`` before passing the history on.
     """
 
     def __init__(self, problems: list[str]) -> None:

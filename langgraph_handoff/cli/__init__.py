@@ -77,6 +77,7 @@ from langgraph_handoff.cli.app import (
     progress_pass,
     summary_table,
 )
+from langgraph_handoff.cli.team import TeamId
 from langgraph_handoff.cli.team import register as register_team_commands
 from langgraph_handoff.errors import InvalidConfigError
 
@@ -126,7 +127,6 @@ team_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(team_app, name="team")
-TeamId = Annotated[str, typer.Argument(help="the team id")]
 register_team_commands(team_app, open_saver, out)  # team spawn, remove, revive, discard (cli/team.py)
 
 

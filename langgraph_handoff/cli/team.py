@@ -21,24 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
+# the arguments every command shares, declared once in cli/app.py
+from langgraph_handoff.cli.app import Json, Migrations, Url
+
 __all__ = ["register"]
 
-Url = Annotated[str, typer.Argument(help="file:///dir, s3://bucket/prefix[?endpoint_url=...] or memory://")]
 TeamId = Annotated[str, typer.Argument(help="the team id")]
 Name = Annotated[str, typer.Argument(help="the member's name")]
-Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
-Migrations = Annotated[
-    Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
-    typer.Option(
-        "--migrations",
-        metavar="MODULE:NAME",
-        help="your SchemaMigrations (e.g. myapp.schema:migrations), to read and migrate migrated threads",
-    ),
-]
 
 
 def register(
