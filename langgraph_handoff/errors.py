@@ -553,8 +553,8 @@ class InvalidHandoffError(InvalidInputError):
 
     Inside a running graph this is never raised at the user: the handoff tool answers the model
     with the error text so it can correct itself, and the router sends a bad request from a plain
-    node to the fallback agent. It is raised by code you call directly (``Handoff.create``,
-    ``create_handoff_graph`` with an unknown ``fallback``, ...).
+    node to the fallback agent. It is raised by code you call directly (``Handoff(...)`` with an empty
+    target, ``create_handoff_graph`` with an unknown ``fallback``, ...).
     """
 
 

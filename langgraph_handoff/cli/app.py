@@ -3,9 +3,10 @@ the store, loading ``--migrations``, printing, and the next step an error names.
 
 The commands themselves live by concern: :mod:`langgraph_handoff.cli.threads` (reading threads:
 ``threads``, ``history``, ``show``, ``diff``, ``verify``), :mod:`langgraph_handoff.cli.maintenance`
-(changing them: ``prune``, ``copy``, ``delete``, ``sweep``, ``migrate``) and
-:mod:`langgraph_handoff.cli` (the entry point: ``setup``, ``doctor``, ``sessions`` and the
-``team`` commands).
+(changing them: ``prune``, ``copy``, ``delete``, ``sweep``, ``migrate``),
+:mod:`langgraph_handoff.cli.store` (``setup``, ``doctor``), :mod:`langgraph_handoff.cli.team`
+(``team spawn``, ``remove``, ``revive``, ``discard``) and :mod:`langgraph_handoff.cli` (the entry
+point, ``sessions`` and the other ``team`` commands).
 
 **Errors name the next step.** A typed error raised while a command works on a store gets the
 command to run next printed under it, with the store's URL and the thread filled in

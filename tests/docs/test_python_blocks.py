@@ -38,7 +38,8 @@ def _pages_with_blocks() -> list[Path]:
 
 
 def _run(code: str, namespace: dict[str, object], where: str) -> None:
-    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    # dont_inherit: a block must not run under this module's `from __future__ import annotations`
+    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     result = types.FunctionType(compiled, namespace)()
     if asyncio.iscoroutine(result):  # the block awaits at top level
         asyncio.run(result)
@@ -74,3 +75,10 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
         except Exception as exc:  # name the block, then let pytest show the traceback
             raise AssertionError(f"the python block at {where} failed: {exc!r}") from exc
     os.chdir(ROOT)
+
+
+def test_blocks_do_not_inherit_this_modules_future_imports() -> None:
+    """A reader's script evaluates annotations at definition time (``TypedDict`` with
+    ``Annotated`` reducers depends on it); a block must run the same way here."""
+    with pytest.raises(NameError):
+        _run("def f(x: NotDefinedAnywhere) -> None: ...", {"__name__": "__docs__"}, "<test>")
