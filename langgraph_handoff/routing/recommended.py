@@ -7,7 +7,7 @@
 - Without it: the character n-grams alone, which need no model and no download.
 
 Which one was chosen is logged (``langgraph_handoff.routing``, INFO) and visible in ``repr``.
-The figures behind the choice are in docs/handoffs.md (Routing) (``bench/routing.py``).
+The figures behind the choice are in docs/performance.md (Routing quality), from ``bench/routing.py``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ protocols, no threads.
 
 Why it exists: an S3 request through a thread pool crosses threads four times (loop -> pool
 worker -> the HTTP library's runtime -> worker -> loop), and on this project's 2-core VMs those
-hand-offs cost more CPU than the request itself (about 370 µs of process CPU per request
-through obstore and :class:`~.iothreads.IoThreads`; see docs/performance.md). Here a request is one
+hand-offs cost more CPU than the request itself (docs/performance.md, "Client CPU per invoke",
+has the per-request figures of each transport). Here a request is one
 ``transport.write`` and its response is parsed in ``data_received`` on the loop: no thread, no
 executor future, no cross-thread wake-up.
 
