@@ -146,7 +146,7 @@ def matches(actual: Any, wanted: Any) -> bool:
         if unknown:
             raise InvalidInputError(f"unsupported filter operators {sorted(unknown)}; use {sorted(_OPERATORS)}")
         try:
-            return all(bool(_OPERATORS[op](actual, v)) for op, v in wanted.items())
+            return all(_OPERATORS[op](actual, v) for op, v in wanted.items())
         except TypeError:
             return False  # incomparable types never match
     return bool(actual == wanted)

@@ -73,7 +73,7 @@ _ROSTER_ATTEMPTS = 12
 
 
 def _backoff(attempt: int) -> float:
-    return float(min(0.02 * (2**attempt), 1.0))
+    return min(0.02 * 2.0**attempt, 1.0)
 
 
 class Team(TeamViews, TeamRequests):

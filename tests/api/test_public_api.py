@@ -216,13 +216,21 @@ def test_top_level_modules_are_public_or_private() -> None:
         assert info.name.startswith("_") or full in PUBLIC, f"{full} is neither pinned public nor private"
 
 
+def exported_errors() -> dict[str, type[Exception]]:
+    """Every exception class a public module exports, by its exported name."""
+    found: dict[str, type[Exception]] = {}
+    for module_name, names in PUBLIC.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, Exception):
+                found[name] = value
+    return found
+
+
 def test_errors_share_one_root() -> None:
     """Every error the package exports can be caught as ``LangGraphHandoffError``."""
     from langgraph_handoff.errors import LangGraphHandoffError
 
-    for name, names in PUBLIC.items():
-        module = importlib.import_module(name)
-        for attr in names:
-            value = getattr(module, attr)
-            if isinstance(value, type) and issubclass(value, Exception):
-                assert issubclass(value, LangGraphHandoffError), f"{name}.{attr} is not a LangGraphHandoffError"
+    for name, cls in exported_errors().items():
+        assert issubclass(cls, LangGraphHandoffError), f"{name} is not a LangGraphHandoffError"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
-import os
 import re
 import textwrap
 import types
@@ -74,7 +73,6 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
             _run(code, namespace, where)
         except Exception as exc:  # name the block, then let pytest show the traceback
             raise AssertionError(f"the python block at {where} failed: {exc!r}") from exc
-    os.chdir(ROOT)
 
 
 def test_blocks_do_not_inherit_this_modules_future_imports() -> None:

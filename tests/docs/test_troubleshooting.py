@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
-from tests.api.test_public_api import PUBLIC
+from tests.api.test_public_api import exported_errors
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _exported_errors() -> dict[str, type[Exception]]:
-    found: dict[str, type[Exception]] = {}
-    for module_name, names in PUBLIC.items():
-        module = importlib.import_module(module_name)
-        for name in names:
-            value = getattr(module, name)
-            if isinstance(value, type) and issubclass(value, Exception):
-                found[name] = value
-    return found
 
 
 def test_every_exported_error_is_explained() -> None:
@@ -27,7 +15,7 @@ def test_every_exported_error_is_explained() -> None:
     from, caught to handle a family) is at least named, in the table of families."""
     text = (ROOT / "docs" / "troubleshooting.md").read_text()
     sections = set(re.findall(r"^### (\w+)", text, re.M))
-    errors = _exported_errors()
+    errors = exported_errors()
     assert len(errors) > 30
     bases = {name for name, cls in errors.items() if any(o is not cls and issubclass(o, cls) for o in errors.values())}
     missing = sorted(name for name in errors if name not in bases and name not in sections)

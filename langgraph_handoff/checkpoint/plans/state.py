@@ -136,7 +136,7 @@ def tuple_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def backoff(layout: Layout, attempt: int) -> float:
-    return float(min(layout.backoff * (2**attempt), 1.0) * random.uniform(0.5, 1.5))
+    return min(layout.backoff * 2.0**attempt, 1.0) * random.uniform(0.5, 1.5)
 
 
 class Vanished(Exception):
