@@ -51,7 +51,7 @@ __all__ = [
 
 MAGIC = b"LGHO"
 #: The envelope format this version writes and the newest it reads (history: upgrades.py).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The oldest format this version still reads (upgrading it in memory, see upgrades.py).
 OLDEST_FORMAT_VERSION = 1
 _HEADER = struct.Struct(">4sHBBII16s")

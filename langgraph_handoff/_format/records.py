@@ -42,6 +42,7 @@ __all__ = [
     "Record",
     "Segment",
     "SegmentRef",
+    "Tail",
     "WriteItem",
     "WritesDoc",
 ]
@@ -161,7 +162,51 @@ class BlobRef:
     _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
-Payload = Inline | BlobRef
+@fast_init
+@dataclass(frozen=True)
+class Tail:
+    """A value stored as what it appends to an earlier value of its channel (:mod:`.tails`):
+    ``count`` items, those of the **base** blob ``data/{T}/{N}/b/{inv(base)}-{base_digest}``
+    (an earlier value of ``base_count`` items and ``base_size`` bytes, stored whole and owned by
+    checkpoint ``base``) followed by ``data``.
+
+    The base is never itself a tail, so reading a value takes at most one blob, and a base is
+    immutable like every blob: garbage collection keeps it while any tail names it
+    (:func:`~langgraph_handoff.checkpoint.plans.blobs.blob_keys`)."""
+
+    type: str
+    base: str
+    base_digest: str
+    base_size: int
+    base_count: int
+    count: int
+    data: bytes
+    _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
+
+    def base_ref(self) -> tuple[str, str]:
+        """(owner checkpoint id, digest) of the base blob."""
+        return self.base, self.base_digest
+
+
+Payload = Inline | BlobRef | Tail
+
+
+def blob_ref(origin: str, p: Payload) -> tuple[str, str] | None:
+    """(owner checkpoint id, digest) of the blob a value stored under ``origin`` needs to be
+    read, if any: its own blob, or the base of a tail. (Not the copy of an inline value being
+    spilled: the value does not need it.) Every walk over the blobs a table references (reads,
+    garbage collection, copies, checks) goes through here.
+
+    >>> blob_ref("c1", BlobRef("msgpack", "d1", 9)), blob_ref("c2", Tail("msgpack", "c1", "d1", 9, 2, 3, b""))
+    (('c1', 'd1'), ('c1', 'd1'))
+    >>> blob_ref("c1", Inline("msgpack", b"x", "d1")) is None
+    True
+    """
+    if isinstance(p, BlobRef):
+        return origin, p.digest
+    if isinstance(p, Tail):
+        return p.base_ref()
+    return None
 
 
 @fast_init
@@ -304,12 +349,17 @@ class WritesDoc:
 def _payload_out(p: Payload) -> Any:
     if isinstance(p, Inline):
         return [p.type, p.data] if p.spill is None else [p.type, p.data, p.spill]
+    if isinstance(p, Tail):
+        return {"a": [p.base, p.base_digest, p.base_size, p.base_count, p.count], "t": p.type, "d": p.data}
     return {"b": p.digest, "t": p.type, "n": p.size}
 
 
 def _payload_in(raw: Any) -> Payload:
     if isinstance(raw, list):
         return Inline(str(raw[0]), bytes(raw[1]), str(raw[2]) if len(raw) > 2 else None)
+    if "a" in raw:
+        base, digest, size, base_count, count = raw["a"]
+        return Tail(str(raw["t"]), str(base), str(digest), int(size), int(base_count), int(count), bytes(raw["d"]))
     return BlobRef(str(raw["t"]), str(raw["b"]), int(raw["n"]))
 
 
@@ -416,7 +466,7 @@ def _payload_parts(p: Payload) -> list[deflate.Piece]:
     True
     """
     if not isinstance(p, Inline) or len(p.data) < deflate.REUSE_MIN:
-        return [_packed_once(p, _payload_out)]
+        return [_reused(_packed_once(p, _payload_out))]  # a tail's bytes live on from head to head
     fields = 2 if p.spill is None else 3
     head = envelope.packb_array_header(fields) + _key_bytes(p.type) + _bin_header(len(p.data))
     tail = [] if p.spill is None else [envelope.packb(p.spill)]

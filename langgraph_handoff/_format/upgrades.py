@@ -19,6 +19,11 @@ Format history:
   checkpoint", which is what format 1 readers assumed). A write made by newer code on an older
   checkpoint was renamed as if it were old: with ``rename topic -> subject`` followed by a new
   channel ``topic``, the new ``topic`` writes went to ``subject``.
+* **3**: a channel value may be stored as a *tail*: the items a list appended to an earlier
+  value, over an immutable blob holding that value whole (:class:`~.records.Tail`). Format 2
+  bodies are valid format 3 bodies; the version says that readers older than this release
+  cannot read the new payloads (they refuse the object with ``EnvelopeVersionError`` instead
+  of calling it corrupt).
 
 >>> body = {"t": "t1", "n": "", "c": "cid", "k": "task", "p": "", "i": [[0, "messages", "msgpack", b"x"]]}
 >>> upgrade_body(body, Kind.WRITES, from_version=1, key="example")["i"]
@@ -54,6 +59,11 @@ def _writes_schema(body: dict[str, Any], context: dict[str, Any]) -> None:
         for record in body["r"]:
             for folded in record.get("w", {}).values():
                 _items_v2(folded[2])
+
+
+@FORMAT_MIGRATIONS.register(3, "values may be stored as tails over an earlier value")
+def _tails(body: dict[str, Any], context: dict[str, Any]) -> None:
+    """Nothing to rewrite: a format 2 body never holds a tail."""
 
 
 assert FORMAT_MIGRATIONS.current == FORMAT_VERSION, "register the step of every format version"

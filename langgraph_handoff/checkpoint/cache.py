@@ -42,6 +42,7 @@ from langgraph_handoff._format.records import (
     PayloadTable,
     Record,
     Segment,
+    Tail,
     fast_init,
     fast_replace,
 )
@@ -93,7 +94,7 @@ def _records_size(records: dict[str, Record], payloads: PayloadTable) -> int:
         size += _record_size(rec)
     for chs in payloads.values():
         for p in chs.values():
-            size += _VALUE_OVERHEAD + (2 * len(p.data) if isinstance(p, Inline) else 0)
+            size += _VALUE_OVERHEAD + (2 * len(p.data) if isinstance(p, (Inline, Tail)) else 0)
     return size
 
 

@@ -12,7 +12,9 @@ Variants (``LGH_SUITE_VARIANTS``, comma-separated):
   ``InMemoryStore``, the reference the rule is stated against;
 * ``handoff_memory``: ``ObjectStoreSaver`` / ``ObjectStoreMemory`` on ``memory://``;
 * ``handoff_file``: on ``file://``, a fresh directory on tmpfs per test (LangGraph's tests time
-  100 ms streaming windows; an fsync on a loaded disk is not what they test);
+  100 ms streaming windows; an fsync on a loaded disk is not what they test), with a layout
+  that stores every value that only appended as a tail (``Layout(tail_min_base=1)``), so
+  LangGraph's tests judge tails too, not only the default layout's whole values;
 * ``handoff_s3``: on the real S3 server ``scripts/test`` starts (``S3_ENDPOINT_URL``), a fresh
   prefix per test, for the files in :data:`S3_FILES` only (the time budget).
 """
@@ -31,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.memory import ObjectStoreMemory
 
 OURS = ("handoff_memory", "handoff_file", "handoff_s3")
@@ -81,7 +83,8 @@ def _our_saver(variant: str) -> Iterator[ObjectStoreSaver]:
         with ObjectStoreSaver.from_url("memory://") as saver:
             yield saver
     elif variant == "handoff_file":
-        with _tmpfs_dir() as path, ObjectStoreSaver.from_url(f"file://{path}") as saver:
+        tails = Layout(tail_min_base=1)
+        with _tmpfs_dir() as path, ObjectStoreSaver.from_url(f"file://{path}", layout=tails) as saver:
             yield saver
     elif variant == "handoff_s3":
         # the first test of each worker makes sure the bucket exists (about 0.15 s a call)

@@ -29,3 +29,11 @@ async def test_memory_store_with_tiny_head_window() -> None:
 
     layout = Layout(head_max_records=2, head_keep=1, blob_threshold=8)
     await run_conformance("memory-sealing", lambda: ObjectStoreSaver(MemoryStore(), layout=layout))
+
+
+async def test_memory_store_with_every_list_a_tail() -> None:
+    """... and when every value that only appended is stored as a tail over a base blob."""
+    from langgraph_handoff import Layout
+
+    layout = Layout(tail_min_base=1, head_max_records=3, head_keep=1)
+    await run_conformance("memory-tails", lambda: ObjectStoreSaver(MemoryStore(), layout=layout))

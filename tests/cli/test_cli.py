@@ -318,15 +318,15 @@ def test_a_thread_that_does_not_exist_is_an_error_not_a_success(url: str) -> Non
 
 def test_verify_checks_the_format_marker(url: str, tmp_path: Path) -> None:
     """Found by a new user: verify called a garbage meta/format "ok"."""
+    from langgraph_handoff._format import envelope
+
     assert cli("setup", url).returncode == 0
     ok = cli("verify", url, "--json")
-    assert ok.returncode == 0 and json.loads(ok.stdout)["marker"]["format"] == 2
+    assert ok.returncode == 0 and json.loads(ok.stdout)["marker"]["format"] == envelope.FORMAT_VERSION
     marker = tmp_path / "store" / "meta" / "format"
     marker.write_bytes(b"garbage")
     bad = cli("verify", url)
     assert bad.returncode == 1 and "meta/format" in bad.stdout and "bad magic" in bad.stdout
-    from langgraph_handoff._format import envelope
-
     marker.write_bytes(envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "someone-else"}))
     bad = cli("verify", url, "--json")
     assert bad.returncode == 1 and [p["kind"] for p in json.loads(bad.stdout)["problems"]] == ["format_marker"]

@@ -25,12 +25,14 @@ Request budget per operation (S3 requests; counted by the tests):
 
 ==============================  ====================================================
 ``put``                         1 conditional PUT of the head. Plus, only when needed:
-                                1 PUT per new value >= ``blob_threshold`` (in parallel,
-                                before the head) and 1 PUT of a sealed segment every
-                                ``head_max_records`` checkpoints. A cold cache adds 1 GET.
+                                1 PUT per new value >= ``blob_threshold`` and per new
+                                base of a tail (in parallel, before the head) and 1 PUT
+                                of a sealed segment every ``head_max_records``
+                                checkpoints. A cold cache adds 1 GET.
 ``put_writes``                  1 create-only PUT (a retried task: GET + CAS)
 ``get_tuple`` (latest)          GET head + LIST writes, in one round trip; + 1 GET per
-                                pending-writes document and per blob value
+                                pending-writes document and per blob value or tail base
+                                the process does not hold yet
 ``list`` / history of k         GET head + LIST writes (one round trip), + GETs only for
                                 writes documents not folded into the head and for sealed
                                 segments reached

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from langgraph_handoff import errors
-from langgraph_handoff._format import keys
+from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.envelope import FORMAT_VERSION
@@ -173,9 +173,17 @@ class _Memo:
 
 
 def _holds(payload: rec_io.Payload, typed: tuple[str, bytes]) -> bool:
-    """Does a stored payload hold exactly these serialised bytes? (blobs: by digest)"""
+    """Does a stored payload hold exactly these serialised bytes? (blobs: by digest; tails: the
+    appended bytes, and the rest by the digest of the base they were written over)"""
     if isinstance(payload, rec_io.Inline):
         return (payload.type, payload.data) == typed
+    if isinstance(payload, rec_io.Tail):
+        typ, data = typed
+        found = tails.array_header(data)
+        if typ != payload.type or found is None or found[0] != payload.count or not data.endswith(payload.data):
+            return False
+        base = tails.header_bytes(payload.base_count) + data[found[1] : len(data) - len(payload.data)]
+        return len(base) == payload.base_size and content_digest(base) == payload.base_digest
     return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == content_digest(typed[1])
 
 
@@ -184,7 +192,7 @@ def _settled(a: rec_io.Payload | None, b: rec_io.Payload) -> rec_io.Payload:
     blob was seen written), then an inline copy being spilled, then a plain inline copy."""
     if a is None:
         return b
-    rank = {rec_io.BlobRef: 2, rec_io.Inline: 0}
+    rank = {rec_io.BlobRef: 2, rec_io.Tail: 2, rec_io.Inline: 0}
     ra = rank[type(a)] + (1 if isinstance(a, rec_io.Inline) and a.spill else 0)
     rb = rank[type(b)] + (1 if isinstance(b, rec_io.Inline) and b.spill else 0)
     return a if ra >= rb else b
@@ -195,6 +203,8 @@ def _stored_as(payload: rec_io.Payload) -> tuple[str, str]:
     spilled, and its blob all say (type, digest of the bytes)."""
     if isinstance(payload, rec_io.BlobRef):
         return payload.type, payload.digest
+    if isinstance(payload, rec_io.Tail):
+        return payload.type, f"{payload.base_digest}+{content_digest(payload.data)}"
     return payload.type, payload.spill or content_digest(payload.data)
 
 

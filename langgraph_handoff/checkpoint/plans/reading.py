@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from langgraph_handoff._format import keys
+from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan
@@ -154,6 +154,14 @@ def decode_writes_doc(
 def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
     if isinstance(payload, rec_io.Inline):
         return saver.serde.loads_typed((payload.type, payload.data))
+    if isinstance(payload, rec_io.Tail):
+        base = blobs[blob_key]
+        if len(base) != payload.base_size or tails.array_header(base) is None:
+            raise CorruptObjectError(
+                blob_key, f"the base of a stored value is {len(base)} bytes, not the list of {payload.base_size} "
+                "bytes its tail was written over", "malformed",
+            )  # fmt: skip
+        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.count, payload.data)))
     return saver.serde.loads_typed((payload.type, blobs[blob_key]))
 
 
@@ -164,9 +172,10 @@ def _blob_gets(
     for ch in channels:
         origin, _v = rec.values[ch]
         payload = table.get(origin, {}).get(ch)
-        if isinstance(payload, rec_io.BlobRef):
-            out.append(keys.blob_key(thread_id, ns, origin, payload.digest))
-    return out
+        ref = rec_io.blob_ref(origin, payload) if payload is not None else None
+        if ref is not None:
+            out.append(keys.blob_key(thread_id, ns, *ref))
+    return list(dict.fromkeys(out))  # tails of several channels may share a base
 
 
 def fetch(
@@ -225,8 +234,8 @@ def fetch(
             raise CorruptObjectError(
                 keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
             )
-        bkey = keys.blob_key(thread_id, ns, origin, payload.digest) if isinstance(payload, rec_io.BlobRef) else ""
-        values[ch] = _value(saver, payload, blobs, bkey)
+        ref = rec_io.blob_ref(origin, payload)
+        values[ch] = _value(saver, payload, blobs, keys.blob_key(thread_id, ns, *ref) if ref is not None else "")
     return tasks, values
 
 

@@ -32,6 +32,11 @@ class Layout:
             by a later put): large states keep one round trip per put.
         blob_threshold: a new value at least this large is written as its own object *before*
             the head that references it (two round trips), instead of riding in the head.
+        tail_min_base: a list value that only appended to one at least this large (serialised)
+            is stored as a *tail*, the appended items over a blob holding the earlier value
+            whole, instead of whole again. A plain ``add_messages`` list then writes a few KB per
+            put instead of the whole conversation; reading it takes the base blob too (one more
+            GET when this process does not hold it yet). ``None`` stores every value whole.
         head_max_records: seal older checkpoints into a segment when the head holds more.
         head_max_bytes: ... or when the encoded head grows past this.
         head_max_overhead: ... or when it is this many times bigger than the latest checkpoint
@@ -49,6 +54,7 @@ class Layout:
 
     spill_threshold: int = 32 * 1024
     blob_threshold: int = 1024 * 1024
+    tail_min_base: int | None = 32 * 1024
     head_max_records: int = 64
     head_max_bytes: int = 1024 * 1024
     head_max_overhead: float = 2.0

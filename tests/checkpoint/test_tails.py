@@ -1,0 +1,258 @@
+"""A list that only grew is stored as a tail over a base blob: what each put writes stays small
+on a long conversation, every checkpoint still reads back whole (from a cold process too), and
+garbage collection, copies, checks and migration all see the base."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
+from langgraph_handoff._format import keys, tails
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff.checkpoint.plans import writing
+from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.inspection import verify_store
+from langgraph_handoff.stores import CountingStore, StoreBase
+from langgraph_handoff.stores.base import Put
+
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "judge",
+    "boxing",
+]
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def _text(turn: int, who: str, chars: int = 600) -> str:
+    out, i = [], turn * 7 + len(who)
+    while sum(len(w) + 1 for w in out) < chars:
+        out.append(WORDS[(i * 31 + len(out) * 17) % len(WORDS)] + str((i + len(out)) % 97))
+        i += 1
+    return " ".join(out)
+
+
+def _chat(saver: Any) -> Any:
+    def answer(state: Chat) -> dict:
+        turn = len(state["messages"]) // 2 + 1
+        return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}")]}
+
+    g = StateGraph(Chat)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=saver)
+
+
+def _talk(graph: Any, turns: range, thread: str = "t") -> None:
+    for turn in turns:
+        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, _cfg(thread))
+
+
+def _cfg(thread: str = "t") -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _history(graph: Any, thread: str = "t") -> list[tuple[Any, Any]]:
+    """(step, values) of every checkpoint, newest first (ids differ from saver to saver)."""
+    return [(s.metadata["step"], s.values) for s in graph.get_state_history(_cfg(thread))]
+
+
+def _payloads(store: StoreBase, thread: str = "t") -> list[rec_io.Payload]:
+    """Every stored value of the thread's messages channel, head and segments."""
+    head = rec_io.decode_head(store.get(keys.head_key(thread, "")).body, key="h")
+    tables = [head.payloads]
+    for ref in head.segments:
+        key = keys.segment_key(thread, "", ref.key)
+        tables.append(rec_io.decode_segment(store.get(key).body, key=key).payloads)
+    return [p for t in tables for chs in t.values() for ch, p in chs.items() if ch == "messages"]
+
+
+class HeadSizes(CountingStore):
+    """Sizes of the heads written, however they reach the store."""
+
+    def __init__(self, inner: StoreBase) -> None:
+        super().__init__(inner)
+        self.heads: list[int] = []
+
+    def _note(self, ops: Any) -> None:
+        super()._note(ops)
+        self.heads += [len(op.body) for op in ops if isinstance(op, Put) and op.key.startswith("heads/")]
+
+
+def test_a_growing_list_writes_tails_and_reads_back_whole(store: StoreBase) -> None:
+    spy = HeadSizes(store)
+    ours = _chat(ObjectStoreSaver(spy))
+    _talk(ours, range(1, 41))  # about 48 KiB of messages: past the 32 KiB base minimum
+    spy.heads.clear()
+    _talk(ours, range(41, 61))
+    puts = spy.heads
+    stored = _payloads(store)
+    assert any(isinstance(p, rec_io.Tail) for p in stored)
+    latest = ours.get_state(_cfg()).values["messages"]
+    whole = len(ObjectStoreSaver(MemoryStore()).serde.dumps_typed(latest)[1])
+    # each head written holds a few tails, not the whole conversation again
+    assert puts and max(puts) < whole / 2, (max(puts), whole)
+
+    reference = _chat(InMemorySaver())
+    _talk(reference, range(1, 61))
+    cold = _chat(ObjectStoreSaver(store))  # nothing cached: every base comes from the store
+    assert _history(cold) == _history(reference)
+    assert verify_store(ObjectStoreSaver(store)).problems == []
+
+
+def test_tails_never_stack_and_rebase_when_long(monkeypatch: pytest.MonkeyPatch, store: StoreBase) -> None:
+    monkeypatch.setattr(writing, "TAIL_REBASE_MIN", 4096)
+    monkeypatch.setattr(writing, "TAIL_REBASE_DIV", 64)
+    saver = ObjectStoreSaver(store, layout=Layout(tail_min_base=4096))
+    graph = _chat(saver)
+    _talk(graph, range(1, 31))
+    stored = _payloads(store)
+    found = [p for p in stored if isinstance(p, rec_io.Tail)]
+    bases = {p.base_ref() for p in found}
+    assert len(bases) > 2  # rebased several times
+    for base, digest in bases:
+        blob = store.get(keys.blob_key("t", "", base, digest))
+        assert blob is not None
+        body = rec_io.decode_blob(blob.body, key="b")
+        assert tails.array_header(body) is not None  # a whole value: never a tail of a tail
+    assert all(len(p.data) <= max(4096, p.base_size // 64) for p in found)
+    reference = _chat(InMemorySaver())
+    _talk(reference, range(1, 31))
+    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+
+
+def test_a_list_changed_in_place_is_stored_whole() -> None:
+    store = MemoryStore()
+    graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
+    _talk(graph, range(1, 6))
+    graph.update_state(_cfg(), {"messages": [RemoveMessage(id="q2")]})
+    graph.update_state(_cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
+    _talk(graph, range(6, 8))
+    values = _chat(ObjectStoreSaver(store)).get_state(_cfg()).values["messages"]
+    assert [m.id for m in values][:4] == ["q1", "a1", "a2", "q3"] and values[3].content == "edited"
+    reference = _chat(InMemorySaver())
+    _talk(reference, range(1, 6))
+    reference.update_state(_cfg(), {"messages": [RemoveMessage(id="q2")]})
+    reference.update_state(_cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
+    _talk(reference, range(6, 8))
+    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+
+
+class FailingBlobs(MemoryStore):
+    fail = False
+
+    def run_many(self, ops: Any, *, return_exceptions: bool = False) -> list[Any]:
+        if self.fail and any(isinstance(op, Put) and "/b/" in op.key for op in ops):
+            raise StoreUnavailableError("injected failure writing a blob")
+        return super().run_many(ops, return_exceptions=return_exceptions)
+
+
+def test_the_base_is_stored_before_the_head_that_needs_it() -> None:
+    """A put whose base blob cannot be written fails before its head moves: the thread stays at
+    the checkpoint before, whole, and the next attempt goes through."""
+    store = FailingBlobs()
+    graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
+    _talk(graph, range(1, 2))  # two messages, about 1.3 KB: the next put is a tail over them
+    before = _history(_chat(ObjectStoreSaver(store)))
+    store.fail = True
+    with pytest.raises(StoreUnavailableError):
+        _talk(graph, range(2, 3))
+    after = _history(_chat(ObjectStoreSaver(store)))  # newest first
+    assert after[-len(before) :] == before  # (the input checkpoint of turn 2 was stored)
+    assert all(m.id != "q2" for _, values in after for m in values.get("messages", []))
+    assert all(not isinstance(p, rec_io.Tail) for p in _payloads(store))
+    store.fail = False
+    _talk(graph, range(2, 8))
+    assert any(isinstance(p, rec_io.Tail) for p in _payloads(store))
+    reads = _chat(ObjectStoreSaver(store)).get_state(_cfg()).values["messages"]
+    assert [m.id for m in reads] == [f"{who}{turn}" for turn in range(1, 8) for who in "qa"]
+
+
+def test_prune_copy_and_delete_keep_the_base_a_tail_needs(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=Layout(tail_min_base=2048))
+    graph = _chat(saver)
+    _talk(graph, range(1, 12))
+    assert any(isinstance(p, rec_io.Tail) for p in _payloads(store))
+    want = graph.get_state(_cfg()).values
+    saver.copy_thread("t", "t2")
+    saver.prune(["t"])  # the base's owner checkpoint goes; the latest's tail still needs it
+    assert _chat(ObjectStoreSaver(store)).get_state(_cfg()).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert verify_store(ObjectStoreSaver(store)).problems == []
+    saver.delete_thread("t")
+    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert verify_store(ObjectStoreSaver(store)).problems == []
+
+
+def test_migrate_rewrites_a_thread_with_tails_losslessly(store: StoreBase) -> None:
+    from langgraph_handoff.migrations import SchemaMigrations
+
+    layout = Layout(tail_min_base=2048)
+    _talk(_chat(ObjectStoreSaver(store, layout=layout)), range(1, 12))
+    migrations = SchemaMigrations()
+
+    @migrations.register(1, "mark the first message")
+    def _mark(values: dict, metadata: dict) -> None:
+        if values.get("messages"):
+            first = values["messages"][0]
+            values["messages"] = [first.model_copy(update={"content": first.content + "!"}), *values["messages"][1:]]
+
+    want = _history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations)))  # upgraded on read
+    assert want[0][1]["messages"][0].content.endswith("!")
+    summary = ObjectStoreSaver(store, layout=layout, migrations=migrations).migrate()
+    assert [r.status for r in summary.results] == ["migrated"], summary
+    assert _history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations))) == want
+    assert verify_store(ObjectStoreSaver(store, migrations=migrations)).problems == []
+
+
+def test_a_tail_round_trips_through_a_head() -> None:
+    tail = rec_io.Tail("msgpack", "c1", "d" * 32, 40_000, 12, 14, b"\x92\xa1a\xa1b")
+    head = rec_io.Head("t", "", {}, {"c2": {"messages": tail}})
+    back = rec_io.decode_head(rec_io.encode_head(head), key="h")
+    assert back.payloads == {"c2": {"messages": tail}}
+
+
+def test_graph_scenarios_match_inmemory_with_every_list_a_tail(store: StoreBase) -> None:
+    """LangGraph's own behaviours (interrupts, subgraphs, time travel, forks, retries), sync and
+    async, with a layout that stores every value that only appended as a tail, however small."""
+    from tests.support.graph_scenarios import acheck_runs_match_inmemory, check_runs_match_inmemory, run_async
+
+    layout = Layout(tail_min_base=1)
+    check_runs_match_inmemory(ObjectStoreSaver(store, layout=layout))
+    run_async(acheck_runs_match_inmemory(ObjectStoreSaver(store, layout=layout)))
+    assert any(
+        isinstance(p, rec_io.Tail)
+        for t in {i.key.split("/")[1] for i in store.list("heads/")}
+        for p in _payloads_anywhere(store, t)
+    )
+
+
+def _payloads_anywhere(store: StoreBase, thread: str) -> list[rec_io.Payload]:
+    """Every stored value of every namespace of ``thread``, heads only."""
+    out: list[rec_io.Payload] = []
+    for info in store.list(f"heads/{thread}/"):
+        head = rec_io.decode_head(store.get(info.key).body, key=info.key)
+        out += [p for chs in head.payloads.values() for p in chs.values()]
+    return out
