@@ -138,8 +138,10 @@ def test_tails_never_stack_and_rebase_when_long(monkeypatch: pytest.MonkeyPatch,
         body = rec_io.decode_blob(blob.body, key="b")
         assert tails.array_header(body) is not None  # a whole value: never a tail of a tail
     assert all(len(p.data) <= max(4096, p.base_size // 64) for p in found)
+    # another process goes on with the thread: it reads the base it needs, then writes tails
+    _talk(_chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=4096))), range(31, 36))
     reference = _chat(InMemorySaver())
-    _talk(reference, range(1, 31))
+    _talk(reference, range(1, 36))
     assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
 
 

@@ -169,25 +169,24 @@ def _as_tail(
     a value whose base this process does not hold in memory (a rebase, never a read).
     """
     if before.type != typ or (isinstance(before, Inline) and len(before.data) < min_base):
-        return None  # (checked first: most values are small, and digesting them costs)
-    write: tuple[str, bytes, bytes] | None = None
-    if isinstance(before, Tail):
-        base_origin, digest = before.base_ref()
+        return None  # (checked first: most values are small)
+    base: bytes | None
+    if isinstance(before, Inline):
+        base, base_origin, digest = before.data, origin, ""
+    else:
+        base_origin, digest = before.base_ref() if isinstance(before, Tail) else (origin, before.digest)
         base = saver._cache.immutable.blob(keys.blob_key(thread_id, ns, base_origin, digest))
-    elif isinstance(before, Inline):
-        base, base_origin = before.data, origin
+    if base is None or len(base) < min_base:
+        return None
+    split = tails.split(base, data)  # a memcmp: cheap next to serialising the value
+    if split is None or len(split[1]) > max(TAIL_REBASE_MIN, len(base) // TAIL_REBASE_DIV):
+        return None
+    write: tuple[str, bytes, bytes] | None = None
+    if isinstance(before, Inline):  # its blob is written first, unless a spill of it was seen written
         digest = before.spill or content_digest(base)
         key = keys.blob_key(thread_id, ns, base_origin, digest)
         if key not in saver._cache.get(thread_id, ns).spilled:
             write = (key, rec_io.encode_blob(base, schema_version=saver.layout.schema_version), base)
-    else:
-        base_origin, digest = origin, before.digest
-        base = saver._cache.immutable.blob(keys.blob_key(thread_id, ns, base_origin, digest))
-    if not isinstance(base, bytes) or len(base) < min_base:
-        return None
-    split = tails.split(base, data)
-    if split is None or len(split[1]) > max(TAIL_REBASE_MIN, len(base) // TAIL_REBASE_DIV):
-        return None
     base_count = tails.array_header(base)
     assert base_count is not None  # split() checked it
     return Tail(typ, base_origin, digest, len(base), base_count[0], split[0], split[1]), write
