@@ -10,7 +10,8 @@ A **record** is one checkpoint: its id, parent id, the serialised checkpoint wit
 (the checkpoint id under whose put the value was stored) and its version. Values that did not
 change since the parent point at the parent's origin, so they are never serialised or stored
 twice. **Payloads** (the values themselves) live in a table ``origin -> channel -> payload`` next
-to the records that use them: inline bytes, or a reference to a content-addressed blob.
+to the records that use them: inline bytes, a reference to a content-addressed blob, or a tail
+(the items a list appended to an earlier value, over a blob holding that value whole).
 
 A **head** holds the newest records of one (thread, namespace), the payloads they reference and
 the manifest of sealed **segments**, immutable objects holding older records with every payload
