@@ -258,3 +258,20 @@ def _payloads_anywhere(store: StoreBase, thread: str) -> list[rec_io.Payload]:
         head = rec_io.decode_head(store.get(info.key).body, key=info.key)
         out += [p for chs in head.payloads.values() for p in chs.values()]
     return out
+
+
+def test_migrate_knows_which_bytes_a_tail_holds() -> None:
+    """``migrate`` reuses a stored payload only when it holds exactly the bytes of the upgraded
+    value; for a tail that means its items and the digest of the base it was written over."""
+    import msgpack
+
+    from langgraph_handoff.checkpoint.plans.blobs import content_digest
+    from langgraph_handoff.checkpoint.plans.migrate import _holds
+
+    base, grown = msgpack.packb(list(range(20))), msgpack.packb(list(range(23)))
+    count, tail = tails.split(base, grown) or (0, b"")
+    stored = rec_io.Tail("msgpack", "c1", content_digest(base), len(base), 20, count, tail)
+    assert _holds(stored, ("msgpack", grown))
+    assert not _holds(stored, ("json", grown))
+    assert not _holds(stored, ("msgpack", msgpack.packb([*range(19), 99, 20, 21, 22])))  # base differs
+    assert not _holds(stored, ("msgpack", msgpack.packb(list(range(24)))))
