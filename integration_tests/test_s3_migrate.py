@@ -15,6 +15,7 @@ import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, make_s3_store
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff.inspection import verify_store
 from tests.checkpoint.test_migrate import _writers_during_migration, schemas, stamped
 from tests.support.migrate_helpers import FIXTURE_THREADS, Tripwire, cfg, fixture_into, formats, seen
@@ -63,7 +64,7 @@ def test_cli_killed_mid_run_then_rerun_on_s3(tmp_path: Path) -> None:
     assert summary["current"] >= 10 and summary["migrated"] + summary["current"] == len(threads)
     assert seen(fresh, threads) == expected  # every checkpoint stamped exactly once
     assert schemas(fresh, threads) == {3}
-    assert formats(store)["HEAD"] == {2} and verify_store(fresh, None).problems == []
+    assert formats(store)["HEAD"] == {FORMAT_VERSION} and verify_store(fresh, None).problems == []
     final = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
     assert json.loads(final.stdout.splitlines()[-1])["summary"]["current"] == len(threads)
 
