@@ -11,12 +11,11 @@ from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff._format import keys
-from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import Op, Put
 from tests.support.migrate_helpers import Tripwire, cfg
-from tests.support.saver_helpers import Big, Body, counting_graph, reads_whole
+from tests.support.saver_helpers import Big, Body, FailingBlobs, counting_graph, reads_whole
 
 VALUE = 64 * 1024  # above the 32 KiB spill threshold, below the 1 MiB blob threshold
 
@@ -65,17 +64,6 @@ def test_each_put_is_one_round_trip_and_the_head_stays_small() -> None:
     assert latest.checkpoint["channel_values"]["doc"] == written[-1][1]
     assert store.snapshot() == {"GET": 1, "LIST": 1, "requests": 2, "round_trips": 1}
     _assert_history(ObjectStoreSaver(store.inner), written)
-
-
-class FailingBlobs(MemoryStore):
-    """A store whose blob writes fail (think: a flaky network for the second request)."""
-
-    fail = True
-
-    def put(self, key: str, body: bytes, **kw: Any) -> str:
-        if self.fail and "/b/" in key:
-            raise StoreUnavailableError(f"injected failure writing {key}")
-        return super().put(key, body, **kw)
 
 
 def test_a_failed_spill_loses_nothing() -> None:

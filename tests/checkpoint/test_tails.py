@@ -22,6 +22,7 @@ from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import Put
 from tests.support.graph_scenarios import ASYNC_INTERRUPTS, ASYNC_INTERRUPTS_REASON
+from tests.support.saver_helpers import FailingBlobs
 
 WORDS = [
     "the",
@@ -80,14 +81,17 @@ def _history(graph: Any, thread: str = "t") -> list[tuple[Any, Any]]:
     return [(s.metadata["step"], s.values) for s in graph.get_state_history(_cfg(thread))]
 
 
-def _payloads(store: StoreBase, thread: str = "t") -> list[rec_io.Payload]:
-    """Every stored value of the thread's messages channel, head and segments."""
-    head = rec_io.decode_head(store.get(keys.head_key(thread, "")).body, key="h")
-    tables = [head.payloads]
-    for ref in head.segments:
-        key = keys.segment_key(thread, "", ref.key)
-        tables.append(rec_io.decode_segment(store.get(key).body, key=key).payloads)
-    return [p for t in tables for chs in t.values() for ch, p in chs.items() if ch == "messages"]
+def _payloads(store: StoreBase, heads: str = "heads/t/", channel: str | None = "messages") -> list[rec_io.Payload]:
+    """Every stored value of ``channel`` (None: of every channel) in the heads under the prefix
+    ``heads`` (every namespace of thread ``t`` by default) and in their segments."""
+    tables = []
+    for info in store.list(heads):
+        head = rec_io.decode_head(store.get(info.key).body, key=info.key)
+        tables.append(head.payloads)
+        for ref in head.segments:
+            key = keys.segment_key(head.thread_id, head.checkpoint_ns, ref.key)
+            tables.append(rec_io.decode_segment(store.get(key).body, key=key).payloads)
+    return [p for t in tables for chs in t.values() for ch, p in chs.items() if channel in (None, ch)]
 
 
 class HeadSizes(CountingStore):
@@ -163,19 +167,11 @@ def test_a_list_changed_in_place_is_stored_whole() -> None:
     assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
 
 
-class FailingBlobs(MemoryStore):
-    fail = False
-
-    def run_many(self, ops: Any, *, return_exceptions: bool = False) -> list[Any]:
-        if self.fail and any(isinstance(op, Put) and "/b/" in op.key for op in ops):
-            raise StoreUnavailableError("injected failure writing a blob")
-        return super().run_many(ops, return_exceptions=return_exceptions)
-
-
 def test_the_base_is_stored_before_the_head_that_needs_it() -> None:
     """A put whose base blob cannot be written fails before its head moves: the thread stays at
     the checkpoint before, whole, and the next attempt goes through."""
     store = FailingBlobs()
+    store.fail = False
     graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
     _talk(graph, range(1, 2))  # two messages, about 1.3 KB: the next put is a tail over them
     before = _history(_chat(ObjectStoreSaver(store)))
@@ -256,17 +252,7 @@ def test_async_graph_scenarios_match_inmemory_with_every_list_a_tail(store: Stor
 
 
 def _holds_a_tail(store: StoreBase) -> bool:
-    threads = {i.key.split("/")[1] for i in store.list("heads/")}
-    return any(isinstance(p, rec_io.Tail) for t in threads for p in _payloads_anywhere(store, t))
-
-
-def _payloads_anywhere(store: StoreBase, thread: str) -> list[rec_io.Payload]:
-    """Every stored value of every namespace of ``thread``, heads only."""
-    out: list[rec_io.Payload] = []
-    for info in store.list(f"heads/{thread}/"):
-        head = rec_io.decode_head(store.get(info.key).body, key=info.key)
-        out += [p for chs in head.payloads.values() for p in chs.values()]
-    return out
+    return any(isinstance(p, rec_io.Tail) for p in _payloads(store, "heads/", channel=None))
 
 
 def test_migrate_knows_which_bytes_a_tail_holds() -> None:

@@ -1,6 +1,6 @@
 """Small pieces shared by the saver's tests: a checkpoint written straight through ``put`` (no
 graph), the id of a thread's latest checkpoint, tiny graphs over a large value, a store that
-loses the answer to a head swap, and a whole-store read check."""
+loses the answer to a head swap, a whole-store read check, and a store whose blob writes fail."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.errors import UnknownOutcomeError
+from langgraph_handoff import MemoryStore, ObjectStoreSaver
+from langgraph_handoff.errors import StoreUnavailableError, UnknownOutcomeError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.stores.base import Op, Put
@@ -108,3 +108,15 @@ def reads_whole(store: StoreBase, saver: ObjectStoreSaver) -> None:
     """Every checkpoint and value of thread ``t`` reads, and verify finds no problem."""
     list(saver.list({"configurable": {"thread_id": "t"}}))
     assert verify_store(saver).problems == []
+
+
+class FailingBlobs(MemoryStore):
+    """A store whose blob writes fail while ``fail`` is set (think: a flaky network for the
+    second request)."""
+
+    fail = True
+
+    def put(self, key: str, body: bytes, **kw: Any) -> str:
+        if self.fail and "/b/" in key:
+            raise StoreUnavailableError(f"injected failure writing {key}")
+        return super().put(key, body, **kw)

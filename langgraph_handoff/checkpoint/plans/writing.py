@@ -126,9 +126,7 @@ def _build_record(
         typ, data = memo[ch]
         values[ch] = (cid, version)
         before = table.get(inherited[0], {}).get(ch) if inherited is not None else None
-        tail = None
-        if inherited is not None and before is not None and saver.layout.tail_min_base is not None:
-            tail = _as_tail(saver, thread_id, ns, typ, data, inherited[0], before, saver.layout.tail_min_base)
+        tail = _as_tail(saver, thread_id, ns, typ, data, inherited[0], before) if inherited and before else None
         if tail is not None:
             payloads[ch], base_write = tail
             if base_write is not None:
@@ -156,7 +154,7 @@ TAIL_HEAD_FLOOR = 32 * 1024
 
 
 def _as_tail(
-    saver: SaverState, thread_id: str, ns: str, typ: str, data: bytes, origin: str, before: Payload, min_base: int
+    saver: SaverState, thread_id: str, ns: str, typ: str, data: bytes, origin: str, before: Payload
 ) -> tuple[Tail, tuple[str, bytes, bytes] | None] | None:
     """``data`` as a tail over the base of ``before`` (the parent's value of the channel, owned
     by ``origin``), and the base blob to write first if it is not stored yet; None to store the
@@ -168,7 +166,8 @@ def _as_tail(
     are compared (:func:`.tails.split`), so a list changed in place is simply stored whole; so is
     a value whose base this process does not hold in memory (a rebase, never a read).
     """
-    if before.type != typ or (isinstance(before, Inline) and len(before.data) < min_base):
+    min_base = saver.layout.tail_min_base
+    if min_base is None or before.type != typ or (isinstance(before, Inline) and len(before.data) < min_base):
         return None  # (checked first: most values are small)
     base: bytes | None
     if isinstance(before, Inline):
