@@ -3,6 +3,7 @@ walk, its write order and prune must all be exact."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import pytest
@@ -14,6 +15,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.stores import CountingStore, StoreBase
+from langgraph_handoff.stores.base import Op, Put
 
 
 def _extend(state: list[str] | None, writes: list[list[str]]) -> list[str]:
@@ -57,6 +59,39 @@ def test_delta_runs_match_inmemory(store: StoreBase) -> None:
     assert _run(ObjectStoreSaver(store)) == expected
     # sealed history segments on the walk
     assert _run(ObjectStoreSaver(store, layout=Layout(head_max_records=3, head_keep=1)), "d2") == expected
+
+
+def test_a_large_snapshot_is_written_once_as_a_blob(store: StoreBase) -> None:
+    """Issue 26: a snapshot rode inline in two heads and then in a spill blob, three copies of
+    the whole conversation. No later checkpoint stores the channel's value, so it goes straight
+    to its own blob; the thread reads back the same from a process that never saw it."""
+    from langgraph_handoff._format import records as rec_io
+
+    heads: list[bytes] = []
+
+    class Recording(CountingStore):
+        def _note(self, ops: Sequence[Op]) -> None:
+            super()._note(ops)
+            heads.extend(op.body for op in ops if isinstance(op, Put) and op.key.startswith("heads/"))
+
+    layout = Layout(spill_threshold=64)  # the test graph's snapshots from the second on are past it
+    counted = Recording(store)
+    state, hist = _run(ObjectStoreSaver(counted, layout=layout))
+    assert (state, hist) == _run(InMemorySaver())
+    large = 0
+    for body in heads:
+        for chs in rec_io.decode_head(body, key="h").payloads.values():
+            p = chs.get("items")
+            if isinstance(p, rec_io.BlobRef):
+                large += 1
+            assert not (isinstance(p, rec_io.Inline) and len(p.data) >= 64), p  # never inline
+    assert large >= 2
+    blob_puts = [k for op, k in counted.log if op == "PUT" and "/b/" in k]
+    assert blob_puts and len(blob_puts) == len(set(blob_puts)), blob_puts  # each written once
+    cold = delta_graph().compile(checkpointer=ObjectStoreSaver(store, layout=layout))
+    cfg = {"configurable": {"thread_id": "d"}}
+    assert cold.get_state(cfg).values == state
+    assert [h.values for h in cold.get_state_history(cfg)] == hist
 
 
 def test_native_history_equals_the_base_walk_in_fewer_requests(store: StoreBase) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
@@ -106,6 +107,12 @@ def _build_record(
     does not hold the same version of it; otherwise the record points at the parent's copy. A
     value that only appended to the parent's is stored as a :class:`~.records.Tail` over a base
     blob (:func:`_as_tail`).
+
+    A large ``DeltaChannel`` snapshot goes straight to its own blob, as values past
+    ``blob_threshold`` do: no later checkpoint stores that channel's value (they hold only the
+    writes since), so an inline copy would leave the head at the next put anyway, after riding
+    in two heads and then a spill blob. Written once instead, a snapshot of a 2,000-message
+    conversation costs a third of the bytes.
     """
     cid = checkpoint["id"]
     versions = checkpoint.get("channel_versions") or {}
@@ -131,7 +138,9 @@ def _build_record(
             payloads[ch], base_write = tail
             if base_write is not None:
                 blobs.append(base_write)
-        elif len(data) >= saver.layout.blob_threshold:
+        elif len(data) >= saver.layout.blob_threshold or (
+            len(data) >= saver.layout.spill_threshold and isinstance(value, _DeltaSnapshot)
+        ):
             ref = BlobRef(typ, content_digest(data), len(data))
             body = rec_io.encode_blob(data, schema_version=saver.layout.schema_version)
             payloads[ch] = ref
@@ -144,13 +153,18 @@ def _build_record(
 
 #: a tail longer than this and than 1/16 of its base is stored whole instead (a "rebase"): each
 #: put writes a tail of at most that much, and the base, written again once per rebase, costs
-#: little spread over the puts in between. (Measured on the long-threads bench's plain list at
-#: turns 501-600: 108 KiB written per turn, against 147 with 1/8 and 163 with 64 KiB and 1/8.)
-TAIL_REBASE_MIN = 16 * 1024
+#: little spread over the puts in between. Measured on the long-threads bench's plain list, KiB
+#: written per turn at turns 41-50 / 91-100 / 226-250 / 501-600 (memory store, 2026-12-02):
+#: 8 KiB here and 8 KiB for TAIL_HEAD_FLOOR: 24.0 / 31.9 / 57.7 / 99.0; 16 and 32 KiB: 59.2 /
+#: 63.0 / 61.5 / 107.5; 8 and 16 KiB: 31.8 / 43.4 / 64.2 / 96.0; 6 and 8 KiB: 24.4 / 37.5 at the
+#: first two (more rebases); 10 and 8 KiB: 30.4 / 41.0. At turn 600, 1/8 instead of 1/16 gave
+#: 147 and 64 KiB with 1/8 gave 163.
+TAIL_REBASE_MIN = 8 * 1024
 TAIL_REBASE_DIV = 16
 #: a head whose latest checkpoint stores a tail is sealed for overhead from this size on: its
-#: older records hold shorter copies of the latest's tail, so keeping them costs every put
-TAIL_HEAD_FLOOR = 32 * 1024
+#: older records hold shorter copies of the latest's tail, so keeping them costs every put.
+#: (From 6 to 12 KiB the figures above do not move: the head then seals about once a rebase.)
+TAIL_HEAD_FLOOR = 8 * 1024
 
 
 def _as_tail(
