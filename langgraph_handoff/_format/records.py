@@ -24,11 +24,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import secrets
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from langgraph_handoff._format import deflate, envelope
+from langgraph_handoff._format import deflate, envelope, keys
 from langgraph_handoff._format.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff._format.upgrades import upgrade_body
@@ -538,9 +539,73 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
     head it never read (ABA) and trust what it remembers about the old one."""
     obj: dict[str, Any] = head.meta.wire()
     obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
-    obj["s"] = [[s.key, s.first_id, s.last_id, s.count] for s in head.segments]
+    obj["s"] = _refs_out(head.segments)
     obj["u"] = secrets.token_bytes(8)
     return envelope.encode(Kind.HEAD, _pack_body(obj), schema_version=schema_version)
+
+
+# A head lists every sealed segment of its namespace, and is rewritten on every put: on a
+# 1,000-turn conversation that is a few hundred references, which as msgpack strings (key, two
+# uuids, count: about 130 bytes, 64 compressed) were half of a head's stored bytes. A reference
+# whose key is the usual ``s/{inverted first id}-{8 hex nonce}`` is stored as 40 bytes instead:
+# both ids as 16 bytes, the nonce as 4, the count as 4; the whole manifest is one bin. A head
+# with no segment, or with a reference of any other key (none is written today), keeps the list
+# form, which is also what heads written before this were: both are read.
+_REF = struct.Struct(">16s16s4sI")
+
+
+@functools.lru_cache(maxsize=65536)
+def _packed_ref(ref: SegmentRef) -> bytes | None:
+    nonce = ref.key[-8:]
+    if not (
+        keys.is_checkpoint_id(ref.first_id)
+        and keys.is_checkpoint_id(ref.last_id)
+        and _is_hex8(nonce)
+        and 0 <= ref.count < 1 << 32
+        and ref.key == keys.segment_suffix(ref.first_id, nonce)
+    ):
+        return None
+    return _REF.pack(_uuid_bytes(ref.first_id), _uuid_bytes(ref.last_id), bytes.fromhex(nonce), ref.count)
+
+
+@functools.lru_cache(maxsize=65536)
+def _unpacked_ref(packed: bytes) -> SegmentRef:
+    first, last, nonce, count = _REF.unpack(packed)
+    first_id = _uuid_str(first)
+    return SegmentRef(keys.segment_suffix(first_id, nonce.hex()), first_id, _uuid_str(last), count)
+
+
+def _is_hex8(text: str) -> bool:
+    return len(text) == 8 and all(c in "0123456789abcdef" for c in text)
+
+
+def _uuid_bytes(checkpoint_id: str) -> bytes:
+    return bytes.fromhex(checkpoint_id.replace("-", ""))
+
+
+def _uuid_str(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def manifest_size(refs: tuple[SegmentRef, ...]) -> int:
+    """About the bytes a head's segment manifest takes (uncompressed, compact form)."""
+    return len(refs) * _REF.size
+
+
+def _refs_out(refs: tuple[SegmentRef, ...]) -> bytes | list[list[Any]]:
+    packed = [_packed_ref(ref) for ref in refs]
+    if packed and all(p is not None for p in packed):
+        return b"".join(packed)  # type: ignore[arg-type]
+    return [[ref.key, ref.first_id, ref.last_id, ref.count] for ref in refs]
+
+
+def _refs_in(wire: Any) -> tuple[SegmentRef, ...]:
+    if isinstance(wire, bytes):
+        if len(wire) % _REF.size:
+            raise ValueError(f"segment manifest of {len(wire)} bytes is not whole references")
+        return tuple(_unpacked_ref(wire[i : i + _REF.size]) for i in range(0, len(wire), _REF.size))
+    return tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in wire)
 
 
 def decode_head(data: bytes, *, key: str) -> Head:
@@ -560,7 +625,7 @@ def _records_fields(obj: Any) -> dict[str, Any]:
 def _head_of(obj: Any, fmt: int) -> Head:
     return Head(
         **_records_fields(obj),
-        segments=tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in obj["s"]),
+        segments=_refs_in(obj["s"]),
         meta=HeadMeta.from_wire({k: v for k, v in obj.items() if k not in _HEAD_KEYS}),
         format_version=fmt,
     )
