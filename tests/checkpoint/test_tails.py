@@ -150,6 +150,33 @@ def test_tails_never_stack_and_rebase_when_long(monkeypatch: pytest.MonkeyPatch,
     assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
 
 
+def test_a_head_over_a_tail_keeps_few_records(store: StoreBase) -> None:
+    """Each put rewrites the head; one whose latest checkpoint holds a tail seals its older
+    records once it holds more than ``TAIL_HEAD_RECORDS``, however small they are (issue 26:
+    it carried a whole rebase's records, most of what a turn wrote at turn 50)."""
+    bodies: list[bytes] = []
+
+    class Heads(CountingStore):
+        def _note(self, ops: Any) -> None:
+            super()._note(ops)
+            bodies.extend(op.body for op in ops if isinstance(op, Put) and op.key.startswith("heads/"))
+
+    saver = ObjectStoreSaver(Heads(store), layout=Layout(tail_min_base=1024))
+    _talk(_chat(saver), range(1, 21))
+    tailed = 0
+    for body in bodies:
+        head = rec_io.decode_head(body, key="h")
+        latest = head.records[max(head.records)]
+        if any(isinstance(p, rec_io.Tail) for p in head.payloads.get(latest.id, {}).values()):
+            tailed += 1
+            assert len(head.records) <= writing.TAIL_HEAD_RECORDS, len(head.records)
+    assert tailed > 20
+    assert len(rec_io.decode_head(bodies[-1], key="h").segments) >= 3
+    reference = _chat(InMemorySaver())
+    _talk(reference, range(1, 21))
+    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+
+
 def test_a_list_changed_in_place_is_stored_whole() -> None:
     store = MemoryStore()
     graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
