@@ -167,9 +167,9 @@ TAIL_REBASE_DIV = 16
 TAIL_HEAD_FLOOR = 8 * 1024
 #: ... and once it holds more records than this, however small they are: each put rewrites the
 #: head, and a head sealed about once a rebase carried a whole rebase's records. Same bench,
-#: with the compact segment manifest: 19.4 / 28.1 / 47.5 / 87.4 KiB a turn, against 23.7 / 31.2
+#: with the compact segment manifest: 19.4 / 28.2 / 49.0 / 90.4 KiB a turn, against 23.7 / 31.2
 #: / 57.3 / 94.1 without this rule, 20.8 / 31.3 / 50.3 / 93.0 with 18 and 23.7 / 31.2 / 55.6 /
-#: 93.6 with 24, for 0.31 segment PUTs a turn at turns 501-600 instead of 0.21.
+#: 93.6 with 24, for 0.27 segment PUTs a turn at turns 501-600 instead of 0.21.
 TAIL_HEAD_RECORDS = 12
 
 
