@@ -503,8 +503,8 @@ def ratio_tables(data: dict) -> list[str]:
             ref = run_for(data, wl, REFERENCE)
             for s in OURS:
                 r = run_for(data, wl, s)
-                if r is None or ref is None:
-                    continue
+                if r is None or ref is None or from_this_run(r, meta) != from_this_run(ref, meta):
+                    continue  # a ratio across two runs would compare two machines' speeds
                 cells = []
                 for t in turns:
                     x, y = at(r, t), at(ref, t)
