@@ -20,7 +20,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, get_checkpoint_metadata
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
@@ -58,6 +57,15 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import Get, Put
+
+try:  # DeltaChannel's snapshot type: private to langgraph-checkpoint and part of a beta API
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+except ImportError:  # pragma: no cover - a langgraph-checkpoint that renamed it
+
+    class _DeltaSnapshot:  # type: ignore[no-redef]
+        """Stands in for a type this langgraph-checkpoint does not have: snapshots are then
+        stored as any other value, which costs bytes, never correctness."""
+
 
 log = logging.getLogger("langgraph_handoff")
 
