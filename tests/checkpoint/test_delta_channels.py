@@ -3,7 +3,6 @@ walk, its write order and prune must all be exact."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 import pytest
@@ -15,7 +14,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.stores import CountingStore, StoreBase
-from langgraph_handoff.stores.base import Op, Put
+from tests.support.saver_helpers import HeadsWritten
 
 
 def _extend(state: list[str] | None, writes: list[list[str]]) -> list[str]:
@@ -67,19 +66,12 @@ def test_a_large_snapshot_is_written_once_as_a_blob(store: StoreBase) -> None:
     to its own blob; the thread reads back the same from a process that never saw it."""
     from langgraph_handoff._format import records as rec_io
 
-    heads: list[bytes] = []
-
-    class Recording(CountingStore):
-        def _note(self, ops: Sequence[Op]) -> None:
-            super()._note(ops)
-            heads.extend(op.body for op in ops if isinstance(op, Put) and op.key.startswith("heads/"))
-
     layout = Layout(spill_threshold=64)  # the test graph's snapshots from the second on are past it
-    counted = Recording(store)
+    counted = HeadsWritten(store)
     state, hist = _run(ObjectStoreSaver(counted, layout=layout))
     assert (state, hist) == _run(InMemorySaver())
     large = 0
-    for body in heads:
+    for body in counted.heads:
         for chs in rec_io.decode_head(body, key="h").payloads.values():
             p = chs.get("items")
             if isinstance(p, rec_io.BlobRef):

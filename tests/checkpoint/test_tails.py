@@ -19,10 +19,9 @@ from langgraph_handoff._format import records as rec_io
 from langgraph_handoff.checkpoint.plans import writing
 from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
-from langgraph_handoff.stores import CountingStore, StoreBase
-from langgraph_handoff.stores.base import Put
+from langgraph_handoff.stores import StoreBase
 from tests.support.graph_scenarios import ASYNC_INTERRUPTS, ASYNC_INTERRUPTS_REASON
-from tests.support.saver_helpers import FailingBlobs
+from tests.support.saver_helpers import FailingBlobs, HeadsWritten
 
 WORDS = [
     "the",
@@ -94,25 +93,13 @@ def _payloads(store: StoreBase, heads: str = "heads/t/", channel: str | None = "
     return [p for t in tables for chs in t.values() for ch, p in chs.items() if channel in (None, ch)]
 
 
-class HeadSizes(CountingStore):
-    """Sizes of the heads written, however they reach the store."""
-
-    def __init__(self, inner: StoreBase) -> None:
-        super().__init__(inner)
-        self.heads: list[int] = []
-
-    def _note(self, ops: Any) -> None:
-        super()._note(ops)
-        self.heads += [len(op.body) for op in ops if isinstance(op, Put) and op.key.startswith("heads/")]
-
-
 def test_a_growing_list_writes_tails_and_reads_back_whole(store: StoreBase) -> None:
-    spy = HeadSizes(store)
+    spy = HeadsWritten(store)
     ours = _chat(ObjectStoreSaver(spy))
     _talk(ours, range(1, 41))  # about 48 KiB of messages: past the 32 KiB base minimum
     spy.heads.clear()
     _talk(ours, range(41, 61))
-    puts = spy.heads
+    puts = [len(body) for body in spy.heads]
     stored = _payloads(store)
     assert any(isinstance(p, rec_io.Tail) for p in stored)
     latest = ours.get_state(_cfg()).values["messages"]
@@ -154,24 +141,18 @@ def test_a_head_over_a_tail_keeps_few_records(store: StoreBase) -> None:
     """Each put rewrites the head; one whose latest checkpoint holds a tail seals its older
     records once it holds more than ``TAIL_HEAD_RECORDS``, however small they are (issue 26:
     it carried a whole rebase's records, most of what a turn wrote at turn 50)."""
-    bodies: list[bytes] = []
-
-    class Heads(CountingStore):
-        def _note(self, ops: Any) -> None:
-            super()._note(ops)
-            bodies.extend(op.body for op in ops if isinstance(op, Put) and op.key.startswith("heads/"))
-
-    saver = ObjectStoreSaver(Heads(store), layout=Layout(tail_min_base=1024))
+    spy = HeadsWritten(store)
+    saver = ObjectStoreSaver(spy, layout=Layout(tail_min_base=1024))
     _talk(_chat(saver), range(1, 21))
     tailed = 0
-    for body in bodies:
+    for body in spy.heads:
         head = rec_io.decode_head(body, key="h")
         latest = head.records[max(head.records)]
         if any(isinstance(p, rec_io.Tail) for p in head.payloads.get(latest.id, {}).values()):
             tailed += 1
             assert len(head.records) <= writing.TAIL_HEAD_RECORDS, len(head.records)
     assert tailed > 20
-    assert len(rec_io.decode_head(bodies[-1], key="h").segments) >= 3
+    assert len(rec_io.decode_head(spy.heads[-1], key="h").segments) >= 3
     reference = _chat(InMemorySaver())
     _talk(reference, range(1, 21))
     assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)

@@ -1,10 +1,12 @@
 """Small pieces shared by the saver's tests: a checkpoint written straight through ``put`` (no
 graph), the id of a thread's latest checkpoint, tiny graphs over a large value, a store that
-loses the answer to a head swap, a whole-store read check, and a store whose blob writes fail."""
+loses the answer to a head swap, a whole-store read check, a store whose blob writes fail, and
+one that keeps every head written."""
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langgraph.checkpoint.base.id import uuid6
@@ -120,3 +122,16 @@ class FailingBlobs(MemoryStore):
         if self.fail and "/b/" in key:
             raise StoreUnavailableError(f"injected failure writing {key}")
         return super().put(key, body, **kw)
+
+
+class HeadsWritten(CountingStore):
+    """Counts requests, and keeps the body of every head written, however it reaches the store
+    (one ``put`` or a batch)."""
+
+    def __init__(self, inner: StoreBase) -> None:
+        super().__init__(inner)
+        self.heads: list[bytes] = []
+
+    def _note(self, ops: Sequence[Op]) -> None:
+        super()._note(ops)
+        self.heads += [op.body for op in ops if isinstance(op, Put) and op.key.startswith("heads/")]
