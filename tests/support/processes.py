@@ -12,6 +12,7 @@ for the same list.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -76,8 +77,15 @@ class Forked:
         return self._proc.exitcode
 
     def send_signal(self, sig: int) -> None:
+        """Signal the process unless it has exited: signalling one that has is a no-op.
+
+        The process is the forkserver's child, not ours: the server reaps it the moment it exits,
+        and its exit code reaches us a little later. In that window ``exitcode`` is still None
+        but the pid is gone, and ``os.kill`` raises ``ProcessLookupError`` (seen once in CI, a
+        chaos worker that died on its own just as the driver picked it to kill)."""
         if self._proc.exitcode is None:  # as Popen does: never signal a pid that may be reused
-            os.kill(self._proc.pid or 0, sig)
+            with contextlib.suppress(ProcessLookupError):  # exited and reaped: wait() has its code
+                os.kill(self._proc.pid or 0, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
