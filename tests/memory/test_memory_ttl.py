@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import datetime, timezone, tzinfo
 
 import pytest
 
@@ -153,28 +154,45 @@ def test_a_repeat_sweep_reads_only_items_written_since_or_due() -> None:
     assert sorted(i.key for i in memory.search(NS)) == ["a", "c"]
 
 
-def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker() -> None:
+def test_an_item_compressed_to_a_markers_size_is_not_taken_for_a_marker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by review (memory_size_collision.py): sweeps and ``search`` skip objects exactly the
     size of a swept marker without reading them, and a compressible item could be stored at that
-    size: ``get`` found it, ``search`` omitted it, and the sweep never expired it."""
+    size: ``get`` found it, ``search`` omitted it, and the sweep never expired it.
+
+    The search for such an item is deterministic: an item carries its write time, and the
+    compressed size depends on its digits, so with the real time a key length that collides
+    existed in most runs but not all (CI, Python 3.13, 2026-12-02). The time is fixed here, and
+    the value's length varies too, so a zlib that compresses a little differently finds one."""
     from langgraph_handoff._format import envelope
     from langgraph_handoff._format.envelope import Kind
     from langgraph_handoff.memory.items import item_key as _item_key
     from langgraph_handoff.memory.items import marker as _marker
 
+    fixed = datetime(2026, 12, 2, 12, 34, 56, 789012, tzinfo=timezone.utc)
+
+    class FixedTime(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+            return fixed
+
+    monkeypatch.setattr(memory_module, "datetime", FixedTime)
     memory, clock = make({"default_ttl": 10, "refresh_on_read": False})
-    value = {"text": "a" * 1200}
+    clock.now = fixed.timestamp()
     colliding = None
-    for klen in range(1, 200):  # a key whose item, compressed as usual, is its marker's size
-        key = "k" * klen
-        memory.put(("n",), key, value)
-        stored = memory.store.get(_item_key(("n",), key))
-        body, _ = envelope.decode_msgpack(stored.body, key=key, expect=Kind.MEMORY)  # type: ignore[union-attr]
-        if len(envelope.encode_msgpack(Kind.MEMORY, body)) == len(_marker(body, 0.0)):
-            colliding = key
-            assert len(stored.body) != len(_marker(body, 0.0))  # type: ignore[union-attr]
+    for vlen in range(1200, 1264):
+        value = {"text": "a" * vlen}
+        for klen in range(1, 200):  # a key whose item, compressed as usual, is its marker's size
+            key = "k" * klen
+            memory.put(("n",), key, value)
+            stored = memory.store.get(_item_key(("n",), key))
+            body, _ = envelope.decode_msgpack(stored.body, key=key, expect=Kind.MEMORY)  # type: ignore[union-attr]
+            if len(envelope.encode_msgpack(Kind.MEMORY, body)) == len(_marker(body, 0.0)):
+                colliding = key
+                assert len(stored.body) != len(_marker(body, 0.0))  # type: ignore[union-attr]
+                break
+            memory.put(("n",), key, None)
+        if colliding is not None:
             break
-        memory.put(("n",), key, None)
     assert colliding is not None  # the premise: such an item exists
     assert [i.key for i in memory.search(("n",))] == [colliding]
     clock.advance(11)
