@@ -32,14 +32,32 @@ from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo,
 Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
 
 
-class WritesCursor:
-    """Walks a namespace's writes listing newest checkpoint first (keys hold inverted ids)."""
+#: keys in a writes listing page after the first (S3's maximum)
+WRITES_PAGE = 1000
 
-    def __init__(self, prefix: str, start_after: str | None = None, page: ListResult | None = None):
+
+class WritesCursor:
+    """Walks a namespace's writes listing newest checkpoint first (keys hold inverted ids).
+
+    ``first_page``: how many keys the first LIST asks for, when a caller knows roughly how many
+    it will consume; later pages ask for :data:`WRITES_PAGE`. A page cut short only costs one
+    more LIST; a page much longer than needed costs the server and the client a long listing on
+    every call (see ``listing._delta_history_once``).
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        page: ListResult | None = None,
+        *,
+        first_page: int = WRITES_PAGE,
+    ):
         self.prefix = prefix
         self.after = start_after
         self.buf: deque[tuple[str, ObjectInfo]] = deque()
         self.done = False
+        self.page_size = max(1, min(first_page, WRITES_PAGE))
         if page is not None:
             self.feed(page)
 
@@ -51,6 +69,7 @@ class WritesCursor:
         if page.items:
             self.after = page.items[-1].key
         self.done = not page.truncated or not page.items
+        self.page_size = WRITES_PAGE
 
     def need_more(self, checkpoint_id: str) -> bool:
         return not self.done and (not self.buf or self.buf[-1][0] >= checkpoint_id)
@@ -136,7 +155,7 @@ def find_record(
 
 def writes_for(saver: SaverState, cursor: WritesCursor, checkpoint_id: str) -> Plan[list[ObjectInfo]]:
     while cursor.need_more(checkpoint_id):
-        cursor.feed((yield ListPage(cursor.prefix, start_after=cursor.after, max_keys=1000)))
+        cursor.feed((yield ListPage(cursor.prefix, start_after=cursor.after, max_keys=cursor.page_size)))
     return cursor.take(checkpoint_id)
 
 
