@@ -208,12 +208,20 @@ class _Long(TypedDict, total=False):
     items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=1000)]
 
 
-def _long_graph(saver: BaseCheckpointSaver) -> Any:
+def _long_thread(saver: BaseCheckpointSaver, thread: str, turns: int) -> tuple[Any, dict[str, Any], Any]:
+    """A thread of ``turns`` questions and answers with no snapshot since its start: the graph,
+    the thread's config and its latest checkpoint's config."""
     g = StateGraph(_Long)
     g.add_node("say", lambda s: {"items": [f"a{len(s.get('items', []))}"]})
     g.add_edge(START, "say")
     g.add_edge("say", END)
-    return g.compile(checkpointer=saver)
+    graph = g.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread}}
+    for i in range(turns):
+        graph.invoke({"items": [f"q{i}"]}, cfg)
+    latest = saver.get_tuple(cfg)
+    assert latest is not None
+    return graph, cfg, latest.config
 
 
 class _Pages(CountingStore):
@@ -244,20 +252,15 @@ def test_a_history_walk_lists_about_the_writes_it_needs(store: StoreBase) -> Non
     LIST still."""
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages)
-    graph = _long_graph(saver)
-    cfg = {"configurable": {"thread_id": "long"}}
-    for i in range(40):
-        graph.invoke({"items": [f"q{i}"]}, cfg)
-    latest = saver.get_tuple(cfg)
-    assert latest is not None
+    _, _, latest = _long_thread(saver, "long", 40)
     pages.reset()
     pages.pages.clear()
-    native = saver.get_delta_channel_history(config=latest.config, channels=["items"])
+    native = saver.get_delta_channel_history(config=latest, channels=["items"])
     assert pages.pages and len(pages.pages) == 1, pages.log  # one LIST, as before
     listed = store.list_page(keys.writes_prefix("long", ""), max_keys=1000).items
     assert len(listed) <= pages.pages[0] < 1000, (len(listed), pages.pages)
     assert len(native["items"]["writes"]) == 80  # 40 questions and 40 answers since the start
-    assert native == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest.config, channels=["items"])
+    assert native == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
 
 
 def test_a_history_walk_pages_past_writes_it_did_not_expect(store: StoreBase) -> None:
@@ -266,22 +269,14 @@ def test_a_history_walk_pages_past_writes_it_did_not_expect(store: StoreBase) ->
     exactly the base walk."""
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages, layout=Layout(fold_max_bytes=0))
-    graph = _long_graph(saver)
-    cfg = {"configurable": {"thread_id": "unfolded"}}
-    for i in range(12):
-        graph.invoke({"items": [f"q{i}"]}, cfg)
-    latest = saver.get_tuple(cfg)
-    assert latest is not None
+    _, _, latest = _long_thread(saver, "unfolded", 12)
     pages.pages.clear()
-    saver.get_delta_channel_history(config=latest.config, channels=["items"])
+    saver.get_delta_channel_history(config=latest, channels=["items"])
     assert len(pages.pages) >= 2 and pages.pages[0] < 1000, pages.pages  # a short first page, then more
     assert _every_walk_matches_the_base_walk(saver, "unfolded") > 20
 
     forked = ObjectStoreSaver(store)
-    graph = _long_graph(forked)
-    cfg = {"configurable": {"thread_id": "forked"}}
-    for i in range(8):
-        graph.invoke({"items": [f"q{i}"]}, cfg)
+    graph, cfg, _ = _long_thread(forked, "forked", 8)
     past = list(forked.list(cfg))[7].config  # an older checkpoint: new input there forks the thread
     for i in range(3):
         graph.invoke({"items": [f"fork{i}"]}, past)
