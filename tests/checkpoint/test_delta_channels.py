@@ -247,9 +247,8 @@ def _every_walk_matches_the_base_walk(saver: ObjectStoreSaver, thread: str) -> i
 
 def test_a_history_walk_lists_about_the_writes_it_needs(store: StoreBase) -> None:
     """Issue 26: the walk asked for 1,000 writes keys on every turn; on a long thread the page
-    came back full and parsing it cost more than the rest of the LIST (93 against 72 ms a turn
-    on RGW at turn 1,000). It now asks for about as many as the records it crosses hold, in one
-    LIST still."""
+    came back full, about ten times the keys the walk reads. It now asks for about as many as
+    the records it crosses hold, in one LIST still."""
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages)
     _, _, latest = _long_thread(saver, "long", 40)

@@ -397,10 +397,10 @@ def _delta_history_once(
         cur = rec.parent
     # Ancestors have smaller ids: list writes strictly below the target's own. The first page
     # asks for about as many keys as the chain's records hold folded writes documents, not for
-    # S3's 1,000: on a long thread that LIST came back full on every turn, and parsing it cost
-    # more CPU than the rest of the request (delta-100 on RGW at turns 901-1,000: 93 ms a turn
-    # with 1,000-key pages, 72 with 200). Documents this process never saw folded (another
-    # writer's, a fork's) only make the cursor ask for one more page.
+    # S3's 1,000: on a long thread that LIST came back full on every turn, a server-side listing
+    # and a response to parse of ten times the keys the walk reads (long-threads bench,
+    # delta-100 at turns 451-500: 931 keys a turn, 70 now, in as many LISTs). Documents this
+    # process never saw folded (another writer's, a fork's) only make the cursor page on.
     folded = sum(len(rec.writes) for rec, _ in chain)
     wprefix = keys.writes_prefix(thread_id, ns)
     cursor = reading.WritesCursor(
