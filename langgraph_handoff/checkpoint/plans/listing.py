@@ -180,7 +180,7 @@ def _list_thread(
     skipped."""
     ops: list[Any] = []
     for hk in group:
-        ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=1000)]
+        ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=reading.WRITES_PAGE)]
     results = list((yield Batch(tuple(ops))))
     streams: list[tuple[_RecordStream, reading.WritesCursor]] = []
     for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):

@@ -296,7 +296,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         return None  # no stored checkpoint can have this id
     hkey = keys.head_key(thread_id, ns)
     wprefix = keys.writes_prefix(thread_id, ns, cid)
-    page_size = saver.layout.writes_page if cid is None else 1000
+    page_size = saver.layout.writes_page if cid is None else WRITES_PAGE
     head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
     head, etag = head_from(saver, head_obj, thread_id, ns)
     empty = head is None or not head.records
