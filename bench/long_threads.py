@@ -19,7 +19,8 @@ What it does, in order:
    apt if missing) in a temp dir on a free loopback port, initialised as the ``postgres`` user;
 3. runs every (workload, saver) as ``longwork.py`` in its own fresh process, one after another,
    the same turns for everyone; then the short-thread comparison (``--mode short``, 3 passes in
-   alternated order) and the profiles (``--mode profile``, ours on ``memory://``);
+   alternated order: ``InMemorySaver``, ``InMemorySaver`` waiting ``--short-latency-ms`` per call,
+   ours on RGW) and the profiles (``--mode profile``, ours on ``memory://``);
 4. stops what it started (by PID / ``pg_ctl``), also on failure or Ctrl-C;
 5. prints the tables and the target ratios, and writes ``bench/long-threads-results.json`` (raw:
    every turn of every run), ``bench/LONG_THREADS.md`` and ``docs/img/long-threads-*.png``.
@@ -79,7 +80,9 @@ VENVS = {
 }
 OURS = ["handoff-memory", "handoff-file", "handoff-s3"]
 REFERENCE = "sqlite"
-SHORT_SAVERS = ["inmemory", "handoff-s3"]
+#: InMemorySaver waiting --short-latency-ms per call (a label: the worker runs "inmemory")
+LATENT = "inmemory+latency"
+SHORT_SAVERS = ["inmemory", LATENT, "handoff-s3"]
 PROFILE_WORKLOADS = ["delta-100", "list"]
 #: minutes of wall time a worker may take before it stops after the current turn (a slow peer
 #: then reports the turns it reached); generous for everyone else
@@ -265,9 +268,11 @@ class Servers(contextlib.ExitStack):
 # ------------------------------------------------------------------------------------------------
 
 
-def run_worker(a, pys: dict[str, str], servers: Servers, mode: str, workload: str, saver: str, **extra: Any) -> dict:
+def run_worker(
+    a, pys: dict[str, str], servers: Servers, mode: str, workload: str, saver: str, label: str = "", **extra: Any
+) -> dict:
     venv, uses_s3, _ = SAVERS[saver]
-    tag = f"{mode}-{workload}-{saver}".replace("+", "-")
+    tag = f"{mode}-{workload}-{label or saver}".replace("+", "-")
     out = WORKDIR / f"{tag}.json"
     out.unlink(missing_ok=True)
     cmd = [pys[venv], str(HERE / "longwork.py"), "--mode", mode, "--workload", workload, "--saver", saver]
@@ -307,24 +312,50 @@ def run_worker(a, pys: dict[str, str], servers: Servers, mode: str, workload: st
 
 
 def short_passes(a, pys, servers) -> dict:
-    """The 5-node graph's client CPU per sync invoke, ours on RGW against InMemorySaver: a fresh
-    process per saver and pass, the order reversed on every other pass, ratio taken within each."""
+    """The 5-node graph's client CPU per sync invoke, ours on RGW against InMemorySaver, and
+    against InMemorySaver made to wait ``--short-latency-ms`` per call (what waiting on a store
+    alone costs LangGraph; see ``longwork.latent_inmemory_saver``): a fresh process per saver and
+    pass, the order reversed on every other pass, ratios taken within each pass."""
     passes = []
     n = 1 if a.quick else a.short_passes
     args = {"conversations": 12 if a.quick else 60, "warmup": 2 if a.quick else 8}
+    latency = a.short_latency_ms
+    if latency is None:  # as long as ours waits per request on this server, this time
+        cal = run_worker(a, pys, servers, "short", "delta-100", "handoff-s3", label="handoff-s3-calibration", **args)
+        latency = cal.get("wait_ms_per_request") if cal.get("ok") else None
+        log(f"short: InMemorySaver waits {latency} ms per call (ours' wait per request on RGW)")
+        if not latency:
+            sys.exit("short: could not measure ours' wait per request on RGW; give --short-latency-ms")
+    extra = {LATENT: {"latency_ms": latency}}
     for p in range(n):
         order = SHORT_SAVERS if p % 2 == 0 else list(reversed(SHORT_SAVERS))
-        passes.append({s: run_worker(a, pys, servers, "short", "delta-100", s, **args) for s in order})
-    ratios = []
-    for p in passes:
-        if all(r.get("ok") for r in p.values()):
-            ratios.append(round(p["handoff-s3"]["cpu_ms_per_invoke"] / p["inmemory"]["cpu_ms_per_invoke"], 3))
+        passes.append(
+            {
+                s: run_worker(
+                    a, pys, servers, "short", "delta-100", s.split("+")[0], label=s, **args, **extra.get(s, {})
+                )
+                for s in order
+            }
+        )
+
+    def ratios_to(ref: str) -> list[float]:
+        return [
+            round(p["handoff-s3"]["cpu_ms_per_invoke"] / p[ref]["cpu_ms_per_invoke"], 3)
+            for p in passes
+            if p["handoff-s3"].get("ok") and p[ref].get("ok")
+        ]
+
+    ratios, latent = ratios_to("inmemory"), ratios_to(LATENT)
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "args": args,
+        "latency_ms": latency,
+        "latency_from": "given" if a.short_latency_ms is not None else "ours' wait per request, calibration pass",
         "passes": passes,
         "ratios": ratios,
         "ratio_median": statistics.median(ratios) if ratios else None,
+        "latent_ratios": latent,
+        "latent_ratio_median": statistics.median(latent) if latent else None,
     }
 
 
@@ -541,6 +572,7 @@ def short_lines(data: dict) -> list[str]:
     sh = data.get("short")
     if not sh:
         return []
+    lat = sh.get("latency_ms")
     lines = [
         "",
         "## Short threads: the 5-node graph, sync `invoke`",
@@ -549,21 +581,44 @@ def short_lines(data: dict) -> list[str]:
         f"every other pass; per pass {sh['args']['conversations']} new threads x 1 `invoke` after "
         f"{sh['args']['warmup']} warm-up invokes, one at a time; `workload.build_graph` with sync nodes "
         "(5 nodes, one ~120 B message each); ours talks to RGW directly (no proxy); process CPU",
-        "",
-        "| pass | `InMemorySaver` CPU ms / invoke | ours on RGW CPU ms / invoke | ours: store requests / invoke | ratio |",
-        "|---|---|---|---|---|",
     ]
-    for i, p in enumerate(sh["passes"]):
-        im, ours = p.get("inmemory", {}), p.get("handoff-s3", {})
-        r = sh["ratios"][i] if i < len(sh["ratios"]) else None
+    if lat:
         lines.append(
-            f"| {i + 1} | {fmt(im.get('cpu_ms_per_invoke'), 2)} | {fmt(ours.get('cpu_ms_per_invoke'), 2)} "
-            f"| {fmt(ours.get('store_requests_per_invoke'))} | {f'{r:.2f}x' if r else '-'} |"
+            f"* `InMemorySaver + {lat:g} ms`: `InMemorySaver` whose every call first sleeps {lat:g} ms "
+            "(`longwork.latent_inmemory_saver`): what waiting on a store alone costs LangGraph's CPU. "
+            f"{lat:g} ms: {sh.get('latency_from', 'given')}. Ours' wait per request in each pass, "
+            "(wall - CPU) / requests, is beside it"
+        )
+    lines += [
+        "",
+        "| pass | `InMemorySaver` CPU ms / invoke | `InMemorySaver + latency` CPU ms / invoke | ours on RGW CPU ms / "
+        "invoke | ours: requests / invoke, wait ms / request | ours / `InMemorySaver` | ours / `InMemorySaver + latency` |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def cpu(r: dict) -> float | None:
+        return r.get("cpu_ms_per_invoke") if r.get("ok") else None
+
+    def over(x: float | None, y: float | None) -> str:
+        return f"{x / y:.2f}x" if x and y else "-"
+
+    for i, p in enumerate(sh["passes"]):
+        im, latent, ours = p.get("inmemory", {}), p.get(LATENT, {}), p.get("handoff-s3", {})
+        lines.append(
+            f"| {i + 1} | {fmt(cpu(im), 2)} | {fmt(cpu(latent), 2)} | {fmt(cpu(ours), 2)} "
+            f"| {fmt(ours.get('store_requests_per_invoke'))}, {fmt(ours.get('wait_ms_per_request'), 2)} "
+            f"| {over(cpu(ours), cpu(im))} | {over(cpu(ours), cpu(latent))} |"
         )
     if sh.get("ratio_median"):
         lines += [
             "",
-            f"Median ratio: **{sh['ratio_median']:.2f}x** (passes {', '.join(f'{r:.2f}' for r in sh['ratios'])}).",
+            f"Median ratio to `InMemorySaver`: **{sh['ratio_median']:.2f}x** "
+            f"(passes {', '.join(f'{r:.2f}' for r in sh['ratios'])}).",
+        ]
+    if sh.get("latent_ratio_median"):
+        lines += [
+            f"Median ratio to `InMemorySaver + {lat:g} ms`: **{sh['latent_ratio_median']:.2f}x** "
+            f"(passes {', '.join(f'{r:.2f}' for r in sh['latent_ratios'])}).",
         ]
     return lines
 
@@ -781,6 +836,13 @@ def main() -> None:
     )
     ap.add_argument("--skip", default="", help="any of: turns, short, profile")
     ap.add_argument("--short-passes", type=int, default=3)
+    ap.add_argument(
+        "--short-latency-ms",
+        type=float,
+        default=None,
+        help="the wait per call of the InMemorySaver reference (default: ours' wait per request on RGW, measured "
+        "by a calibration pass first)",
+    )
     ap.add_argument("--profile-turns", type=int, default=500)
     ap.add_argument("--fresh", action="store_true", help="do not keep rows of earlier runs in the JSON")
     ap.add_argument("--report-only", action="store_true")

@@ -16,7 +16,9 @@ Modes:
 * ``profile``: the same on one saver, with turns ``--profile-from``..``--turns`` under cProfile
   (one profiler per thread, each on its thread's CPU clock); writes the pstats file and a summary.
 * ``short``: the 5-node graph of ``workload.py`` (sync nodes), ``--conversations`` new threads x 1
-  sync ``invoke`` after ``--warmup`` ones: client CPU per invoke.
+  sync ``invoke`` after ``--warmup`` ones: client CPU per invoke. With ``--latency-ms L`` (only
+  for ``inmemory``) every saver call first blocks L ms in ``time.sleep``, standing in for a store
+  round trip (:class:`LatentInMemorySaver`).
 * ``plot``: the PNG figures from ``long-threads-results.json`` (needs matplotlib).
 
 The text is word-like and seeded (:class:`Words`): it compresses about as well as English prose,
@@ -492,6 +494,38 @@ class NotAvailable(Exception):
     pass
 
 
+def latent_inmemory_saver(latency_s: float) -> Any:
+    """An ``InMemorySaver`` whose every sync call first sleeps ``latency_s``: the CPU a LangGraph
+    run spends *because* its saver waits on a network, with no saver work to speak of.
+
+    Measured on the short graph (2026-12-03): 2.4 ms per call (RGW's round trip on this VM) took
+    ``InMemorySaver`` from 3.5-8.7 to 8.9-12.9 ms of CPU per invoke. The waiting is not free:
+    LangGraph's thread pools start 6 threads per invoke instead of 4, and every sleep and
+    wake-up is a trip through the kernel's scheduler. So "ours on RGW against ``InMemorySaver``"
+    mixes the saver's work with the price of any latency; against this saver it does not.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class LatentInMemorySaver(InMemorySaver):
+        def get_tuple(self, config: Any) -> Any:
+            time.sleep(latency_s)
+            return super().get_tuple(config)
+
+        def list(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(latency_s)
+            return super().list(*args, **kwargs)
+
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(latency_s)
+            return super().put(*args, **kwargs)
+
+        def put_writes(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(latency_s)
+            return super().put_writes(*args, **kwargs)
+
+    return LatentInMemorySaver()
+
+
 @contextlib.contextmanager
 def open_saver(a: argparse.Namespace):
     """Yield (saver, meter) for ``a.saver``; clean up what it stored."""
@@ -541,8 +575,12 @@ def open_saver(a: argparse.Namespace):
         elif name == "inmemory":
             from langgraph.checkpoint.memory import InMemorySaver
 
-            saver = InMemorySaver()
-            yield saver, InMemoryMeter(saver), "InMemorySaver"
+            if a.latency_ms:
+                saver = latent_inmemory_saver(a.latency_ms / 1000)
+                yield saver, InMemoryMeter(saver), f"InMemorySaver + {a.latency_ms:g} ms per call"
+            else:
+                saver = InMemorySaver()
+                yield saver, InMemoryMeter(saver), "InMemorySaver"
         elif name == "sqlite":
             from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -926,6 +964,11 @@ def run_short(a: argparse.Namespace) -> dict:
             "store_requests_per_invoke": round((ours.requests - before) / a.conversations, 2)
             if ours is not None
             else None,
+            # the time a request waits, roughly: what the invoke did not spend on CPU, per request
+            "wait_ms_per_request": round((wall - cpu) / (ours.requests - before) * 1000, 2)
+            if ours is not None and ours.requests > before
+            else None,
+            "latency_ms_per_call": a.latency_ms or None,
         }
 
 
@@ -1049,6 +1092,7 @@ def main() -> None:
     ap.add_argument("--sample-turns", type=int, default=0, help="py-spy over this many turns before --profile-from")
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--conversations", type=int, default=60)
+    ap.add_argument("--latency-ms", type=float, default=0, help="short mode, inmemory: sleep this long per call")
     ap.add_argument("--results", default=str(HERE / "long-threads-results.json"))
     ap.add_argument("--plot-dir", default=str(HERE.parent / "docs" / "img"))
     ap.add_argument("--out", default="")
@@ -1057,6 +1101,8 @@ def main() -> None:
         for p in plot(a.results, a.plot_dir):
             print(p)
         return
+    if a.latency_ms and (a.mode != "short" or a.saver != "inmemory"):
+        ap.error("--latency-ms is for --mode short --saver inmemory only")
     a.tag = a.tag or f"{a.workload}:{a.saver}"
     result: dict[str, Any] = {"mode": a.mode, "saver": a.saver, "workload": a.workload}
     try:
