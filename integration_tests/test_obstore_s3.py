@@ -28,6 +28,7 @@ from langgraph_handoff.errors import (
     StoreError,
 )
 from langgraph_handoff.stores import StoreBase
+from langgraph_handoff.stores.obstore_base import ObstoreBase
 from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store
 from tests.checkpoint.test_request_counts import IN_ORDER, five_nodes
 from tests.support.race_helpers import (
@@ -108,6 +109,35 @@ def test_prefixes_that_end_mid_segment(obstore_s3_store: ObstoreS3Store) -> None
     assert [o.key for o in store.list("m/ab", page_size=1)] == ["m/ab", "m/ab/c", "m/abd"]
     assert [o.key for o in store.list("m/a", start_after="m/ab/c")] == ["m/abd"]
     assert [o.key for o in store.list("m/c")] == []
+
+
+def test_a_sync_list_asks_the_server_for_no_more_than_its_page(obstore_s3_store: ObstoreS3Store) -> None:
+    """obstore sends no ``max-keys``, so every sync LIST made S3 send up to 1,000 keys however few
+    the page wanted (a history walk wants a few dozen, and parsing the rest was most of its
+    CPU). The sync LIST goes through the loop client instead: it asks for the page size, lists
+    exactly what obstore lists, and keeps one connection for the LISTs that follow."""
+    store = obstore_s3_store
+    assert store._wire is not None
+    for i in range(30):
+        store.put(f"p/{i:02d}", b"x" * i)
+    queries: list[dict[str, str]] = []
+    real = store._wire._send
+
+    async def spy(method: str, key: str | None, **kwargs: Any) -> Any:
+        queries.append(dict(kwargs.get("query") or {}))
+        return await real(method, key, **kwargs)
+
+    store._wire._send = spy  # type: ignore[method-assign]
+    page = store.list_page("p/", start_after="p/03", max_keys=5)
+    assert [o.key for o in page.items] == [f"p/{i:02d}" for i in range(4, 9)] and page.truncated
+    assert [q.get("max-keys") for q in queries] == ["5"]
+    by_obstore = ObstoreBase.list_page(store, "p/", start_after="p/03", max_keys=5)
+    assert [(o.key, o.etag, o.size) for o in page.items] == [(o.key, o.etag, o.size) for o in by_obstore.items]
+    assert [o.key for o in store.list("p/", page_size=7)] == [f"p/{i:02d}" for i in range(30)]
+    opened = store._wire.pool.opened
+    for _ in range(10):
+        store.list_page("p/", max_keys=3)
+    assert store._wire.pool.opened == opened  # the LoopThread's keep-alive connection, reused
 
 
 async def test_async_listing_and_batch_delete(obstore_s3_store: ObstoreS3Store) -> None:

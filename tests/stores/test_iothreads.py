@@ -1,4 +1,5 @@
-"""IoThreads: the stores' thread pool with the lean asyncio bridge (stores/iothreads.py).
+"""IoThreads: the stores' thread pool with the lean asyncio bridge, and LoopThread: an event loop
+for sync callers of a coroutine client (stores/iothreads.py).
 
 Every test controls its timing with events; none sleeps to wait for another thread."""
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from langgraph_handoff.stores.iothreads import IoThreads
+from langgraph_handoff.stores.iothreads import IoThreads, LoopThread
 
 
 def boom(message: str) -> None:
@@ -137,7 +138,7 @@ def test_the_interpreter_waits_for_a_started_call_before_it_exits(tmp_path: Path
     script = textwrap.dedent(
         f"""
         import threading
-        from langgraph_handoff.stores.iothreads import IoThreads
+        from langgraph_handoff.stores.iothreads import IoThreads, LoopThread
 
         pool = IoThreads(max_workers=1, thread_name_prefix="exit")
         entered = threading.Event()
@@ -155,3 +156,101 @@ def test_the_interpreter_waits_for_a_started_call_before_it_exits(tmp_path: Path
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert marker.read_text() == "finished"
+
+
+async def _where(fail: bool = False) -> tuple[str, asyncio.AbstractEventLoop]:
+    if fail:
+        raise ValueError("from the loop")
+    return threading.current_thread().name, asyncio.get_running_loop()
+
+
+def test_a_loop_thread_runs_every_call_on_one_loop_that_outlives_the_callers() -> None:
+    """Its keep-alive connections belong to one loop: calls from threads that come and go (as
+    LangGraph's do) must all land on it, and an exception reaches the caller as it was raised."""
+    thread = LoopThread("lt-test")
+    try:
+        seen: list[tuple[str, asyncio.AbstractEventLoop]] = []
+        callers = [threading.Thread(target=lambda: seen.append(thread.run(_where()))) for _ in range(4)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+        seen.append(thread.run(_where()))
+        assert {name for name, _ in seen} == {"lt-test"} and len({id(loop) for _, loop in seen}) == 1
+        with pytest.raises(ValueError, match="from the loop"):
+            thread.run(_where(fail=True))
+    finally:
+        thread.close()
+
+
+def test_closing_a_loop_thread_runs_the_last_call_on_it_then_stops_it() -> None:
+    thread = LoopThread("lt-close")
+    _, loop = thread.run(_where())
+    closed_on: list[str] = []
+
+    async def last() -> None:
+        closed_on.append(threading.current_thread().name)
+
+    running = [t for t in threading.enumerate() if t.name == "lt-close"]
+    thread.close(last)
+    assert closed_on == ["lt-close"] and loop.is_closed()
+    assert not any(t.is_alive() for t in running)
+    thread.close(last)  # idempotent
+    assert closed_on == ["lt-close"]
+    assert thread.run(_where())[0] == "lt-close"  # used again: a new loop starts
+    thread.close()
+
+
+def test_a_loop_thread_dropped_without_close_stops_its_thread() -> None:
+    import gc
+
+    thread = LoopThread("lt-dropped")
+    thread.run(_where())
+    running = [t for t in threading.enumerate() if t.name == "lt-dropped"]
+    assert len(running) == 1
+    del thread
+    gc.collect()
+    running[0].join(timeout=30)  # a bound, not a sleep: it returns as soon as the thread ends
+    assert not running[0].is_alive()
+
+
+def test_a_loop_thread_closes_from_inside_a_running_event_loop() -> None:
+    """A saver's sync ``close()`` is often called from async code (LangGraph's conformance suite
+    does): the loop thread must not try to run its loop from the caller's thread."""
+    thread = LoopThread("lt-async-close")
+    _, loop = thread.run(_where())
+
+    async def main() -> None:
+        thread.close()
+
+    asyncio.run(main())
+    assert loop.is_closed()
+
+
+def test_a_forked_child_starts_its_own_loop_thread(tmp_path: Path) -> None:
+    """A prefork server creates the store, then forks workers: the parent's loop thread does not
+    exist in a child, and a call queued to its loop would wait for ever."""
+    script = textwrap.dedent(
+        """
+        import asyncio, os, signal, sys, threading, warnings
+        from langgraph_handoff.stores.iothreads import LoopThread
+
+        async def where():
+            return threading.current_thread().name, os.getpid()
+
+        thread = LoopThread("lt-fork")
+        parent = thread.run(where())
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads: the point here
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a call that never ends must not outlive the test
+            name, child = thread.run(where())
+            thread.close()
+            os._exit(0 if (name, child) == ("lt-fork", os.getpid()) and child != parent[1] else 3)
+        _, status = os.waitpid(pid, 0)
+        thread.close()
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
