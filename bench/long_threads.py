@@ -82,7 +82,8 @@ OURS = ["handoff-memory", "handoff-file", "handoff-s3"]
 REFERENCE = "sqlite"
 #: InMemorySaver waiting --short-latency-ms per call (a label: the worker runs "inmemory")
 LATENT = "inmemory+latency"
-SHORT_SAVERS = ["inmemory", LATENT, "handoff-s3"]
+#: the short phase's rows: label -> the saver its worker runs
+SHORT_SAVERS = {"inmemory": "inmemory", LATENT: "inmemory", "handoff-s3": "handoff-s3"}
 PROFILE_WORKLOADS = ["delta-100", "list"]
 #: minutes of wall time a worker may take before it stops after the current turn (a slow peer
 #: then reports the turns it reached); generous for everyone else
@@ -328,11 +329,11 @@ def short_passes(a, pys, servers) -> dict:
             sys.exit("short: could not measure ours' wait per request on RGW; give --short-latency-ms")
     extra = {LATENT: {"latency_ms": latency}}
     for p in range(n):
-        order = SHORT_SAVERS if p % 2 == 0 else list(reversed(SHORT_SAVERS))
+        order = list(SHORT_SAVERS) if p % 2 == 0 else list(reversed(SHORT_SAVERS))
         passes.append(
             {
                 s: run_worker(
-                    a, pys, servers, "short", "delta-100", s.split("+")[0], label=s, **args, **extra.get(s, {})
+                    a, pys, servers, "short", "delta-100", SHORT_SAVERS[s], label=s, **args, **extra.get(s, {})
                 )
                 for s in order
             }

@@ -156,13 +156,11 @@ getattr(threading, "_register_atexit", atexit.register)(_drain_all)
 class LoopThread:
     """An event loop in a thread of its own, for sync callers of a coroutine client.
 
-    Why: obstore's LIST has no page size, so a sync LIST of 86 keys made S3 send up to 1,000
-    (about 330 KB of XML from RGW on a 1,000-turn thread), and parsing them cost 3.2-3.7 ms of
-    client CPU; the loop client asks for ``max-keys`` and spent 1.2-1.4 ms on the same LISTs,
-    replayed alone on RGW (2026-12-03; see :meth:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store.list_page`). Its connections
-    belong to one event loop, and a sync caller has none that lives on (LangGraph starts new
-    threads for every invoke), so the loop lives here, started on the first call and kept with
-    its keep-alive connections until :meth:`close`.
+    Why: the sync API's S3 LISTs go through the loop client, which asks for a page size where
+    obstore cannot (:meth:`~langgraph_handoff.stores.obstore_s3.ObstoreS3Store.list_page` has
+    the figures). That client's connections belong to one event loop, and a sync caller has none
+    that lives on (LangGraph starts new threads for every invoke), so the loop lives here,
+    started on the first call and kept with its keep-alive connections until :meth:`close`.
 
     A child process after ``fork`` has no such thread: it starts its own on its first call.
 

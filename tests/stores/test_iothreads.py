@@ -138,7 +138,7 @@ def test_the_interpreter_waits_for_a_started_call_before_it_exits(tmp_path: Path
     script = textwrap.dedent(
         f"""
         import threading
-        from langgraph_handoff.stores.iothreads import IoThreads, LoopThread
+        from langgraph_handoff.stores.iothreads import IoThreads
 
         pool = IoThreads(max_workers=1, thread_name_prefix="exit")
         entered = threading.Event()
