@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
-from langgraph_handoff._format.records import Head, Inline, Record, blob_ref
+from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -443,13 +443,14 @@ def _check_refs(
                 report.problems.append(
                     Problem(where, "missing_value", f"checkpoint {rec.id} references a value of {ch!r} it lacks")
                 )
-            elif (ref := blob_ref(origin, payload)) is not None:
-                bkey = keys.blob_key(head.thread_id, head.checkpoint_ns, *ref)
-                blobs.add(bkey)
-                if bkey not in present:
-                    report.problems.append(
-                        Problem(bkey, "dangling_reference", f"{where} references channel {ch!r} here")
-                    )
+            elif refs := blob_refs(origin, payload):
+                for ref in refs:
+                    bkey = keys.blob_key(head.thread_id, head.checkpoint_ns, *ref)
+                    blobs.add(bkey)
+                    if bkey not in present:
+                        report.problems.append(
+                            Problem(bkey, "dangling_reference", f"{where} references channel {ch!r} here")
+                        )
             elif isinstance(payload, Inline) and payload.spill:
                 blobs.add(keys.blob_key(head.thread_id, head.checkpoint_ns, origin, payload.spill))
     return blobs

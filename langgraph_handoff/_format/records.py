@@ -10,8 +10,10 @@ A **record** is one checkpoint: its id, parent id, the serialised checkpoint wit
 (the checkpoint id under whose put the value was stored) and its version. Values that did not
 change since the parent point at the parent's origin, so they are never serialised or stored
 twice. **Payloads** (the values themselves) live in a table ``origin -> channel -> payload`` next
-to the records that use them: inline bytes, a reference to a content-addressed blob, or a tail
-(the items a list appended to an earlier value, over a blob holding that value whole).
+to the records that use them: inline bytes, a reference to a content-addressed blob, a tail
+(the items a list appended to an earlier value, over a blob holding that value whole), or
+pieces (a ``DeltaChannel`` snapshot as an earlier snapshot's blobs plus a blob of what it
+appended).
 
 A **head** holds the newest records of one (thread, namespace), the payloads they reference and
 the manifest of sealed **segments**, immutable objects holding older records with every payload
@@ -41,6 +43,7 @@ __all__ = [
     "Head",
     "Inline",
     "Payload",
+    "Pieces",
     "Record",
     "Segment",
     "SegmentRef",
@@ -190,25 +193,61 @@ class Tail:
         return self.base, self.base_digest
 
 
-Payload = Inline | BlobRef | Tail
+@fast_init
+@dataclass(frozen=True)
+class Piece:
+    """One blob of a :class:`Pieces` value: ``data/{T}/{N}/b/{inv(owner)}-{digest}``, ``size``
+    bytes, and the value's item count once it is added."""
+
+    owner: str
+    digest: str
+    size: int
+    count: int
 
 
-def blob_ref(origin: str, p: Payload) -> tuple[str, str] | None:
-    """(owner checkpoint id, digest) of the blob a value stored under ``origin`` needs to be
-    read, if any: its own blob, or the base of a tail. (Not the copy of an inline value being
-    spilled: the value does not need it.) Every walk over the blobs a table references (reads,
-    garbage collection, copies, checks) goes through here.
+@fast_init
+@dataclass(frozen=True)
+class Pieces:
+    """A large list stored as blobs that add up to it (:mod:`.tails`): the first holds an earlier
+    value whole (a msgpack list, bare or in an ext frame), each next one the items appended
+    since, and the value is ``parts[-1].count`` items in the first part's frame.
 
-    >>> blob_ref("c1", BlobRef("msgpack", "d1", 9)), blob_ref("c2", Tail("msgpack", "c1", "d1", 9, 2, 3, b""))
-    (('c1', 'd1'), ('c1', 'd1'))
-    >>> blob_ref("c1", Inline("msgpack", b"x", "d1")) is None
-    True
+    A ``DeltaChannel`` snapshot is stored so: it is the whole conversation again every
+    ``snapshot_frequency`` updates, and its checkpoint's parent never holds the channel (the
+    checkpoints in between store only their writes), so a :class:`Tail` cannot reach the
+    previous snapshot. Stored whole, the snapshots of a 1,000-turn thread were most of the bytes
+    it wrote. A reader fetches all parts in one batch; the writer bounds how many there are
+    (``plans.writing``)."""
+
+    type: str
+    parts: tuple[Piece, ...]
+    _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
+
+
+Payload = Inline | BlobRef | Tail | Pieces
+
+
+def blob_refs(origin: str, p: Payload) -> tuple[tuple[str, str], ...]:
+    """(owner checkpoint id, digest) of each blob a value stored under ``origin`` needs to be
+    read: its own blob, the base of a tail, or the parts of pieces; none for an inline value.
+    (Not the copy of an inline value being spilled: the value does not need it.) Every walk
+    over the blobs a table references (reads, garbage collection, copies, checks) goes through
+    here.
+
+    >>> blob_refs("c1", BlobRef("msgpack", "d1", 9)), blob_refs("c2", Tail("msgpack", "c1", "d1", 9, 2, 3, b""))
+    ((('c1', 'd1'),), (('c1', 'd1'),))
+    >>> blob_refs("c3", Pieces("msgpack", (Piece("c1", "d1", 9, 2), Piece("c3", "d3", 4, 3))))
+    (('c1', 'd1'), ('c3', 'd3'))
+    >>> blob_refs("c1", Inline("msgpack", b"x", "d1"))
+    ()
     """
     if isinstance(p, BlobRef):
-        return origin, p.digest
+        return ((origin, p.digest),)
     if isinstance(p, Tail):
-        return p.base_ref()
-    return None
+        return (p.base_ref(),)
+    if isinstance(p, Pieces):
+        return tuple((part.owner, part.digest) for part in p.parts)
+    return ()
 
 
 @fast_init
@@ -353,6 +392,8 @@ def _payload_out(p: Payload) -> Any:
         return [p.type, p.data] if p.spill is None else [p.type, p.data, p.spill]
     if isinstance(p, Tail):
         return {"a": [p.base, p.base_digest, p.base_size, p.base_count, p.count], "t": p.type, "d": p.data}
+    if isinstance(p, Pieces):
+        return {"p": [[x.owner, x.digest, x.size, x.count] for x in p.parts], "t": p.type}
     return {"b": p.digest, "t": p.type, "n": p.size}
 
 
@@ -362,6 +403,11 @@ def _payload_in(raw: Any) -> Payload:
     if "a" in raw:
         base, digest, size, base_count, count = raw["a"]
         return Tail(str(raw["t"]), str(base), str(digest), int(size), int(base_count), int(count), bytes(raw["d"]))
+    if "p" in raw:
+        parts = tuple(Piece(str(o), str(d), int(n), int(c)) for o, d, n, c in raw["p"])
+        if not parts:
+            raise ValueError("a value stored as pieces names no blob")
+        return Pieces(str(raw["t"]), parts)
     return BlobRef(str(raw["t"]), str(raw["b"]), int(raw["n"]))
 
 

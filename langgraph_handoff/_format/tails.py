@@ -11,6 +11,10 @@ This module only compares and splices bytes, so it cannot misread a value: a tai
 exactly when the new bytes are the base's items followed by more items, whatever the serde put
 in them. A list that changed in place (a message updated or removed) is simply stored whole.
 
+A list may also come wrapped in a msgpack *ext* object: a ``DeltaChannel`` snapshot is an ext
+(type 7) whose data is the list. Splitting and joining see through that frame, and rebuild it
+around the joined list (its length changes with the list).
+
 >>> import msgpack
 >>> base, grown = msgpack.packb(["a", "b"]), msgpack.packb(["a", "b", "c", "d"])
 >>> tail = split(base, grown)
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["array_header", "header_bytes", "joined", "split"]
+__all__ = ["array_header", "framing", "header_bytes", "joined", "split"]
 
 
 def array_header(data: bytes) -> tuple[int, int] | None:
@@ -60,25 +64,89 @@ def header_bytes(count: int) -> bytes:
     return b"\xdd" + struct.pack(">I", count)
 
 
+def _ext_header(ext_type: int, size: int) -> bytes:
+    """The msgpack ext header for ``size`` bytes of data, in the form msgpack writes it."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}.get(size)
+    if fixed is not None:
+        return bytes([fixed, ext_type])
+    if size < 0x100:
+        return bytes([0xC7, size, ext_type])
+    if size < 0x10000:
+        return b"\xc8" + struct.pack(">H", size) + bytes([ext_type])
+    return b"\xc9" + struct.pack(">I", size) + bytes([ext_type])
+
+
+def _ext_frame(data: bytes) -> tuple[int, int, int] | None:
+    """``(ext type, data length, header length)`` if ``data`` starts with a msgpack ext header."""
+    if len(data) < 2:
+        return None
+    first = data[0]
+    if 0xD4 <= first <= 0xD8:
+        return data[1], 1 << (first - 0xD4), 2
+    if first == 0xC7 and len(data) >= 3:
+        return data[2], data[1], 3
+    if first == 0xC8 and len(data) >= 4:
+        return data[3], struct.unpack_from(">H", data, 1)[0], 4
+    if first == 0xC9 and len(data) >= 6:
+        return data[5], struct.unpack_from(">I", data, 1)[0], 6
+    return None
+
+
+def framing(data: bytes) -> tuple[int | None, int, int] | None:
+    """``(ext type or None, item count, offset of the first item)`` of a msgpack array, bare or
+    as the whole data of an ext object; None for anything else.
+
+    >>> import msgpack
+    >>> framing(msgpack.packb([1, 2])), framing(msgpack.packb(msgpack.ExtType(7, msgpack.packb([1]))))
+    ((None, 2, 1), (7, 1, 3))
+    """
+    ext = _ext_frame(data)
+    start, ext_type = 0, None
+    if ext is not None:
+        ext_type, size, start = ext
+        if start + size != len(data):
+            return None  # not one ext object holding the rest
+    found = array_header(data[start : start + 5])
+    if found is None:
+        return None
+    return ext_type, found[0], start + found[1]
+
+
+def _framed(ext_type: int | None, count: int, items: list[bytes | memoryview]) -> bytes:
+    """A list of ``count`` items (their bytes, in pieces), framed as ``ext_type`` says."""
+    inner = [header_bytes(count), *items]
+    if ext_type is None:
+        return b"".join(inner)
+    return b"".join([_ext_header(ext_type, sum(len(p) for p in inner)), *inner])
+
+
 def split(base: bytes, new: bytes) -> tuple[int, bytes] | None:
-    """``(count, tail)`` when ``new`` is the msgpack array ``base`` with items appended: ``tail``
-    is the appended items' bytes and ``count`` the new array's length. None otherwise (not
-    arrays, nothing appended, or the common items differ). (The base's own count is
-    ``array_header(base)[0]``.)"""
-    b, n = array_header(base), array_header(new)
-    if b is None or n is None or n[0] <= b[0]:
+    """``(count, tail)`` when ``new`` is the list ``base`` with items appended (both bare arrays,
+    or both the data of ext objects of one type): ``tail`` is the appended items' bytes and
+    ``count`` the new list's length. None otherwise (not lists, nothing appended, the common
+    items differ, or a frame :func:`joined` would not write back byte for byte).
+
+    >>> import msgpack
+    >>> snap = lambda items: msgpack.packb(msgpack.ExtType(7, msgpack.packb(items)))
+    >>> split(snap(["a"]), snap(["a", "b"]))
+    (2, b'\\xa1b')
+    """
+    b, n = framing(base), framing(new)
+    if b is None or n is None or b[0] != n[0] or n[1] <= b[1]:
         return None
-    if new[: n[1]] != header_bytes(n[0]):
+    body = memoryview(base)[b[2] :]
+    if not new.startswith(body, n[2]):
+        return None
+    tail = new[n[2] + len(body) :]
+    if new[: n[2]] != _framed(n[0], n[1], [body, tail])[: n[2]]:
         return None  # a header msgpack would not write: joined() could not give these bytes back
-    body = base[b[1] :]
-    if not new.startswith(body, n[1]):
-        return None
-    return n[0], new[n[1] + len(body) :]
+    return n[1], tail
 
 
 def joined(base: bytes, count: int, tail: bytes) -> bytes:
-    """The value a tail stands for: ``count`` items, those of ``base`` followed by ``tail``."""
-    b = array_header(base)
+    """The value a tail stands for: ``count`` items, those of ``base`` followed by ``tail``, in
+    the base's frame."""
+    b = framing(base)
     if b is None:
-        raise ValueError("the base of a tail is not a msgpack array")
-    return b"".join((header_bytes(count), memoryview(base)[b[1] :], tail))
+        raise ValueError("the base of a tail is not a msgpack list")
+    return _framed(b[0], count, [memoryview(base)[b[2] :], tail])

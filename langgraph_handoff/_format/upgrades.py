@@ -20,7 +20,9 @@ Format history:
   checkpoint was renamed as if it were old: with ``rename topic -> subject`` followed by a new
   channel ``topic``, the new ``topic`` writes went to ``subject``.
 * **3**: a channel value may be stored as a *tail*: the items a list appended to an earlier
-  value, over an immutable blob holding that value whole (:class:`~.records.Tail`). Format 2
+  value, over an immutable blob holding that value whole (:class:`~.records.Tail`), and a large
+  list, in practice a ``DeltaChannel`` snapshot, as *pieces*: an earlier value's blobs plus a
+  blob of the items appended since (:class:`~.records.Pieces`). Format 2
   bodies are valid format 3 bodies; the version says that readers older than this release
   cannot read the new payloads (they refuse the object with ``EnvelopeVersionError`` instead
   of calling it corrupt).

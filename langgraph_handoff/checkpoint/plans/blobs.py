@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from langgraph_handoff._format import keys
-from langgraph_handoff._format.records import Inline, PayloadTable, Record, blob_ref, payloads_for
+from langgraph_handoff._format.records import Inline, PayloadTable, Record, blob_refs, payloads_for
 
 
 def content_digest(data: bytes) -> str:
@@ -23,18 +23,17 @@ def content_digest(data: bytes) -> str:
 def blob_keys(
     tid: str, ns: str, parts: list[tuple[dict[str, Record], PayloadTable]], *, may_spill: bool = False
 ) -> set[str]:
-    """Keys of the large values the records reference (the bases of tails too), and of the
+    """Keys of the large values the records reference (the bases of tails and the parts of pieces too), and of the
     copies being spilled behind inline values. With ``may_spill``, also the key *every* inline value may be
     copied to: a writer may write that copy at any time (and remember it written, dropping
     its inline copy on its next put), so garbage collection must keep such a key while any
     record holds the value."""
-    out = set()
+    out: set[str] = set()
     for recs, table in parts:
         for origin, chs in payloads_for(list(recs.values()), table).items():
             for p in chs.values():
-                ref = blob_ref(origin, p)
-                if ref is not None:
-                    out.add(keys.blob_key(tid, ns, *ref))
-                elif isinstance(p, Inline) and (p.spill or may_spill):
+                refs = blob_refs(origin, p)
+                out.update(keys.blob_key(tid, ns, *ref) for ref in refs)
+                if not refs and isinstance(p, Inline) and (p.spill or may_spill):
                     out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
     return out

@@ -29,7 +29,7 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta
-from langgraph_handoff._format.records import Head, Record, blob_ref, payloads_for
+from langgraph_handoff._format.records import Head, Record, blob_refs, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
 from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
@@ -276,14 +276,14 @@ def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: H
                 rec_io.encode_segment(replace(seg, thread_id=dst), schema_version=schema),
             )
         )
-    blob_refs = {
+    used_blobs = {
         used
         for recs, table in tables
         for origin, chs in payloads_for(list(recs), table).items()
         for payload in chs.values()
-        if (used := blob_ref(origin, payload)) is not None
+        for used in blob_refs(origin, payload)
     }
-    blob_keys = [(keys.blob_key(src, ns, o, d), keys.blob_key(dst, ns, o, d)) for o, d in sorted(blob_refs)]
+    blob_keys = [(keys.blob_key(src, ns, o, d), keys.blob_key(dst, ns, o, d)) for o, d in sorted(used_blobs)]
     for chunk in chunks(blob_keys, 64):
         for (from_key, to_key), obj in zip(chunk, (yield Batch(tuple(Get(k) for k, _ in chunk))), strict=True):
             if obj is None:

@@ -174,7 +174,10 @@ class _Memo:
 
 def _holds(payload: rec_io.Payload, typed: tuple[str, bytes]) -> bool:
     """Does a stored payload hold exactly these serialised bytes? (blobs: by digest; tails: the
-    appended bytes, and the rest by the digest of the base they were written over)"""
+    appended bytes, and the rest by the digest of the base they were written over; pieces:
+    never said to, so an upgraded snapshot is stored whole, which costs bytes, not data)"""
+    if isinstance(payload, rec_io.Pieces):
+        return False
     if isinstance(payload, rec_io.Inline):
         return (payload.type, payload.data) == typed
     if isinstance(payload, rec_io.Tail):
@@ -192,7 +195,7 @@ def _settled(a: rec_io.Payload | None, b: rec_io.Payload) -> rec_io.Payload:
     blob was seen written), then an inline copy being spilled, then a plain inline copy."""
     if a is None:
         return b
-    rank = {rec_io.BlobRef: 2, rec_io.Tail: 2, rec_io.Inline: 0}
+    rank = {rec_io.BlobRef: 2, rec_io.Tail: 2, rec_io.Pieces: 2, rec_io.Inline: 0}
     ra = rank[type(a)] + (1 if isinstance(a, rec_io.Inline) and a.spill else 0)
     rb = rank[type(b)] + (1 if isinstance(b, rec_io.Inline) and b.spill else 0)
     return a if ra >= rb else b
@@ -205,6 +208,8 @@ def _stored_as(payload: rec_io.Payload) -> tuple[str, str]:
         return payload.type, payload.digest
     if isinstance(payload, rec_io.Tail):
         return payload.type, f"{payload.base_digest}+{content_digest(payload.data)}"
+    if isinstance(payload, rec_io.Pieces):
+        return payload.type, "+".join(part.digest for part in payload.parts)
     return payload.type, payload.spill or content_digest(payload.data)
 
 

@@ -170,18 +170,37 @@ def decode_writes_doc(
     return doc
 
 
-def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes], blob_key: str) -> Any:
+def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes], blob_keys: list[str]) -> Any:
+    """The value a payload stores, from the blobs it needs (``blob_keys``, as
+    :func:`~.records.blob_refs` names them, already fetched into ``blobs``)."""
     if isinstance(payload, rec_io.Inline):
         return saver.serde.loads_typed((payload.type, payload.data))
     if isinstance(payload, rec_io.Tail):
-        base = blobs[blob_key]
-        if len(base) != payload.base_size or tails.array_header(base) is None:
-            raise CorruptObjectError(
-                blob_key, f"the base of a stored value is {len(base)} bytes, not the list of {payload.base_size} "
-                "bytes its tail was written over", "malformed",
-            )  # fmt: skip
+        base = _base_blob(blobs, blob_keys[0], payload.base_size)
         return saver.serde.loads_typed((payload.type, tails.joined(base, payload.count, payload.data)))
-    return saver.serde.loads_typed((payload.type, blobs[blob_key]))
+    if isinstance(payload, rec_io.Pieces):
+        base = _base_blob(blobs, blob_keys[0], payload.parts[0].size)
+        added = []
+        for key, part in zip(blob_keys[1:], payload.parts[1:], strict=True):
+            if len(blobs[key]) != part.size:
+                raise CorruptObjectError(
+                    key, f"a piece of a stored value is {len(blobs[key])} bytes, not the {part.size} its "
+                    "checkpoint recorded", "malformed",
+                )  # fmt: skip
+            added.append(blobs[key])
+        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, b"".join(added))))
+    return saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
+
+
+def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
+    """The blob a tail or pieces were written over, checked to be the list they were written over."""
+    base = blobs[key]
+    if len(base) != size or tails.framing(base) is None:
+        raise CorruptObjectError(
+            key, f"the base of a stored value is {len(base)} bytes, not the list of {size} bytes its tail "
+            "was written over", "malformed",
+        )  # fmt: skip
+    return base
 
 
 def _blob_gets(
@@ -191,9 +210,8 @@ def _blob_gets(
     for ch in channels:
         origin, _v = rec.values[ch]
         payload = table.get(origin, {}).get(ch)
-        ref = rec_io.blob_ref(origin, payload) if payload is not None else None
-        if ref is not None:
-            out.append(keys.blob_key(thread_id, ns, *ref))
+        if payload is not None:
+            out += [keys.blob_key(thread_id, ns, *ref) for ref in rec_io.blob_refs(origin, payload)]
     return list(dict.fromkeys(out))  # tails of several channels may share a base
 
 
@@ -253,8 +271,8 @@ def fetch(
             raise CorruptObjectError(
                 keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
             )
-        ref = rec_io.blob_ref(origin, payload)
-        values[ch] = _value(saver, payload, blobs, keys.blob_key(thread_id, ns, *ref) if ref is not None else "")
+        refs = rec_io.blob_refs(origin, payload)
+        values[ch] = _value(saver, payload, blobs, [keys.blob_key(thread_id, ns, *ref) for ref in refs])
     return tasks, values
 
 

@@ -36,7 +36,9 @@ class Layout:
             is stored as a *tail*, the appended items over a blob holding the earlier value
             whole, instead of whole again. A plain ``add_messages`` list then writes a few KB per
             put instead of the whole conversation; reading it takes the base blob too (one more
-            GET when this process does not hold it yet). ``None`` stores every value whole.
+            GET when this process does not hold it yet). A ``DeltaChannel`` snapshot past
+            ``spill_threshold`` is likewise stored as *pieces* over the previous snapshot's
+            blobs. ``None`` stores every value whole.
         head_max_records: seal older checkpoints into a segment when the head holds more.
         head_max_bytes: ... or when the encoded head grows past this.
         head_max_overhead: ... or when it is this many times bigger than the latest checkpoint

@@ -31,6 +31,8 @@ from langgraph_handoff._format.records import (
     Inline,
     Payload,
     PayloadTable,
+    Piece,
+    Pieces,
     Record,
     Segment,
     SegmentRef,
@@ -103,7 +105,7 @@ def _build_record(
     checkpoint: Checkpoint,
     new_versions: ChannelVersions,
     parent: Record | None,
-    table: PayloadTable,
+    head: Head | None,
     cp_typed: tuple[str, bytes],
     md_typed: tuple[str, bytes],
     memo: dict[str, tuple[str, bytes]],
@@ -120,8 +122,10 @@ def _build_record(
     ``blob_threshold`` do: no later checkpoint stores that channel's value (they hold only the
     writes since), so an inline copy would leave the head at the next put anyway, after riding
     in two heads and then a spill blob. Written once instead, a snapshot of a 2,000-message
-    conversation costs a third of the bytes.
+    conversation costs a third of the bytes. When the previous snapshot is at hand, only what
+    was appended since is written (:func:`_as_pieces`).
     """
+    table = head.payloads if head is not None else {}
     cid = checkpoint["id"]
     versions = checkpoint.get("channel_versions") or {}
     parent_values = parent.values if parent is not None else {}
@@ -142,13 +146,16 @@ def _build_record(
         values[ch] = (cid, version)
         before = table.get(inherited[0], {}).get(ch) if inherited is not None else None
         tail = _as_tail(saver, thread_id, ns, typ, data, inherited[0], before) if inherited and before else None
+        snapshot = len(data) >= saver.layout.spill_threshold and isinstance(value, _DeltaSnapshot)
+        pieces = _as_pieces(saver, thread_id, ns, cid, ch, typ, data, parent, head) if snapshot else None
         if tail is not None:
             payloads[ch], base_write = tail
             if base_write is not None:
                 blobs.append(base_write)
-        elif len(data) >= saver.layout.blob_threshold or (
-            len(data) >= saver.layout.spill_threshold and isinstance(value, _DeltaSnapshot)
-        ):
+        elif pieces is not None:
+            payloads[ch], piece_write = pieces
+            blobs.append(piece_write)
+        elif len(data) >= saver.layout.blob_threshold or snapshot:
             ref = BlobRef(typ, content_digest(data), len(data))
             body = rec_io.encode_blob(data, schema_version=saver.layout.schema_version)
             payloads[ch] = ref
@@ -197,6 +204,8 @@ def _as_tail(
     min_base = saver.layout.tail_min_base
     if min_base is None or before.type != typ or (isinstance(before, Inline) and len(before.data) < min_base):
         return None  # (checked first: most values are small)
+    if isinstance(before, Pieces):
+        return None  # a snapshot's: the next one is stored as pieces too (_as_pieces)
     base: bytes | None
     if isinstance(before, Inline):
         base, base_origin, digest = before.data, origin, ""
@@ -217,6 +226,112 @@ def _as_tail(
     base_count = tails.array_header(base)
     assert base_count is not None  # split() checked it
     return Tail(typ, base_origin, digest, len(base), base_count[0], split[0], split[1]), write
+
+
+#: A snapshot is stored whole again (a "rebase") once the pieces since its whole copy would
+#: add up to more than that copy, or would number more than this: the bytes written per
+#: snapshot then stay about two pieces' worth however long the thread grows, and a cold read
+#: fetches at most this many blobs, in one batch.
+PIECES_MAX = 16
+#: How far back :func:`_previous_snapshot` walks the parents (a ``DeltaChannel`` stores its
+#: snapshot every ``snapshot_frequency`` updates; the walk only looks at records in memory).
+SNAPSHOT_WALK_MAX = 4096
+
+
+def _as_pieces(
+    saver: SaverState,
+    thread_id: str,
+    ns: str,
+    cid: str,
+    ch: str,
+    typ: str,
+    data: bytes,
+    parent: Record | None,
+    head: Head | None,
+) -> tuple[Pieces, tuple[str, bytes, bytes]] | None:
+    """A ``DeltaChannel`` snapshot as the previous snapshot's blobs plus one new blob of what was
+    appended since, and that blob to write first; None to store it whole.
+
+    Only bytes are compared (:func:`.tails.split`), so a list changed in place is stored whole.
+    So is a snapshot whose predecessor this process does not hold in memory (never a read), or
+    one after which a rebase is due (:data:`PIECES_MAX`).
+
+    Safe against garbage collection as a tail is: the previous snapshot's record is found in
+    the head this put replaces by compare-and-swap (or in a segment it lists), and the blobs a
+    record references are kept as long as a record references them. A prune that drops that
+    record must move the head, and then this put's swap fails and it is built again.
+    """
+    if saver.layout.tail_min_base is None or head is None:
+        return None
+    found = _previous_snapshot(saver, thread_id, ns, head, parent, ch)
+    if found is None:
+        return None
+    origin, before = found
+    if before.type != typ:
+        return None
+    if isinstance(before, BlobRef):
+        parts: tuple[Piece, ...] = (Piece(origin, before.digest, before.size, 0),)
+    elif isinstance(before, Pieces):
+        parts = before.parts
+    else:
+        return None
+    held = [saver._cache.immutable.blob(keys.blob_key(thread_id, ns, p.owner, p.digest)) for p in parts]
+    if any(b is None or len(b) != p.size for b, p in zip(held, parts, strict=True)):
+        return None
+    base = held[0]
+    assert base is not None
+    framed = tails.framing(base)
+    if framed is None:
+        return None
+    parts = (fast_replace(parts[0], count=framed[1]), *parts[1:])
+    previous = base if len(parts) == 1 else tails.joined(base, parts[-1].count, b"".join(held[1:]))  # type: ignore[arg-type]
+    split = tails.split(previous, data)
+    if split is None:
+        return None
+    count, added = split
+    if len(parts) >= PIECES_MAX or sum(p.size for p in parts[1:]) + len(added) > parts[0].size:
+        return None  # a rebase: stored whole, the base of the next snapshots
+    digest = content_digest(added)
+    key = keys.blob_key(thread_id, ns, cid, digest)
+    body = rec_io.encode_blob(added, schema_version=saver.layout.schema_version)
+    return Pieces(typ, (*parts, Piece(cid, digest, len(added), count))), (key, body, added)
+
+
+def _previous_snapshot(
+    saver: SaverState, thread_id: str, ns: str, head: Head, parent: Record | None, ch: str
+) -> tuple[str, Payload] | None:
+    """(origin, payload) of the nearest ancestor's value of ``ch``: a ``DeltaChannel``'s
+    checkpoints between snapshots store none. Walks records in memory only (the head, segments
+    this process decoded); None when the walk leaves them."""
+    rec = parent
+    for _ in range(SNAPSHOT_WALK_MAX):
+        if rec is None:
+            return None
+        held = rec.values.get(ch)
+        if held is not None:
+            found = _record_in_memory(saver, thread_id, ns, head, held[0])
+            payload = found[1].get(held[0], {}).get(ch) if found is not None else None
+            return None if payload is None else (held[0], payload)
+        if rec.parent is None:
+            return None
+        found = _record_in_memory(saver, thread_id, ns, head, rec.parent)
+        rec = found[0] if found is not None else None
+    return None
+
+
+def _record_in_memory(
+    saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str
+) -> tuple[Record, PayloadTable] | None:
+    """A record of ``head`` or of a segment it lists, if this process holds it decoded."""
+    rec = head.records.get(checkpoint_id)
+    if rec is not None:
+        return rec, head.payloads
+    for ref in head.segments:
+        if ref.covers(checkpoint_id):
+            seg = saver._cache.immutable.segment(keys.segment_key(thread_id, ns, ref.key))
+            if seg is not None and checkpoint_id in seg.records:
+                return seg.records[checkpoint_id], seg.payloads
+    return None
 
 
 def _next_head(
@@ -473,8 +588,7 @@ def plan_put(
             raise conflict
         parent = head.records.get(parent_id) if head is not None and parent_id else None
         record, payloads, blobs = _build_record(
-            saver, thread_id, ns, checkpoint, new_versions, parent, head.payloads if head else {}, cp_typed,
-            md_typed, memo,
+            saver, thread_id, ns, checkpoint, new_versions, parent, head, cp_typed, md_typed, memo,
         )  # fmt: skip
         if parent is None and parent_id is not None:
             record = fast_replace(record, parent=parent_id)
