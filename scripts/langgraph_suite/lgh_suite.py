@@ -13,8 +13,10 @@ Variants (``LGH_SUITE_VARIANTS``, comma-separated):
 * ``handoff_memory``: ``ObjectStoreSaver`` / ``ObjectStoreMemory`` on ``memory://``;
 * ``handoff_file``: on ``file://``, a fresh directory on tmpfs per test (LangGraph's tests time
   100 ms streaming windows; an fsync on a loaded disk is not what they test), with a layout
-  that stores every value that only appended as a tail (``Layout(tail_min_base=1)``), so
-  LangGraph's tests judge tails too, not only the default layout's whole values;
+  that stores every value that only appended as a tail and spills every value of an older
+  checkpoint, so every ``DeltaChannel`` snapshot goes to blobs and, when it only appended, to
+  pieces (``Layout(tail_min_base=1, spill_threshold=1)``): LangGraph's tests judge tails,
+  spills and pieces too, not only the default layout's whole values;
 * ``handoff_s3``: on the real S3 server ``scripts/test`` starts (``S3_ENDPOINT_URL``), a fresh
   prefix per test, for the files in :data:`S3_FILES` only (the time budget).
 """
@@ -83,7 +85,7 @@ def _our_saver(variant: str) -> Iterator[ObjectStoreSaver]:
         with ObjectStoreSaver.from_url("memory://") as saver:
             yield saver
     elif variant == "handoff_file":
-        tails = Layout(tail_min_base=1)
+        tails = Layout(tail_min_base=1, spill_threshold=1)
         with _tmpfs_dir() as path, ObjectStoreSaver.from_url(f"file://{path}", layout=tails) as saver:
             yield saver
     elif variant == "handoff_s3":

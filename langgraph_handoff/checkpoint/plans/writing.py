@@ -229,9 +229,13 @@ def _as_tail(
 
 
 #: A snapshot is stored whole again (a "rebase") once the pieces since its whole copy would
-#: add up to more than that copy, or would number more than this: the bytes written per
-#: snapshot then stay about two pieces' worth however long the thread grows, and a cold read
-#: fetches at most this many blobs, in one batch.
+#: add up to more than ``PIECES_GROWTH`` times that copy, or would number more than
+#: ``PIECES_MAX``: with snapshots growing by d bytes each, the bytes written per snapshot then
+#: average about 2.5 d while the cap is not reached, and a cold read fetches at most
+#: ``PIECES_MAX`` blobs, in one batch. (Twice, not once: a ``DeltaChannel`` whose second
+#: snapshot doubles its first, as ``snapshot_frequency=1000`` on a 1,000-turn thread does, would
+#: otherwise store it whole.)
+PIECES_GROWTH = 2
 PIECES_MAX = 16
 #: How far back :func:`_previous_snapshot` walks the parents (a ``DeltaChannel`` stores its
 #: snapshot every ``snapshot_frequency`` updates; the walk only looks at records in memory).
@@ -254,7 +258,7 @@ def _as_pieces(
 
     Only bytes are compared (:func:`.tails.split`), so a list changed in place is stored whole.
     So is a snapshot whose predecessor this process does not hold in memory (never a read), or
-    one after which a rebase is due (:data:`PIECES_MAX`).
+    one after which a rebase is due (:data:`PIECES_GROWTH`, :data:`PIECES_MAX`).
 
     Safe against garbage collection as a tail is: the previous snapshot's record is found in
     the head this put replaces by compare-and-swap (or in a segment it lists), and the blobs a
@@ -289,7 +293,7 @@ def _as_pieces(
     if split is None:
         return None
     count, added = split
-    if len(parts) >= PIECES_MAX or sum(p.size for p in parts[1:]) + len(added) > parts[0].size:
+    if len(parts) >= PIECES_MAX or sum(p.size for p in parts[1:]) + len(added) > PIECES_GROWTH * parts[0].size:
         return None  # a rebase: stored whole, the base of the next snapshots
     digest = content_digest(added)
     key = keys.blob_key(thread_id, ns, cid, digest)
