@@ -112,12 +112,13 @@ def framing(data: bytes) -> tuple[int | None, int, int] | None:
     return ext_type, found[0], start + found[1]
 
 
-def _framed(ext_type: int | None, count: int, items: list[bytes | memoryview]) -> bytes:
-    """A list of ``count`` items (their bytes, in pieces), framed as ``ext_type`` says."""
-    inner = [header_bytes(count), *items]
+def _frame(ext_type: int | None, count: int, items_size: int) -> bytes:
+    """The headers msgpack writes before ``count`` items of ``items_size`` bytes, in the frame
+    ``ext_type`` says (None: a bare array)."""
+    header = header_bytes(count)
     if ext_type is None:
-        return b"".join(inner)
-    return b"".join([_ext_header(ext_type, sum(len(p) for p in inner)), *inner])
+        return header
+    return _ext_header(ext_type, len(header) + items_size) + header
 
 
 def split(base: bytes, new: bytes) -> tuple[int, bytes] | None:
@@ -134,19 +135,20 @@ def split(base: bytes, new: bytes) -> tuple[int, bytes] | None:
     b, n = framing(base), framing(new)
     if b is None or n is None or b[0] != n[0] or n[1] <= b[1]:
         return None
+    if new[: n[2]] != _frame(n[0], n[1], len(new) - n[2]):
+        return None  # a header msgpack would not write: joined() could not give these bytes back
     body = memoryview(base)[b[2] :]
     if not new.startswith(body, n[2]):
         return None
-    tail = new[n[2] + len(body) :]
-    if new[: n[2]] != _framed(n[0], n[1], [body, tail])[: n[2]]:
-        return None  # a header msgpack would not write: joined() could not give these bytes back
-    return n[1], tail
+    return n[1], new[n[2] + len(body) :]
 
 
-def joined(base: bytes, count: int, tail: bytes) -> bytes:
-    """The value a tail stands for: ``count`` items, those of ``base`` followed by ``tail``, in
-    the base's frame."""
+def joined(base: bytes, count: int, *added: bytes) -> bytes:
+    """The value a tail (or pieces) stands for: ``count`` items, those of ``base`` followed by
+    the ``added`` bytes, in the base's frame."""
     b = framing(base)
     if b is None:
         raise ValueError("the base of a tail is not a msgpack list")
-    return _framed(b[0], count, [memoryview(base)[b[2] :], tail])
+    items = memoryview(base)[b[2] :]
+    size = len(items) + sum(len(a) for a in added)
+    return b"".join((_frame(b[0], count, size), items, *added))

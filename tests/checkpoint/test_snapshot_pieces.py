@@ -11,10 +11,9 @@ from typing import Annotated, Any
 
 import msgpack
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from typing_extensions import TypedDict
 
@@ -26,6 +25,7 @@ from langgraph_handoff.errors import CorruptObjectError, StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import Put
+from tests.support.chat_helpers import answering_chat, cfg, history
 from tests.support.saver_helpers import FailingBlobs
 
 #: snapshots from the second on are past the spill threshold: each is a blob, or pieces
@@ -41,19 +41,7 @@ def _text(turn: int, who: str) -> str:
 
 
 def _chat(saver: Any) -> Any:
-    def answer(state: Chat) -> dict:
-        turn = len(state["messages"]) // 2 + 1
-        return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}")]}
-
-    g = StateGraph(Chat)
-    g.add_node("answer", answer)
-    g.add_edge(START, "answer")
-    g.add_edge("answer", END)
-    return g.compile(checkpointer=saver)
-
-
-def _cfg(thread: str = "t") -> dict:
-    return {"configurable": {"thread_id": thread}}
+    return answering_chat(saver, Chat, _text)
 
 
 def _ask(turn: int) -> dict:
@@ -62,18 +50,13 @@ def _ask(turn: int) -> dict:
 
 def _talk(graph: Any, turns: range, thread: str = "t") -> None:
     for turn in turns:
-        graph.invoke(_ask(turn), _cfg(thread))
-
-
-def _history(graph: Any, thread: str = "t") -> list[tuple[Any, Any]]:
-    """(step, values) of every checkpoint, newest first (ids differ from saver to saver)."""
-    return [(s.metadata["step"], s.values) for s in graph.get_state_history(_cfg(thread))]
+        graph.invoke(_ask(turn), cfg(thread))
 
 
 def _reference(turns: range) -> list[tuple[Any, Any]]:
     graph = _chat(InMemorySaver())
     _talk(graph, turns)
-    return _history(graph)
+    return history(graph)
 
 
 class BlobsWritten(CountingStore):
@@ -114,7 +97,7 @@ def test_snapshots_are_stored_as_pieces_and_read_back_whole(store: StoreBase) ->
     written = [size for key, size in spy.blobs if key in pieces]
     assert len(written) == len(found) and max(written) < 2_000 * 8 < 2_000 * latest / 2, (written, latest)
     cold = _chat(ObjectStoreSaver(store, layout=LAYOUT))  # nothing cached: every part from the store
-    assert _history(cold) == _reference(range(1, 31))
+    assert history(cold) == _reference(range(1, 31))
     assert verify_store(ObjectStoreSaver(store)).problems == []
 
 
@@ -124,7 +107,7 @@ def test_a_thread_goes_on_in_another_process(store: StoreBase) -> None:
     before = len(_pieces(store))
     _talk(_chat(ObjectStoreSaver(store, layout=LAYOUT)), range(13, 25))
     assert len(_pieces(store)) > before
-    assert _history(_chat(ObjectStoreSaver(store))) == _reference(range(1, 25))
+    assert history(_chat(ObjectStoreSaver(store))) == _reference(range(1, 25))
 
 
 class EverySnapshot(TypedDict):
@@ -135,23 +118,15 @@ def test_a_snapshot_at_every_update_builds_on_its_parents(store: StoreBase) -> N
     """With ``snapshot_frequency=1`` the parent holds the previous snapshot itself (as pieces
     once the thread is going): the next one is pieces over the same parts, never a tail."""
 
-    def answer(state: EverySnapshot) -> dict:
-        turn = len(state["messages"]) // 2 + 1
-        return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}")]}
-
     def build(saver: Any) -> Any:
-        g = StateGraph(EverySnapshot)
-        g.add_node("answer", answer)
-        g.add_edge(START, "answer")
-        g.add_edge("answer", END)
-        return g.compile(checkpointer=saver)
+        return answering_chat(saver, EverySnapshot, _text)
 
     ours, reference = build(ObjectStoreSaver(store, layout=LAYOUT)), build(InMemorySaver())
     for graph in (ours, reference):
         _talk(graph, range(1, 13))
     assert len(_pieces(store)) >= 6
     assert not any(isinstance(p, rec_io.Tail) for p in _stored(store))
-    assert _history(build(ObjectStoreSaver(store))) == _history(reference)
+    assert history(build(ObjectStoreSaver(store))) == history(reference)
 
 
 def test_pieces_are_few_and_rebase_onto_a_whole_list(monkeypatch: pytest.MonkeyPatch, store: StoreBase) -> None:
@@ -168,7 +143,7 @@ def test_pieces_are_few_and_rebase_onto_a_whole_list(monkeypatch: pytest.MonkeyP
         framed = tails.framing(body)
         assert framed is not None and framed[1] == base.count  # a whole list
         assert [q.count for q in p.parts] == sorted(q.count for q in p.parts)
-    assert _history(_chat(ObjectStoreSaver(store))) == _reference(range(1, 41))
+    assert history(_chat(ObjectStoreSaver(store))) == _reference(range(1, 41))
 
 
 def test_the_piece_is_stored_before_the_head_that_needs_it() -> None:
@@ -178,18 +153,18 @@ def test_the_piece_is_stored_before_the_head_that_needs_it() -> None:
     store.fail = False
     graph = _chat(ObjectStoreSaver(store, layout=LAYOUT))
     _talk(graph, range(1, 9))
-    before = _history(_chat(ObjectStoreSaver(store)))
+    before = history(_chat(ObjectStoreSaver(store)))
     store.fail = True
     with pytest.raises(StoreUnavailableError):
         _talk(graph, range(9, 13))
     store.fail = False
-    after = _history(_chat(ObjectStoreSaver(store)))  # newest first
+    after = history(_chat(ObjectStoreSaver(store)))  # newest first
     assert len(after) > len(before) and after[-len(before) :] == before
     assert verify_store(ObjectStoreSaver(store)).problems == []
     _talk(_chat(ObjectStoreSaver(store, layout=LAYOUT)), range(13, 25))
     assert _pieces(store)
     assert verify_store(ObjectStoreSaver(store)).problems == []
-    ids = [m.id for m in _chat(ObjectStoreSaver(store)).get_state(_cfg()).values["messages"]]
+    ids = [m.id for m in _chat(ObjectStoreSaver(store)).get_state(cfg()).values["messages"]]
     # (the answer lost with the failed put is not redone: LangGraph starts the next turn afresh)
     assert ids[-2] == "q24" and ids[-1].startswith("a") and len(ids) == len(set(ids))
 
@@ -199,14 +174,14 @@ def test_prune_copy_and_delete_keep_every_piece_a_snapshot_needs(store: StoreBas
     graph = _chat(saver)
     _talk(graph, range(1, 25))
     assert _pieces(store)
-    want = graph.get_state(_cfg()).values
+    want = graph.get_state(cfg()).values
     saver.copy_thread("t", "t2")
     saver.prune(["t"])  # the older snapshots' checkpoints go; the latest's pieces still need them
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg()).values == want
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg()).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
     assert verify_store(ObjectStoreSaver(store)).problems == []
     saver.delete_thread("t")
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
     assert verify_store(ObjectStoreSaver(store)).problems == []
 
 
@@ -222,7 +197,7 @@ def test_a_missing_piece_is_reported_not_skipped() -> None:
     store.delete(gone)
     reader = _chat(ObjectStoreSaver(store, layout=LAYOUT))
     with pytest.raises(CorruptObjectError) as info:
-        for snapshot in reader.get_state_history(_cfg()):
+        for snapshot in reader.get_state_history(cfg()):
             assert snapshot.values is not None
     assert info.value.key == gone
     problems = verify_store(ObjectStoreSaver(store)).problems
@@ -240,10 +215,10 @@ def test_migrate_rewrites_a_thread_with_pieces_losslessly(store: StoreBase) -> N
     def _same(values: dict, metadata: dict) -> None:
         return None
 
-    want = _history(_chat(ObjectStoreSaver(store, layout=LAYOUT)))  # (delta histories never upgrade lazily)
+    want = history(_chat(ObjectStoreSaver(store, layout=LAYOUT)))  # (delta histories never upgrade lazily)
     summary = ObjectStoreSaver(store, layout=LAYOUT, migrations=migrations).migrate()
     assert [r.status for r in summary.results] == ["migrated"], summary
-    assert _history(_chat(ObjectStoreSaver(store, layout=LAYOUT, migrations=migrations))) == want
+    assert history(_chat(ObjectStoreSaver(store, layout=LAYOUT, migrations=migrations))) == want
     assert verify_store(ObjectStoreSaver(store, migrations=migrations)).problems == []
 
 
@@ -251,8 +226,8 @@ def test_async_snapshots_match_sync(store: StoreBase) -> None:
     async def talk() -> list[tuple[Any, Any]]:
         graph = _chat(ObjectStoreSaver(store, layout=LAYOUT))
         for turn in range(1, 21):
-            await graph.ainvoke(_ask(turn), _cfg("a"))
-        return [(s.metadata["step"], s.values) async for s in graph.aget_state_history(_cfg("a"))]
+            await graph.ainvoke(_ask(turn), cfg("a"))
+        return [(s.metadata["step"], s.values) async for s in graph.aget_state_history(cfg("a"))]
 
     assert asyncio.run(talk()) == _reference(range(1, 21))
     assert _pieces(store, "a")

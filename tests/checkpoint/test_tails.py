@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
@@ -20,6 +19,7 @@ from langgraph_handoff.checkpoint.plans import writing
 from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
+from tests.support.chat_helpers import answering_chat, cfg, history
 from tests.support.graph_scenarios import ASYNC_INTERRUPTS, ASYNC_INTERRUPTS_REASON
 from tests.support.saver_helpers import FailingBlobs, HeadsWritten
 
@@ -55,29 +55,12 @@ def _text(turn: int, who: str, chars: int = 600) -> str:
 
 
 def _chat(saver: Any) -> Any:
-    def answer(state: Chat) -> dict:
-        turn = len(state["messages"]) // 2 + 1
-        return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}")]}
-
-    g = StateGraph(Chat)
-    g.add_node("answer", answer)
-    g.add_edge(START, "answer")
-    g.add_edge("answer", END)
-    return g.compile(checkpointer=saver)
+    return answering_chat(saver, Chat, _text)
 
 
 def _talk(graph: Any, turns: range, thread: str = "t") -> None:
     for turn in turns:
-        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, _cfg(thread))
-
-
-def _cfg(thread: str = "t") -> dict:
-    return {"configurable": {"thread_id": thread}}
-
-
-def _history(graph: Any, thread: str = "t") -> list[tuple[Any, Any]]:
-    """(step, values) of every checkpoint, newest first (ids differ from saver to saver)."""
-    return [(s.metadata["step"], s.values) for s in graph.get_state_history(_cfg(thread))]
+        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, cfg(thread))
 
 
 def _payloads(store: StoreBase, heads: str = "heads/t/", channel: str | None = "messages") -> list[rec_io.Payload]:
@@ -102,7 +85,7 @@ def test_a_growing_list_writes_tails_and_reads_back_whole(store: StoreBase) -> N
     puts = [len(body) for body in spy.heads]
     stored = _payloads(store)
     assert any(isinstance(p, rec_io.Tail) for p in stored)
-    latest = ours.get_state(_cfg()).values["messages"]
+    latest = ours.get_state(cfg()).values["messages"]
     whole = len(ObjectStoreSaver(MemoryStore()).serde.dumps_typed(latest)[1])
     # each head written holds a few tails, not the whole conversation again
     assert puts and max(puts) < whole / 2, (max(puts), whole)
@@ -110,7 +93,7 @@ def test_a_growing_list_writes_tails_and_reads_back_whole(store: StoreBase) -> N
     reference = _chat(InMemorySaver())
     _talk(reference, range(1, 61))
     cold = _chat(ObjectStoreSaver(store))  # nothing cached: every base comes from the store
-    assert _history(cold) == _history(reference)
+    assert history(cold) == history(reference)
     assert verify_store(ObjectStoreSaver(store)).problems == []
 
 
@@ -134,7 +117,7 @@ def test_tails_never_stack_and_rebase_when_long(monkeypatch: pytest.MonkeyPatch,
     _talk(_chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=4096))), range(31, 36))
     reference = _chat(InMemorySaver())
     _talk(reference, range(1, 36))
-    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+    assert history(_chat(ObjectStoreSaver(store))) == history(reference)
 
 
 def test_a_head_over_a_tail_keeps_few_records(store: StoreBase) -> None:
@@ -155,24 +138,24 @@ def test_a_head_over_a_tail_keeps_few_records(store: StoreBase) -> None:
     assert len(rec_io.decode_head(spy.heads[-1], key="h").segments) >= 3
     reference = _chat(InMemorySaver())
     _talk(reference, range(1, 21))
-    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+    assert history(_chat(ObjectStoreSaver(store))) == history(reference)
 
 
 def test_a_list_changed_in_place_is_stored_whole() -> None:
     store = MemoryStore()
     graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
     _talk(graph, range(1, 6))
-    graph.update_state(_cfg(), {"messages": [RemoveMessage(id="q2")]})
-    graph.update_state(_cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
+    graph.update_state(cfg(), {"messages": [RemoveMessage(id="q2")]})
+    graph.update_state(cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
     _talk(graph, range(6, 8))
-    values = _chat(ObjectStoreSaver(store)).get_state(_cfg()).values["messages"]
+    values = _chat(ObjectStoreSaver(store)).get_state(cfg()).values["messages"]
     assert [m.id for m in values][:4] == ["q1", "a1", "a2", "q3"] and values[3].content == "edited"
     reference = _chat(InMemorySaver())
     _talk(reference, range(1, 6))
-    reference.update_state(_cfg(), {"messages": [RemoveMessage(id="q2")]})
-    reference.update_state(_cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
+    reference.update_state(cfg(), {"messages": [RemoveMessage(id="q2")]})
+    reference.update_state(cfg(), {"messages": [HumanMessage(content="edited", id="q3")]})
     _talk(reference, range(6, 8))
-    assert _history(_chat(ObjectStoreSaver(store))) == _history(reference)
+    assert history(_chat(ObjectStoreSaver(store))) == history(reference)
 
 
 def test_the_base_is_stored_before_the_head_that_needs_it() -> None:
@@ -182,18 +165,18 @@ def test_the_base_is_stored_before_the_head_that_needs_it() -> None:
     store.fail = False
     graph = _chat(ObjectStoreSaver(store, layout=Layout(tail_min_base=1024)))
     _talk(graph, range(1, 2))  # two messages, about 1.3 KB: the next put is a tail over them
-    before = _history(_chat(ObjectStoreSaver(store)))
+    before = history(_chat(ObjectStoreSaver(store)))
     store.fail = True
     with pytest.raises(StoreUnavailableError):
         _talk(graph, range(2, 3))
-    after = _history(_chat(ObjectStoreSaver(store)))  # newest first
+    after = history(_chat(ObjectStoreSaver(store)))  # newest first
     assert after[-len(before) :] == before  # (the input checkpoint of turn 2 was stored)
     assert all(m.id != "q2" for _, values in after for m in values.get("messages", []))
     assert all(not isinstance(p, rec_io.Tail) for p in _payloads(store))
     store.fail = False
     _talk(graph, range(2, 8))
     assert any(isinstance(p, rec_io.Tail) for p in _payloads(store))
-    reads = _chat(ObjectStoreSaver(store)).get_state(_cfg()).values["messages"]
+    reads = _chat(ObjectStoreSaver(store)).get_state(cfg()).values["messages"]
     assert [m.id for m in reads] == [f"{who}{turn}" for turn in range(1, 8) for who in "qa"]
 
 
@@ -202,14 +185,14 @@ def test_prune_copy_and_delete_keep_the_base_a_tail_needs(store: StoreBase) -> N
     graph = _chat(saver)
     _talk(graph, range(1, 12))
     assert any(isinstance(p, rec_io.Tail) for p in _payloads(store))
-    want = graph.get_state(_cfg()).values
+    want = graph.get_state(cfg()).values
     saver.copy_thread("t", "t2")
     saver.prune(["t"])  # the base's owner checkpoint goes; the latest's tail still needs it
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg()).values == want
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg()).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
     assert verify_store(ObjectStoreSaver(store)).problems == []
     saver.delete_thread("t")
-    assert _chat(ObjectStoreSaver(store)).get_state(_cfg("t2")).values == want
+    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
     assert verify_store(ObjectStoreSaver(store)).problems == []
 
 
@@ -226,11 +209,11 @@ def test_migrate_rewrites_a_thread_with_tails_losslessly(store: StoreBase) -> No
             first = values["messages"][0]
             values["messages"] = [first.model_copy(update={"content": first.content + "!"}), *values["messages"][1:]]
 
-    want = _history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations)))  # upgraded on read
+    want = history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations)))  # upgraded on read
     assert want[0][1]["messages"][0].content.endswith("!")
     summary = ObjectStoreSaver(store, layout=layout, migrations=migrations).migrate()
     assert [r.status for r in summary.results] == ["migrated"], summary
-    assert _history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations))) == want
+    assert history(_chat(ObjectStoreSaver(store, layout=layout, migrations=migrations))) == want
     assert verify_store(ObjectStoreSaver(store, migrations=migrations)).problems == []
 
 

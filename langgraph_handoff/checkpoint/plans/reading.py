@@ -188,7 +188,7 @@ def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes
                     "checkpoint recorded", "malformed",
                 )  # fmt: skip
             added.append(blobs[key])
-        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, b"".join(added))))
+        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
     return saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
 
 

@@ -288,7 +288,7 @@ def _as_pieces(
     if framed is None:
         return None
     parts = (fast_replace(parts[0], count=framed[1]), *parts[1:])
-    previous = base if len(parts) == 1 else tails.joined(base, parts[-1].count, b"".join(held[1:]))  # type: ignore[arg-type]
+    previous = base if len(parts) == 1 else tails.joined(base, parts[-1].count, *held[1:])  # type: ignore[arg-type]
     split = tails.split(previous, data)
     if split is None:
         return None
