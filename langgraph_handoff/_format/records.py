@@ -407,6 +407,8 @@ def _payload_in(raw: Any) -> Payload:
         parts = tuple(Piece(str(o), str(d), int(n), int(c)) for o, d, n, c in raw["p"])
         if not parts:
             raise ValueError("a value stored as pieces names no blob")
+        if any(p.size < 0 or not 0 <= p.count < 1 << 32 for p in parts):
+            raise ValueError("a part of a value stored as pieces has an impossible size or count")
         return Pieces(str(raw["t"]), parts)
     return BlobRef(str(raw["t"]), str(raw["b"]), int(raw["n"]))
 

@@ -129,6 +129,39 @@ def test_a_snapshot_at_every_update_builds_on_its_parents(store: StoreBase) -> N
     assert history(build(ObjectStoreSaver(store))) == history(reference)
 
 
+def test_a_snapshot_over_a_whole_parent_is_pieces_not_a_tail(store: StoreBase) -> None:
+    """With the default layout and large messages, the parent's snapshot is a whole blob past
+    ``tail_min_base``: the next one must not become a tail (a put crashed on an assertion that
+    tails are bare lists; found in review)."""
+
+    def big(turn: int, who: str) -> str:
+        return " ".join(f"{who}{turn}-{i}" for i in range(1100 if who == "me" else 5))
+
+    ours, reference = (answering_chat(s, EverySnapshot, big) for s in (ObjectStoreSaver(store), InMemorySaver()))
+    for graph in (ours, reference):
+        for turn in range(1, 12):
+            graph.invoke({"messages": [HumanMessage(content=big(turn, "me"), id=f"q{turn}")]}, cfg())
+    assert _pieces(store)
+    assert not any(isinstance(p, rec_io.Tail) for p in _stored(store))
+    assert history(answering_chat(ObjectStoreSaver(store), EverySnapshot, big)) == history(reference)
+
+
+def test_pruning_every_turn_leaves_no_part_behind() -> None:
+    """``prune`` deletes the parts only dropped checkpoints referenced, also those owned by
+    checkpoints an earlier prune dropped (a later snapshot kept them alive until its own turn
+    came; they leaked, found in review)."""
+    store = MemoryStore()
+    saver = ObjectStoreSaver(store, layout=LAYOUT)
+    graph = _chat(saver)
+    for turn in range(1, 60):
+        _talk(graph, range(turn, turn + 1))
+        saver.prune(["t"])
+    report = verify_store(ObjectStoreSaver(store), "t")
+    assert report.problems == [] and [k for k in report.unreferenced if "/b/" in k] == []
+    ids = [m.id for m in _chat(ObjectStoreSaver(store)).get_state(cfg()).values["messages"]]
+    assert ids == [f"{who}{turn}" for turn in range(1, 60) for who in "qa"]
+
+
 def test_pieces_are_few_and_rebase_onto_a_whole_list(monkeypatch: pytest.MonkeyPatch, store: StoreBase) -> None:
     monkeypatch.setattr(writing, "PIECES_MAX", 3)
     _talk(_chat(ObjectStoreSaver(store, layout=LAYOUT)), range(1, 41))
@@ -233,7 +266,7 @@ def test_async_snapshots_match_sync(store: StoreBase) -> None:
     assert _pieces(store, "a")
 
 
-def test_pieces_round_trip_through_a_head_and_refuse_to_be_empty() -> None:
+def test_pieces_round_trip_through_a_head_and_refuse_impossible_parts() -> None:
     parts = (rec_io.Piece("c1", "d" * 32, 40_000, 12), rec_io.Piece("c2", "e" * 32, 900, 14))
     head = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", parts)}})
     back = rec_io.decode_head(rec_io.encode_head(head), key="h")
@@ -241,6 +274,10 @@ def test_pieces_round_trip_through_a_head_and_refuse_to_be_empty() -> None:
     empty = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", ())}})
     with pytest.raises(CorruptObjectError):
         rec_io.decode_head(rec_io.encode_head(empty), key="h")
+    for bad in (rec_io.Piece("c1", "d", -1, 3), rec_io.Piece("c1", "d", 9, -1), rec_io.Piece("c1", "d", 9, 1 << 32)):
+        odd = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", (bad,))}})
+        with pytest.raises(CorruptObjectError):
+            rec_io.decode_head(rec_io.encode_head(odd), key="h")
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, 3, 15, 16, 200, 70_000])

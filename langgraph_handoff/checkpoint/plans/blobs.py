@@ -3,8 +3,9 @@
 A blob is named by the checkpoint that owns it and the digest of its bytes
 (``data/{thread}/{ns}/b/{inv(owner)}-{digest}``), so writing the same value again is idempotent.
 Garbage collection (``prune``, ``delete_for_runs``, ``migrate``) deletes a dropped checkpoint's
-blobs only when no remaining record references them, by key: :func:`blob_keys` says which keys
-those are, counting the copies a writer may still be spilling.
+blobs, and the blobs its values referenced, only when no remaining record references them, by
+key: :func:`blob_keys` says which keys those are, counting the copies a writer may still be
+spilling.
 """
 
 from __future__ import annotations

@@ -153,11 +153,16 @@ def plan_rewrite_namespace(
             parsed = keys.parse_writes_key(info.key)
             if parsed is not None and parsed[0] in drop:
                 garbage.append(info.key)
-        # a dropped checkpoint's blobs go unless what remains references them (by key: an owner
-        # kept for one value may have others nothing uses any more)
+        # a dropped checkpoint's blobs, and those its values referenced (the older parts of
+        # a snapshot stored as pieces are owned by checkpoints dropped before), go unless what
+        # remains references them (by key: an owner kept for one value may have others
+        # nothing uses any more)
         still = blob_keys(thread_id, ns, [(new_head.records, new_head.payloads), *remaining], may_spill=True)
+        dropped = [({i: r for i, r in head.records.items() if i in drop}, head.payloads)]
+        dropped += [({i: r for i, r in seg.records.items() if i in drop}, seg.payloads) for seg in segments.values()]
+        referenced = blob_keys(thread_id, ns, dropped)
         for info in (yield from listing.list_all(saver, keys.blobs_prefix(thread_id, ns))):
-            if keys.parse_blob_key(info.key) in drop and info.key not in still:
+            if (keys.parse_blob_key(info.key) in drop or info.key in referenced) and info.key not in still:
                 garbage.append(info.key)
         if garbage:
             yield DeleteMany(tuple(garbage))

@@ -197,9 +197,11 @@ def _as_tail(
 
     The base is the parent's value itself when that is stored whole (inline: its blob is written
     before the head, under the key a spill would give it, so the spill is the same object), or
-    the base of the parent's tail. Tails never stack: a base is always a whole value. Only bytes
-    are compared (:func:`.tails.split`), so a list changed in place is simply stored whole; so is
-    a value whose base this process does not hold in memory (a rebase, never a read).
+    the base of the parent's tail, and a bare msgpack array (a list in an ext frame, a
+    ``DeltaChannel`` snapshot, is stored as pieces). Tails never stack: a base is always a whole
+    value. Only bytes are compared (:func:`.tails.split`), so a list changed in place is simply
+    stored whole; so is a value whose base this process does not hold in memory (a rebase, never
+    a read).
     """
     min_base = saver.layout.tail_min_base
     if min_base is None or before.type != typ or (isinstance(before, Inline) and len(before.data) < min_base):
@@ -212,8 +214,8 @@ def _as_tail(
     else:
         base_origin, digest = before.base_ref() if isinstance(before, Tail) else (origin, before.digest)
         base = saver._cache.immutable.blob(keys.blob_key(thread_id, ns, base_origin, digest))
-    if base is None or len(base) < min_base:
-        return None
+    if base is None or len(base) < min_base or tails.array_header(base) is None:
+        return None  # (a list in an ext frame, a DeltaChannel snapshot, goes to _as_pieces)
     split = tails.split(base, data)  # a memcmp: cheap next to serialising the value
     if split is None or len(split[1]) > max(TAIL_REBASE_MIN, len(base) // TAIL_REBASE_DIV):
         return None
