@@ -25,7 +25,7 @@ from langgraph_handoff.errors import CorruptObjectError, StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import Put
-from tests.support.chat_helpers import answering_chat, cfg, history
+from tests.support.chat_helpers import answering_chat, cfg, check_copy_prune_delete, history
 from tests.support.saver_helpers import FailingBlobs
 
 #: snapshots from the second on are past the spill threshold: each is a blob, or pieces
@@ -207,15 +207,8 @@ def test_prune_copy_and_delete_keep_every_piece_a_snapshot_needs(store: StoreBas
     graph = _chat(saver)
     _talk(graph, range(1, 25))
     assert _pieces(store)
-    want = graph.get_state(cfg()).values
-    saver.copy_thread("t", "t2")
-    saver.prune(["t"])  # the older snapshots' checkpoints go; the latest's pieces still need them
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg()).values == want
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
-    assert verify_store(ObjectStoreSaver(store)).problems == []
-    saver.delete_thread("t")
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
-    assert verify_store(ObjectStoreSaver(store)).problems == []
+    # prune drops the older snapshots' checkpoints; the latest's pieces still need their blobs
+    check_copy_prune_delete(store, saver, _chat)
 
 
 def test_a_missing_piece_is_reported_not_skipped() -> None:

@@ -19,7 +19,7 @@ from langgraph_handoff.checkpoint.plans import writing
 from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
-from tests.support.chat_helpers import answering_chat, cfg, history
+from tests.support.chat_helpers import answering_chat, cfg, check_copy_prune_delete, history
 from tests.support.graph_scenarios import ASYNC_INTERRUPTS, ASYNC_INTERRUPTS_REASON
 from tests.support.saver_helpers import FailingBlobs, HeadsWritten
 
@@ -185,15 +185,8 @@ def test_prune_copy_and_delete_keep_the_base_a_tail_needs(store: StoreBase) -> N
     graph = _chat(saver)
     _talk(graph, range(1, 12))
     assert any(isinstance(p, rec_io.Tail) for p in _payloads(store))
-    want = graph.get_state(cfg()).values
-    saver.copy_thread("t", "t2")
-    saver.prune(["t"])  # the base's owner checkpoint goes; the latest's tail still needs it
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg()).values == want
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
-    assert verify_store(ObjectStoreSaver(store)).problems == []
-    saver.delete_thread("t")
-    assert _chat(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
-    assert verify_store(ObjectStoreSaver(store)).problems == []
+    # prune drops the base's owner checkpoint; the latest's tail still needs it
+    check_copy_prune_delete(store, saver, _chat)
 
 
 def test_migrate_rewrites_a_thread_with_tails_losslessly(store: StoreBase) -> None:

@@ -31,3 +31,21 @@ def cfg(thread: str = "t") -> dict:
 def history(graph: Any, thread: str = "t") -> list[tuple[Any, Any]]:
     """(step, values) of every checkpoint, newest first (ids differ from saver to saver)."""
     return [(s.metadata["step"], s.values) for s in graph.get_state_history(cfg(thread))]
+
+
+def check_copy_prune_delete(store: Any, saver: Any, build: Callable[[Any], Any]) -> None:
+    """Thread ``t``'s latest state survives ``copy_thread`` to ``t2``, ``prune`` of ``t`` and
+    then ``delete_thread`` of ``t`` (read back by fresh savers, which hold nothing in memory),
+    and ``verify`` finds nothing wrong after each. ``build(saver)`` compiles the graph."""
+    from langgraph_handoff import ObjectStoreSaver
+    from langgraph_handoff.inspection import verify_store
+
+    want = build(saver).get_state(cfg()).values
+    saver.copy_thread("t", "t2")
+    saver.prune(["t"])
+    assert build(ObjectStoreSaver(store)).get_state(cfg()).values == want
+    assert build(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
+    assert verify_store(ObjectStoreSaver(store)).problems == []
+    saver.delete_thread("t")
+    assert build(ObjectStoreSaver(store)).get_state(cfg("t2")).values == want
+    assert verify_store(ObjectStoreSaver(store)).problems == []
