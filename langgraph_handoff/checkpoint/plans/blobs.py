@@ -33,8 +33,7 @@ def blob_keys(
     for recs, table in parts:
         for origin, chs in payloads_for(list(recs.values()), table).items():
             for p in chs.values():
-                refs = blob_refs(origin, p)
-                out.update(keys.blob_key(tid, ns, *ref) for ref in refs)
-                if not refs and isinstance(p, Inline) and (p.spill or may_spill):
+                out.update(keys.blob_key(tid, ns, *ref) for ref in blob_refs(origin, p))
+                if isinstance(p, Inline) and (p.spill or may_spill):  # (an inline value needs no blob)
                     out.add(keys.blob_key(tid, ns, origin, p.spill or content_digest(p.data)))
     return out

@@ -147,7 +147,9 @@ def _build_record(
         before = table.get(inherited[0], {}).get(ch) if inherited is not None else None
         tail = _as_tail(saver, thread_id, ns, typ, data, inherited[0], before) if inherited and before else None
         snapshot = len(data) >= saver.layout.spill_threshold and isinstance(value, _DeltaSnapshot)
-        pieces = _as_pieces(saver, thread_id, ns, cid, ch, typ, data, parent, head) if snapshot else None
+        pieces = (
+            _as_pieces(saver, thread_id, ns, cid, ch, typ, data, parent, head) if snapshot and tail is None else None
+        )
         if tail is not None:
             payloads[ch], base_write = tail
             if base_write is not None:
@@ -262,40 +264,37 @@ def _as_pieces(
     So is a snapshot whose predecessor this process does not hold in memory (never a read), or
     one after which a rebase is due (:data:`PIECES_GROWTH`, :data:`PIECES_MAX`).
 
-    Safe against garbage collection as a tail is: the previous snapshot's record is found in
-    the head this put replaces by compare-and-swap (or in a segment it lists), and the blobs a
-    record references are kept as long as a record references them. A prune that drops that
+    Safe against garbage collection as a tail is: the record holding the previous snapshot is
+    found in the head this put replaces by compare-and-swap (or in a segment it lists), and the
+    blobs a record references are kept as long as a record references them. A prune that drops that
     record must move the head, and then this put's swap fails and it is built again.
     """
-    if saver.layout.tail_min_base is None or head is None:
+    if saver.layout.tail_min_base is None or head is None or parent is None:
         return None
     found = _previous_snapshot(saver, thread_id, ns, head, parent, ch)
     if found is None:
         return None
     origin, before = found
-    if before.type != typ:
+    if not isinstance(before, (BlobRef, Pieces)) or before.type != typ:
         return None
-    if isinstance(before, BlobRef):
-        parts: tuple[Piece, ...] = (Piece(origin, before.digest, before.size, 0),)
-    elif isinstance(before, Pieces):
-        parts = before.parts
-    else:
-        return None
-    held = [saver._cache.immutable.blob(keys.blob_key(thread_id, ns, p.owner, p.digest)) for p in parts]
-    if any(b is None or len(b) != p.size for b, p in zip(held, parts, strict=True)):
-        return None
-    base = held[0]
-    assert base is not None
-    framed = tails.framing(base)
+    if isinstance(before, Pieces) and len(before.parts) >= PIECES_MAX:
+        return None  # a rebase is due whatever was appended
+    cached = [
+        saver._cache.immutable.blob(keys.blob_key(thread_id, ns, *ref)) for ref in rec_io.blob_refs(origin, before)
+    ]
+    held = [b for b in cached if b is not None]
+    framed = tails.framing(held[0]) if len(held) == len(cached) else None
     if framed is None:
         return None
-    parts = (fast_replace(parts[0], count=framed[1]), *parts[1:])
-    previous = base if len(parts) == 1 else tails.joined(base, parts[-1].count, *held[1:])  # type: ignore[arg-type]
+    parts = before.parts if isinstance(before, Pieces) else (Piece(origin, before.digest, before.size, framed[1]),)
+    if any(len(b) != p.size for b, p in zip(held, parts, strict=True)):
+        return None
+    previous = tails.joined(held[0], parts[-1].count, *held[1:]) if len(held) > 1 else held[0]
     split = tails.split(previous, data)
     if split is None:
         return None
     count, added = split
-    if len(parts) >= PIECES_MAX or sum(p.size for p in parts[1:]) + len(added) > PIECES_GROWTH * parts[0].size:
+    if sum(p.size for p in parts[1:]) + len(added) > PIECES_GROWTH * parts[0].size:
         return None  # a rebase: stored whole, the base of the next snapshots
     digest = content_digest(added)
     key = keys.blob_key(thread_id, ns, cid, digest)
@@ -304,24 +303,22 @@ def _as_pieces(
 
 
 def _previous_snapshot(
-    saver: SaverState, thread_id: str, ns: str, head: Head, parent: Record | None, ch: str
+    saver: SaverState, thread_id: str, ns: str, head: Head, parent: Record, ch: str
 ) -> tuple[str, Payload] | None:
-    """(origin, payload) of the nearest ancestor's value of ``ch``: a ``DeltaChannel``'s
-    checkpoints between snapshots store none. Walks records in memory only (the head, segments
-    this process decoded); None when the walk leaves them."""
-    rec = parent
+    """(origin, payload) of the nearest ancestor's value of ``ch`` (a ``DeltaChannel``'s
+    checkpoints between snapshots store none), from the payload table next to the record that
+    references it. Walks records in memory only (the head, segments this process decoded); None
+    when the walk leaves them."""
+    found: tuple[Record, PayloadTable] | None = (parent, head.payloads)  # (the parent is in the head)
     for _ in range(SNAPSHOT_WALK_MAX):
-        if rec is None:
+        if found is None:
             return None
+        rec, table = found
         held = rec.values.get(ch)
         if held is not None:
-            found = _record_in_memory(saver, thread_id, ns, head, held[0])
-            payload = found[1].get(held[0], {}).get(ch) if found is not None else None
+            payload = table.get(held[0], {}).get(ch)
             return None if payload is None else (held[0], payload)
-        if rec.parent is None:
-            return None
-        found = _record_in_memory(saver, thread_id, ns, head, rec.parent)
-        rec = found[0] if found is not None else None
+        found = _record_in_memory(saver, thread_id, ns, head, rec.parent) if rec.parent is not None else None
     return None
 
 
