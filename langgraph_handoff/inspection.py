@@ -129,7 +129,7 @@ def list_threads(saver: ObjectStoreSaver) -> ThreadsListing:
     for _key, found in _read_heads(saver, list(saver.store.list(keys.heads_prefix()))):
         if isinstance(found, DamagedObject):
             out.damaged.append(found)
-        elif found.records or found.segments:
+        elif found.has_history:
             row = rows.setdefault(found.thread_id, {"thread_id": found.thread_id, "namespaces": [], "latest": None})
             row["namespaces"].append(found.checkpoint_ns)
             if found.checkpoint_ns == "":
@@ -153,7 +153,7 @@ class ThreadHeads:
     @property
     def namespaces(self) -> list[str]:
         """The namespaces holding checkpoints, the root graph's ('') first."""
-        return sorted(ns for ns, h in self.heads.items() if h.records or h.segments)
+        return sorted(ns for ns, h in self.heads.items() if h.has_history)
 
     @property
     def unreadable(self) -> list[DamagedObject]:
@@ -360,7 +360,17 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
         referenced: set[str] = set()
         checkpoints: dict[str, Record] = {}
         tables = [(hkey, head.records, head.payloads)]
-        for ref in head.segments:
+        refs = head.segments
+        if head.archive is not None:
+            akey = keys.segment_key(tid, ns, head.archive.key)
+            referenced.add(akey)
+            aobj = store.get(akey)
+            archive = None if aobj is None else _decoded(rec_io.decode_archive, aobj.body, akey, report)
+            if aobj is None:
+                report.problems.append(Problem(akey, "missing_archive", f"named by {hkey} but absent"))
+            elif archive is not None:
+                refs += archive.refs
+        for ref in refs:
             skey = keys.segment_key(tid, ns, ref.key)
             referenced.add(skey)
             sobj = store.get(skey)

@@ -73,6 +73,7 @@ class Kind(enum.IntEnum):
     TEAM_ROSTER = 7
     TEAM_MESSAGE = 8
     MEMORY_PACK = 9
+    ARCHIVE = 10
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Layout (relative to the store's own prefix)::
     data/{T}/{N}/w/{inv(checkpoint_id)}/{K} one task's writes for one checkpoint (create-only)
     data/{T}/{N}/s/{inv(first_id)}-{nonce}  sealed history segment (create-only, listed in the head)
     data/{T}/{N}/b/{sha256}                 large channel value, content-addressed (create-only)
+    data/{T}/{N}/m/{inv(last_id)}-{nonce}   archive: the head's older segment references (create-only)
     meta/format                             store marker written by ``setup()``
     teams/{TM}/roster                       a team's members; moved by CAS (langgraph_handoff.teams)
     teams/{TM}/inbox/{M}/{id}               one message to member M (create-only, deleted once acked)
@@ -61,6 +62,7 @@ __all__ = [
     "parse_memory_item_key",
     "parse_writes_key",
     "segment_key",
+    "archive_suffix",
     "segment_suffix",
     "team_dead_prefix",
     "team_inbox_key",
@@ -310,6 +312,14 @@ def segment_suffix(first_id: str, nonce: str) -> str:
 
 def segment_key(thread_id: str, checkpoint_ns: str, suffix: str) -> str:
     return data_prefix(thread_id, checkpoint_ns) + suffix
+
+
+def archive_suffix(last_id: str, nonce: str) -> str:
+    """Where an archive of segment references lives, relative to :func:`data_prefix` (the head
+    names it by suffix, as it does its segments, so a copied thread needs no rewriting). It is
+    named by the newest checkpoint it covers, so a TTL sweep tells whose it is as it does for a
+    segment."""
+    return f"m/{invert_checkpoint_id(last_id)}-{nonce}"
 
 
 def blobs_prefix(thread_id: str, checkpoint_ns: str) -> str:

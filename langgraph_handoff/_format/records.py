@@ -38,6 +38,8 @@ from langgraph_handoff._format.upgrades import upgrade_body
 from langgraph_handoff.errors import CorruptObjectError
 
 __all__ = [
+    "Archive",
+    "ArchiveRef",
     "BlobRef",
     "Folded",
     "Head",
@@ -308,6 +310,28 @@ class SegmentRef:
         return self.first_id <= checkpoint_id <= self.last_id
 
 
+@dataclass(frozen=True)
+class ArchiveRef:
+    """Where a head keeps the references of its older segments: an archive object (written
+    once, create-only, under a fresh nonce) holding ``count`` references, oldest last, whose
+    segments cover ``first_id`` to ``last_id``. See :mod:`langgraph_handoff.checkpoint.plans.manifest`."""
+
+    key: str
+    count: int
+    first_id: str
+    last_id: str
+
+    def covers(self, checkpoint_id: str) -> bool:
+        return self.first_id <= checkpoint_id <= self.last_id
+
+
+@dataclass(frozen=True)
+class Archive:
+    """An archive object's content: segment references, newest first."""
+
+    refs: tuple[SegmentRef, ...]
+
+
 PayloadTable = dict[str, dict[str, Payload]]
 
 
@@ -338,7 +362,7 @@ class RecordsObject:
 class Head(RecordsObject):
     """A namespace's mutable object: its newest records, inline, and its segments' ids."""
 
-    #: newest first
+    #: newest first; with ``archive``, only the newest segments (the rest are listed there)
     segments: tuple[SegmentRef, ...] = ()
     #: what the head carries besides its checkpoints (TTL stamp, sweep mark, session lease and
     #: fencing epoch, a team member's ack and resume count; see :mod:`.head_meta`)
@@ -347,6 +371,18 @@ class Head(RecordsObject):
     format_version: int = field(default=FORMAT_VERSION, compare=False)
     #: memo of ``cache.approx_size`` for this head (heads are never mutated; ``replace`` resets it)
     _approx_size: int | None = field(default=None, init=False, compare=False, repr=False)
+    #: the archive listing the segments older than ``segments``, if the head has one
+    archive: ArchiveRef | None = None
+
+    @property
+    def manifest(self) -> tuple[tuple[SegmentRef, ...], ArchiveRef | None]:
+        """What the head says about its sealed segments (compare these, not ``segments`` alone)."""
+        return self.segments, self.archive
+
+    @property
+    def has_history(self) -> bool:
+        """Whether the namespace holds any checkpoint (in the head or in a sealed segment)."""
+        return bool(self.records or self.segments or self.archive)
 
     @property
     def latest_id(self) -> str | None:
@@ -474,7 +510,7 @@ def _records_in(obj: dict[str, Any]) -> dict[str, Record]:
 _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
-_HEAD_KEYS = {"t", "n", "r", "x", "s", "u"}
+_HEAD_KEYS = {"t", "n", "r", "x", "s", "u", "a"}
 
 
 # Heads are rewritten whole on every put, but most of a head is the records and values of the
@@ -588,8 +624,20 @@ def encode_head(head: Head, *, schema_version: int = 0) -> bytes:
     obj: dict[str, Any] = head.meta.wire()
     obj.update(_records_out(head.thread_id, head.checkpoint_ns, head.records, head.payloads))
     obj["s"] = _refs_out(head.segments)
+    if head.archive is not None:
+        a = head.archive
+        obj["a"] = [a.key, a.count, a.first_id, a.last_id]
     obj["u"] = secrets.token_bytes(8)
     return envelope.encode(Kind.HEAD, _pack_body(obj), schema_version=schema_version)
+
+
+def encode_archive(archive: Archive, *, schema_version: int = 0) -> bytes:
+    """An archive object's bytes: its references in the head's compact manifest form."""
+    return envelope.encode_msgpack(Kind.ARCHIVE, {"s": _refs_out(archive.refs)}, schema_version=schema_version)
+
+
+def decode_archive(data: bytes, *, key: str) -> Archive:
+    return _decoded(data, key, Kind.ARCHIVE, lambda obj, _fmt: Archive(_refs_in(obj["s"])))
 
 
 # A head lists every sealed segment of its namespace, and is rewritten on every put: on a
@@ -656,6 +704,15 @@ def _refs_in(wire: Any) -> tuple[SegmentRef, ...]:
     return tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in wire)
 
 
+def _archive_ref_in(wire: Any) -> ArchiveRef | None:
+    if wire is None:
+        return None
+    key, count, first_id, last_id = wire
+    if not (isinstance(key, str) and isinstance(count, int) and count > 0):
+        raise ValueError(f"archive reference {wire!r} is not [key, count, first id, last id]")
+    return ArchiveRef(key, count, str(first_id), str(last_id))
+
+
 def decode_head(data: bytes, *, key: str) -> Head:
     return _decoded(data, key, Kind.HEAD, _head_of)
 
@@ -674,6 +731,7 @@ def _head_of(obj: Any, fmt: int) -> Head:
     return Head(
         **_records_fields(obj),
         segments=_refs_in(obj["s"]),
+        archive=_archive_ref_in(obj.get("a")),
         meta=HeadMeta.from_wire({k: v for k, v in obj.items() if k not in _HEAD_KEYS}),
         format_version=fmt,
     )

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff._format.keys import blob_key
 from langgraph_handoff._format.records import (
+    Archive,
     Folded,
     Head,
     Inline,
@@ -287,7 +288,7 @@ class HeadCache:
 
 
 class ImmutableCache:
-    """Decoded immutable objects by key (sealed segments, blob contents), least recently used
+    """Decoded immutable objects by key (sealed segments, segment archives, blob contents), least recently used
     first out, bounded by the approximate bytes they keep alive: a segment counts what the head
     cache's estimate gives its records and payloads (:func:`_records_size`), a blob its length.
 
@@ -309,9 +310,9 @@ class ImmutableCache:
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._items: OrderedDict[str, tuple[Segment | bytes, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Segment | Archive | bytes, int]] = OrderedDict()
 
-    def get(self, key: str) -> Segment | bytes | None:
+    def get(self, key: str) -> Segment | Archive | bytes | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is None:
@@ -327,9 +328,11 @@ class ImmutableCache:
         found = self.get(key)
         return found if isinstance(found, bytes) else None
 
-    def put(self, key: str, value: Segment | bytes) -> None:
+    def put(self, key: str, value: Segment | Archive | bytes) -> None:
         if isinstance(value, bytes):
             size = _VALUE_OVERHEAD + len(value)
+        elif isinstance(value, Archive):
+            size = _VALUE_OVERHEAD + 64 * len(value.refs)
         else:
             size = _STATE_OVERHEAD + _records_size(value.records, value.payloads)
         if size > self._max_bytes:

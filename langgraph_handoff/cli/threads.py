@@ -138,6 +138,7 @@ def show(
                 "format": head.format_version,
                 "extra": head.meta.wire(),  # the metadata as stored (_format/head_meta.py)
                 "segments": [s.__dict__ for s in head.segments],
+                "archive": None if head.archive is None else head.archive.__dict__,
                 "records": [
                     {
                         "id": r.id,

@@ -75,7 +75,7 @@ def schemas(saver: ObjectStoreSaver, threads: list[str]) -> set[int]:
     found = set()
     for t in threads:
         for ns in driver.run(saver.store, saver.heads.namespaces(t)):
-            head, _, segments = driver.run(saver.store, saver._plan_load_namespace(t, ns))
+            head, _, segments, _ = driver.run(saver.store, saver._plan_load_namespace(t, ns))
             for recs in [head.records, *(s.records for s in segments.values())]:
                 found |= {r.schema for r in recs.values()}
     return found
@@ -84,7 +84,7 @@ def schemas(saver: ObjectStoreSaver, threads: list[str]) -> set[int]:
 def referenced_blobs(saver: ObjectStoreSaver, thread: str) -> set[str]:
     from langgraph_handoff.checkpoint import driver
 
-    head, _, segments = driver.run(saver.store, saver._plan_load_namespace(thread, ""))
+    head, _, segments, _ = driver.run(saver.store, saver._plan_load_namespace(thread, ""))
     parts = [(head.records, head.payloads), *((s.records, s.payloads) for s in segments.values())]
     return saver._blob_keys(thread, "", parts)
 

@@ -29,9 +29,9 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
-from langgraph_handoff._format.records import Head, PayloadTable, Record, Segment, SegmentRef
+from langgraph_handoff._format.records import ArchiveRef, Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
-from langgraph_handoff.checkpoint.plans import reading
+from langgraph_handoff.checkpoint.plans import manifest, reading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, MigrationError
@@ -87,6 +87,11 @@ class _RecordStream:
         )
         self.seen = set(head.records)
         self.segments: deque[SegmentRef] = deque(s for s in head.segments if below is None or s.first_id < below)
+        #: the head's archive of older segments, until read (see manifest)
+        self.archive: ArchiveRef | None = head.archive if below is None or (
+            head.archive is not None and head.archive.first_id < below) else None  # fmt: skip
+        #: the oldest segment taken so far: a new manifest is followed from below it
+        self.floor: str | None = None
 
     def _wanted(self, checkpoint_id: str) -> bool:
         return self.below is None or checkpoint_id < self.below
@@ -266,23 +271,49 @@ def _head_at(saver: SaverState, hk: str, obj: Any) -> Head:
 
 def _fill(saver: SaverState, stream: _RecordStream) -> Plan[None]:
     """Make sure ``stream.items`` is non-empty unless the namespace is exhausted."""
-    while not stream.items and stream.segments:
-        ref = stream.segments.popleft()
-        seg = yield from reading.load_segment(saver, stream.thread_id, stream.ns, ref)
-        if seg is None:
-            fresh, _ = reading.head_from(
-                saver, (yield Get(keys.head_key(stream.thread_id, stream.ns))), stream.thread_id, stream.ns
-            )
-            if fresh is not None and ref in fresh.segments:
-                raise reading.missing_segment(saver, stream.thread_id, stream.ns, ref)
-            # pruned meanwhile: continue below what we already passed, from the new manifest
-            floor = ref.first_id
-            stream.segments = deque(
-                s for s in (fresh.segments if fresh else ()) if s.first_id < floor and s not in stream.segments
-            )
+    tid, ns = stream.thread_id, stream.ns
+    while not stream.items and (stream.segments or stream.archive is not None):
+        if not stream.segments:
+            assert stream.archive is not None
+            ref_a, stream.archive = stream.archive, None
+            archive = yield from manifest.load_archive(saver, tid, ns, ref_a)
+            if archive is None:  # folded or pruned meanwhile: follow the new manifest
+                yield from _follow_fresh(saver, stream, None)
+            else:
+                stream.segments.extend(s for s in archive.refs if stream.below is None or s.first_id < stream.below)
             continue
+        ref = stream.segments.popleft()
+        seg = yield from reading.load_segment(saver, tid, ns, ref)
+        if seg is None:
+            yield from _follow_fresh(saver, stream, ref)
+            continue
+        stream.floor = ref.first_id if stream.floor is None else min(stream.floor, ref.first_id)
         stream.add_segment(seg)
     return None
+
+
+def _follow_fresh(saver: SaverState, stream: _RecordStream, gone: SegmentRef | None) -> Plan[None]:
+    """A segment (``gone``) or the archive the stream was reading is gone: the namespace was
+    pruned or folded meanwhile. Continue below what the stream already passed, from the
+    manifest stored now; a segment the stored head still lists is missing for real."""
+    tid, ns = stream.thread_id, stream.ns
+    for _ in range(3):
+        fresh, _ = reading.head_from(saver, (yield Get(keys.head_key(tid, ns))), tid, ns)
+        refs = () if fresh is None else (yield from manifest.plan_refs(saver, tid, ns, fresh))
+        if refs is None:
+            continue  # its archive went too: read it again
+        if gone is not None and gone in refs:
+            raise reading.missing_segment(saver, tid, ns, gone)
+        floor = gone.first_id if gone is not None else stream.floor
+        stream.segments = deque(
+            s for s in refs
+            if (floor is None or s.first_id < floor) and (stream.below is None or s.first_id < stream.below)
+            and s not in stream.segments
+        )  # fmt: skip
+        stream.archive = None
+        return None
+    assert fresh is not None and fresh.archive is not None
+    raise manifest.missing_archive(tid, ns, fresh.archive)
 
 
 @dataclass

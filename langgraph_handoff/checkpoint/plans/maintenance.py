@@ -90,7 +90,7 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
                     fresh, _ = reading.head_from(saver, (yield Get(root_key)), tid, "")
                 except CorruptObjectError:
                     fresh = None  # still damaged, but not the bytes we decided on: decide again
-                if fresh is None or fresh.records or fresh.segments or fresh.meta != ownership:
+                if fresh is None or fresh.has_history or fresh.meta != ownership:
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
             heads = [i for i in heads if i.key != root_key]
@@ -196,7 +196,7 @@ def plan_prune_count(saver: SaverState, thread_id: str) -> Plan[int]:
     :func:`plan_prune` applies). Reads every head and segment; writes nothing."""
     removed = 0
     for ns in (yield from listing.plan_namespaces(saver, thread_id)):
-        head, _etag, segments = yield from rewriting.plan_load_namespace(saver, thread_id, ns)
+        head, _etag, segments, _archived = yield from rewriting.plan_load_namespace(saver, thread_id, ns)
         if head is None:
             continue
         everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
@@ -225,7 +225,7 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
         if obj is None:
             continue
         head = rec_io.decode_head(obj.body, key=obj.key)
-        if head.records or head.segments:
+        if head.has_history:
             raise ThreadExistsError(dst)
         emptied[head.checkpoint_ns] = obj.etag
         owned[head.checkpoint_ns] = session_of(head.meta)
@@ -261,7 +261,7 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
 def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: HeadMeta) -> Plan[bytes | None]:
     """Write one namespace's data objects under ``dst``; return its head, re-encoded for
     ``dst`` (None if the namespace vanished). Raises Vanished if the source moved."""
-    head, _etag, segments = yield from rewriting.plan_load_namespace(saver, src, ns)
+    head, _etag, segments, _archived = yield from rewriting.plan_load_namespace(saver, src, ns)
     if head is None:
         return None
     schema = saver.layout.schema_version

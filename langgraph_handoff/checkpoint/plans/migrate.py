@@ -45,7 +45,7 @@ from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import listing, reading, rewriting, upgrading
+from langgraph_handoff.checkpoint.plans import listing, manifest, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
 from langgraph_handoff.errors import CorruptObjectError
@@ -290,10 +290,10 @@ def _migrate_namespace_once(
     prepared upgrades are laid over it and the swap is retried at once. The window a busy
     writer can slip into is then one GET and one PUT long.
     """
-    head, etag, segments = yield from rewriting.plan_load_namespace(saver, tid, ns)
+    head, etag, segments, archived = yield from rewriting.plan_load_namespace(saver, tid, ns)
     if head is None:
         return True
-    counts.found = counts.found or bool(head.records or head.segments)
+    counts.found = counts.found or head.has_history
     seg_records: dict[str, rec_io.Record] = {}
     where: dict[str, rec_io.PayloadTable] = {}  # record id -> the payload table it was read with
     for seg in segments.values():
@@ -383,7 +383,7 @@ def _migrate_namespace_once(
                 new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=saver.layout.schema_version),
                                      if_match=etag)  # fmt: skip
             except (errors.PreconditionFailedError, errors.UnknownOutcomeError):
-                fresh, fresh_etag = reading.head_from(saver, (yield Get(hkey)), tid, ns)
+                stored, fresh, fresh_etag = yield from manifest.plan_read_unpacked(saver, tid, ns)
                 ours = {k for k, _ in seg_puts}  # fresh keys no head but ours can list
                 listed = {keys.segment_key(tid, ns, r.key) for r in (fresh.segments if fresh else ())}
                 if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:
@@ -391,7 +391,7 @@ def _migrate_namespace_once(
                 elif fresh is not None and seg_puts and ours <= listed:
                     # our swap landed unseen and a writer wrote on top of it: done (the cache
                     # takes the writer's head, not ours, so this process never writes over it)
-                    new_etag, stacked = fresh_etag, fresh
+                    new_etag, stacked = fresh_etag, stored
                 else:
                     counts.retries += 1
                     if (
@@ -409,6 +409,7 @@ def _migrate_namespace_once(
                         )
                         return False
                     head, etag = fresh, fresh_etag
+                    archived = manifest.replaced_archive(tid, ns, stored, fresh)
                     everything = {**seg_records, **head.records}
                     where.update(dict.fromkeys(head.records, head.payloads))
                     continue
@@ -421,7 +422,7 @@ def _migrate_namespace_once(
             # what the stored objects reference now (a segment kept as it was may still name a
             # blob where the new head holds the same value inline): everything else goes
             kept = blob_keys(tid, ns, [(head_recs, new_head.payloads), *segment_parts], may_spill=True)
-            garbage = replaced + sorted(old_blobs - kept - written_blobs)
+            garbage = replaced + archived + sorted(old_blobs - kept - written_blobs)
             if garbage:
                 yield DeleteMany(tuple(garbage))
             log.info(
@@ -454,7 +455,7 @@ def _drop_unused(
     """
     if not seg_puts and not blobs:
         return None
-    head, _etag, segments = yield from rewriting.plan_load_namespace(saver, tid, ns)
+    head, _etag, segments, _archived = yield from rewriting.plan_load_namespace(saver, tid, ns)
     listed = {keys.segment_key(tid, ns, ref.key) for ref in head.segments} if head is not None else set()
     garbage = [k for k, _ in seg_puts or [] if k not in listed]
     if head is not None:

@@ -21,7 +21,7 @@ from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan
-from langgraph_handoff.checkpoint.plans import upgrading
+from langgraph_handoff.checkpoint.plans import manifest, upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
 from langgraph_handoff.checkpoint.writes import sorted_pending
@@ -125,12 +125,25 @@ def missing_segment(saver: SaverState, thread_id: str, ns: str, ref: rec_io.Segm
 def find_record(
     saver: SaverState, thread_id: str, ns: str, head: rec_io.Head, checkpoint_id: str
 ) -> Plan[tuple[rec_io.Record, rec_io.PayloadTable, rec_io.Head] | None]:
-    """Locate a checkpoint in the head or the segment whose id range covers it. A segment
-    deleted by a concurrent prune sends us back to a fresh head (at most a few times)."""
+    """Locate a checkpoint in the head or the segment whose id range covers it (the head's
+    archive is read only for a checkpoint older than the segments the head itself lists). A
+    segment or archive deleted by a concurrent prune or fold sends us back to a fresh head (at
+    most a few times)."""
     for _ in range(3):
         if checkpoint_id in head.records:
             return head.records[checkpoint_id], head.payloads, head
         refs = [s for s in head.segments if s.covers(checkpoint_id)]
+        if not refs and head.archive is not None and head.archive.covers(checkpoint_id):
+            archive = yield from manifest.load_archive(saver, thread_id, ns, head.archive)
+            if archive is None:
+                fresh, _etag = head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+                if fresh is None:
+                    return None
+                if fresh.archive == head.archive:
+                    raise manifest.missing_archive(thread_id, ns, head.archive)
+                head = fresh
+                continue
+            refs = [s for s in archive.refs if s.covers(checkpoint_id)]
         if not refs:
             return None
         missing = None
@@ -144,9 +157,10 @@ def find_record(
         if missing is None:
             return None
         fresh, _etag = head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-        if fresh is None or missing not in fresh.segments:
-            if fresh is None:
-                return None
+        if fresh is None:
+            return None
+        listed = yield from manifest.plan_refs(saver, thread_id, ns, fresh)
+        if listed is None or missing not in listed:
             head = fresh
             continue
         raise missing_segment(saver, thread_id, ns, missing)

@@ -15,7 +15,7 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import Head, PayloadTable, Record, Segment, SegmentRef, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import listing, reading
+from langgraph_handoff.checkpoint.plans import listing, manifest, reading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff
 from langgraph_handoff.errors import ConflictError, PreconditionFailedError, UnknownOutcomeError
@@ -24,13 +24,21 @@ from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 def plan_load_namespace(
     saver: SaverState, thread_id: str, ns: str
-) -> Plan[tuple[Head | None, str | None, dict[str, Segment]]]:
+) -> Plan[tuple[Head | None, str | None, dict[str, Segment], list[str]]]:
     """The head and every sealed segment of a namespace, as one consistent snapshot. A
-    segment that vanished was replaced by a concurrent rewrite: read the new head."""
+    segment that vanished was replaced by a concurrent rewrite: read the new head.
+
+    The head comes back *unpacked*: ``segments`` lists every segment, and the archive the
+    stored head named (see :mod:`.manifest`) is returned apart, as a key that is garbage once
+    a head written from this one is stored (it does not name it)."""
     for _ in range(5):
-        head, etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+        stored, etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+        head = yield from manifest.plan_unpacked(saver, thread_id, ns, stored)
+        archived = manifest.replaced_archive(thread_id, ns, stored, head)
         segments: dict[str, Segment] = {}
         missing = None
+        if stored is not None and head is None:
+            continue  # its archive went: the head was replaced meanwhile
         if head is not None and head.segments:
             objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
             for ref, obj in zip(head.segments, objs, strict=True):
@@ -39,8 +47,10 @@ def plan_load_namespace(
                     break
                 segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
         if missing is None:
-            return head, etag, segments
-    assert missing is not None
+            return head, etag, segments, archived
+    if missing is None:
+        assert stored is not None and stored.archive is not None
+        raise manifest.missing_archive(thread_id, ns, stored.archive)
     raise reading.missing_segment(saver, thread_id, ns, missing)
 
 
@@ -65,7 +75,7 @@ def plan_rewrite_namespace(
     a TTL sweep does); once the head moved, nothing is dropped (``-1``).
     """
     for attempt in range(saver.layout.max_attempts):
-        head, etag, segments = yield from plan_load_namespace(saver, thread_id, ns)
+        head, etag, segments, archived = yield from plan_load_namespace(saver, thread_id, ns)
         if on_version is not None and etag != on_version:
             return -1
         if head is None:
@@ -120,7 +130,7 @@ def plan_rewrite_namespace(
                 keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag
             )
         except (PreconditionFailedError, UnknownOutcomeError):
-            fresh, fresh_etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+            stored, fresh, fresh_etag = yield from manifest.plan_read_unpacked(saver, thread_id, ns)
             mine = fresh is not None and fresh.segments == new_head.segments and set(fresh.records) == set(kept_head)
             if mine or _landed_under(saver, fresh, new_head, new_segments, replaced, drop, thread_id, ns):
                 # Our swap landed unseen (perhaps with a writer's checkpoints, or a lease or
@@ -135,7 +145,7 @@ def plan_rewrite_namespace(
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
                 remaining += sealed
-                saver._cache.observe(thread_id, ns, fresh, fresh_etag)
+                saver._cache.observe(thread_id, ns, stored, fresh_etag)
                 new_head, new_etag, stacked = fresh, fresh_etag, True
             else:
                 # Not ours: start over. Our new segments are orphans unless the head lists them.
@@ -147,8 +157,9 @@ def plan_rewrite_namespace(
                 continue
         if not stacked:
             saver._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
-        # Garbage: replaced segments, writes of dropped checkpoints, blobs only they owned.
-        garbage = list(replaced)
+        # Garbage: replaced segments and archive, writes of dropped checkpoints, blobs only
+        # they owned.
+        garbage = [*replaced, *archived]
         for info in (yield from listing.list_all(saver, keys.writes_prefix(thread_id, ns))):
             parsed = keys.parse_writes_key(info.key)
             if parsed is not None and parsed[0] in drop:

@@ -74,7 +74,7 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
-from langgraph_handoff._format.records import Head, Record
+from langgraph_handoff._format.records import Head, Record, fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting
@@ -126,7 +126,7 @@ class _Seen:
 
 
 def _seen(head: Head, etag: str, saver: SaverState | None = None) -> _Seen:
-    empty = not head.records and not head.segments
+    empty = not head.has_history
     prunable = bool(head.segments) or len(head.records) > 1
     if prunable and not head.segments and saver is not None:
         try:  # a DeltaChannel's ancestors stay: whether keep_latest would drop anything
@@ -153,11 +153,11 @@ def _newest_id(head: Head) -> str | None:
 
 def _owner_id(key: str, data_prefix: str) -> str | None:
     """The checkpoint id a data object is named by: a writes document's checkpoint, a segment's
-    first checkpoint, a blob's owner. None for anything else."""
+    first checkpoint, an archive's newest, a blob's owner. None for anything else."""
     kind, _, name = key[len(data_prefix) :].partition("/")
     if kind == "w":
         cid = keys.checkpoint_id_from_inverted(name.split("/", 1)[0])
-    elif kind in ("s", "b"):
+    elif kind in ("s", "b", "m"):
         cid = keys.checkpoint_id_from_inverted(name[:36])
     else:
         return None
@@ -345,7 +345,7 @@ def _sweep_group(
             head = rec_io.decode_head(obj.body, key=key)
             heads[head.checkpoint_ns] = (head, obj.etag)
             _sweep_memo(saver)[key] = _seen(head, obj.etag, saver)
-    live_heads = {ns: h for ns, h in heads.items() if h[0].records or h[0].segments}
+    live_heads = {ns: h for ns, h in heads.items() if h[0].has_history}
     if not live_heads:
         return ThreadSweep(thread_id, "empty")
     expires = max(_seen(h, e).expiry(default_ttl) for h, e in live_heads.values())
@@ -410,7 +410,7 @@ def _clear_marks(saver: SaverState, thread_id: str, marked: list[tuple[Head, str
     for head, etag in marked:
         at = head.meta.swept.at if head.meta.swept is not None else None
         meta = head.meta.replace(swept=None if at is None else swept_mark(at, None))
-        new = Head(head.thread_id, head.checkpoint_ns, head.records, head.payloads, head.segments, meta)
+        new = fast_replace(head, meta=meta)
         fresh.append(new)
         key = keys.head_key(thread_id, head.checkpoint_ns)
         ops.append(Put(key, rec_io.encode_head(new, schema_version=saver.layout.schema_version), if_match=etag))
@@ -475,7 +475,7 @@ def _sweep_delete(
         emptied[""] = etag
         for ns in sorted(n for n in heads if n):
             head, _etag = heads[ns]
-            if not head.records and not head.segments:
+            if not head.has_history:
                 continue  # already empty: nothing of it to protect or delete
             etag = yield from _swap_to_empty(saver, thread_id, ns, heads[ns], now)
             if etag is not None:

@@ -44,7 +44,7 @@ from langgraph_handoff._format.records import (
 )
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
-from langgraph_handoff.checkpoint.plans import reading
+from langgraph_handoff.checkpoint.plans import manifest, reading
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import restamp, swept_mark
@@ -58,7 +58,7 @@ from langgraph_handoff.errors import (
     ThreadExpiredError,
     UnknownOutcomeError,
 )
-from langgraph_handoff.stores.base import Get, Put
+from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
 try:  # DeltaChannel's snapshot type: private to langgraph-checkpoint and part of a beta API
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -310,6 +310,7 @@ def _previous_snapshot(
     references it. Walks records in memory only (the head, segments this process decoded); None
     when the walk leaves them."""
     found: tuple[Record, PayloadTable] | None = (parent, head.payloads)  # (the parent is in the head)
+    refs = manifest.cached_refs(saver, thread_id, ns, head)
     for _ in range(SNAPSHOT_WALK_MAX):
         if found is None:
             return None
@@ -318,18 +319,18 @@ def _previous_snapshot(
         if held is not None:
             payload = table.get(held[0], {}).get(ch)
             return None if payload is None else (held[0], payload)
-        found = _record_in_memory(saver, thread_id, ns, head, rec.parent) if rec.parent is not None else None
+        found = _record_in_memory(saver, thread_id, ns, head, refs, rec.parent) if rec.parent is not None else None
     return None
 
 
 def _record_in_memory(
-    saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str
+    saver: SaverState, thread_id: str, ns: str, head: Head, refs: tuple[SegmentRef, ...], checkpoint_id: str
 ) -> tuple[Record, PayloadTable] | None:
-    """A record of ``head`` or of a segment it lists, if this process holds it decoded."""
+    """A record of ``head`` or of a segment ``refs`` lists, if this process holds it decoded."""
     rec = head.records.get(checkpoint_id)
     if rec is not None:
         return rec, head.payloads
-    for ref in head.segments:
+    for ref in refs:
         if ref.covers(checkpoint_id):
             seg = saver._cache.immutable.segment(keys.segment_key(thread_id, ns, ref.key))
             if seg is not None and checkpoint_id in seg.records:
@@ -375,6 +376,7 @@ def _next_head(
         records=records,
         payloads=table,
         segments=head.segments if head is not None else (),
+        archive=head.archive if head is not None else None,
         meta=_stamp(saver, head.meta if head is not None else HeadMeta(), thread_id, ns),
     )
     schema = saver.layout.schema_version
@@ -406,6 +408,9 @@ def _next_head(
     new = replace(new.with_records({i: records[i] for i in kept}, new.payloads), segments=(ref, *new.segments))
     body = rec_io.encode_head(new, schema_version=schema)
     segment_write = (keys.segment_key(thread_id, ns, suffix), rec_io.encode_segment(segment, schema_version=schema))
+    # kept decoded, as a read would: the next snapshot's pieces walk back through these records
+    # (a key with a fresh nonce names only this segment, so an entry whose put fails is never used)
+    saver._cache.immutable.put(segment_write[0], segment)
     # spills of records now sealed travel in the segment itself
     kept_spills = {keys.blob_key(thread_id, ns, o, p.spill) for o, chs in new.payloads.items() for p in chs.values()
                    if isinstance(p, Inline) and p.spill}  # fmt: skip
@@ -441,16 +446,19 @@ def _undo_if_fenced(
     except OwnershipLostError:
         hkey = keys.head_key(thread_id, ns)
         restore = before if before is not None else Head(thread_id, ns, {}, {}, (), written.meta)
+        restored = False
         for _ in range(saver.layout.max_attempts):
             body = rec_io.encode_head(restore, schema_version=saver.layout.schema_version)
             try:
                 yield Put(hkey, body, if_match=etag)
+                restored = True
                 break
             except (PreconditionFailedError, UnknownOutcomeError):
                 fresh, fresh_etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
-                if fresh is None or (fresh.records == restore.records and fresh.segments == restore.segments):
+                if fresh is None or (fresh.records, fresh.manifest) == (restore.records, restore.manifest):
+                    restored = fresh is not None
                     break  # gone, or our restore landed after all
-                if fresh.records != written.records or fresh.segments != written.segments:
+                if (fresh.records, fresh.manifest) != (written.records, written.manifest):
                     log.error(
                         "could not undo a superseded write to thread %r namespace %r: newer checkpoints "
                         "were written on top of it",
@@ -461,6 +469,8 @@ def _undo_if_fenced(
                 restore = fast_replace(restore, meta=restore.meta.overlay(fresh.meta))  # keep the newer fence
                 etag = fresh_etag
         saver._cache.forget_thread(thread_id)
+        if restored:  # an archive our write folded is named by no head now
+            yield from _drop(manifest.replaced_archive(thread_id, ns, written, restore))
         raise
     return None
 
@@ -606,8 +616,14 @@ def plan_put(
         new_head, body, seal, spills = _next_head(
             saver, head, thread_id, ns, record, payloads, state.unfolded, saver._cache.get(thread_id, ns).spilled
         )
-        if seal is not None:
-            yield Put(seal[0], seal[1])  # a fresh nonce-named key: nobody else writes it
+        folded, archive = yield from manifest.plan_fold(saver, thread_id, ns, new_head)
+        if archive is not None:
+            new_head, body = folded, rec_io.encode_head(folded, schema_version=saver.layout.schema_version)
+        firsts = [w for w in (seal, archive) if w is not None]  # fresh nonce-named keys: nobody else writes them
+        if len(firsts) == 1:
+            yield Put(*firsts[0])
+        elif firsts:
+            yield Batch(tuple(Put(k, b) for k, b in firsts))
         before = head  # what our write replaces (restored if a fenced subgraph write must be undone)
         op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
         if spills:
@@ -639,13 +655,19 @@ def plan_put(
                 if fence is not None and ns:
                     assert head is not None
                     yield from _undo_if_fenced(saver, thread_id, ns, fence, before, head, etag)
+                yield from _drop(manifest.replaced_archive(thread_id, ns, before, head))
                 return tuple_config(thread_id, ns, cid)  # our write had landed after all
+            if archive is not None:  # an orphan: only our head could name it (a fresh nonce)
+                yield from _drop(manifest.replaced_archive(thread_id, ns, new_head, head))
             if attempt + 1 < saver.layout.max_attempts:
                 yield Sleep(backoff(saver.layout, attempt))
             continue
         saver._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=saw_empty)
         if fence is not None and ns:
             yield from _undo_if_fenced(saver, thread_id, ns, fence, head, new_head, new_etag)
+        # a fold replaced the head's archive: readers of the old head that still need it read
+        # the head again (see manifest)
+        yield from _drop(manifest.replaced_archive(thread_id, ns, head, new_head))
         if branches:
             saver._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
         return tuple_config(thread_id, ns, cid)
@@ -654,6 +676,12 @@ def plan_put(
         "compare-and-swap races in a row without a conflicting checkpoint: the namespace is "
         "under heavy contention. Retry later or raise Layout.max_attempts."
     )
+
+
+def _drop(garbage: list[str]) -> Plan[None]:
+    if garbage:
+        yield DeleteMany(tuple(garbage))
+    return None
 
 
 def plan_put_writes(

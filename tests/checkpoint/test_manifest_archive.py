@@ -1,0 +1,236 @@
+"""A head lists only its newest segments; the older references live in one archive object
+(``checkpoint/plans/manifest.py``). History must read whole through it, from cold savers, stale
+heads and async; rewrites (prune, delete_for_runs, copy, migrate, delete) must keep it
+consistent and leave no archive behind; a lost or damaged archive is a typed error that names
+it; and readers racing a writer that folds never miss a checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
+from langgraph_handoff.checkpoint import driver
+from langgraph_handoff.checkpoint.plans import manifest, reading
+from langgraph_handoff.errors import CorruptObjectError
+from langgraph_handoff.inspection import verify_store
+from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.stores import StoreBase
+from tests.support.saver_helpers import LostSwapAnswer, put
+
+#: a segment every three puts, so 200 puts make ~66 segments and fold several times
+SMALL = Layout(head_max_records=3, head_keep=1)
+
+
+def _chain(saver: ObjectStoreSaver, n: int, thread: str = "t", start: int = 0, parent: str | None = None,
+           **md: Any) -> list[str]:  # fmt: skip
+    ids = []
+    for step in range(start, start + n):
+        values = {"x": f"value {step}", "step": step}
+        parent = put(saver, thread, parent, step, values=values, versions={"x": step + 1, "step": step + 1},
+                     run_id=f"run-{step % 2}", **md)  # fmt: skip
+        ids.append(parent)
+    return ids
+
+
+def _head(store: StoreBase, thread: str = "t") -> rec_io.Head:
+    obj = store.get(keys.head_key(thread, ""))
+    assert obj is not None
+    return rec_io.decode_head(obj.body, key=obj.key)
+
+
+def _archives(store: StoreBase, thread: str = "t") -> list[str]:
+    return [i.key for i in store.list(keys.data_prefix(thread, "")) if "/m/" in i.key]
+
+
+def _ids(saver: ObjectStoreSaver, thread: str = "t") -> list[str]:
+    return [t.config["configurable"]["checkpoint_id"] for t in saver.list({"configurable": {"thread_id": thread}})]
+
+
+def _clean(store: StoreBase) -> None:
+    report = verify_store(ObjectStoreSaver(store))
+    assert report.problems == []
+    assert report.unreferenced == []
+
+
+def test_the_head_stays_small_and_history_reads_whole(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=SMALL)
+    ids, sizes, parent = [], [], None
+    for step in range(240):
+        ids += _chain(saver, 1, start=step, parent=parent)
+        parent = ids[-1]
+        head = _head(store)
+        assert len(head.segments) <= manifest.ARCHIVE_FOLD
+        sizes.append(len(store.get(keys.head_key("t", "")).body))  # type: ignore[union-attr]
+    head = _head(store)
+    assert head.archive is not None and head.archive.count > 50
+    # only the archive the head names is left: each fold deleted the one it replaced
+    assert _archives(store) == [manifest.archive_key("t", "", head.archive)]
+    # the head's bytes do not grow with the thread (without the archive: +40 bytes a segment)
+    assert max(sizes[180:]) <= max(sizes[60:120]) * 1.1
+    cold = ObjectStoreSaver(store, layout=SMALL)
+    assert _ids(cold) == ids[::-1]
+    oldest = ObjectStoreSaver(store).get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": ids[0]}})
+    assert oldest is not None and oldest.checkpoint["channel_values"] == {"x": "value 0", "step": 0}
+    _clean(store)
+
+
+def test_async_listing_reads_through_the_archive(store: StoreBase) -> None:
+    ids = _chain(ObjectStoreSaver(store, layout=SMALL), 120)
+
+    async def listed() -> list[str]:
+        cold = ObjectStoreSaver(store)
+        return [
+            t.config["configurable"]["checkpoint_id"] async for t in cold.alist({"configurable": {"thread_id": "t"}})
+        ]
+
+    assert asyncio.run(listed()) == ids[::-1]
+
+
+def test_rewrites_keep_the_manifest_whole_and_leave_no_archive(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=SMALL)
+    ids = _chain(saver, 200)
+    saver.copy_thread("t", "t2")
+    assert _ids(ObjectStoreSaver(store), "t2") == ids[::-1]
+    _clean(store)
+    # the copy's head lists every segment; its next puts fold it again
+    more = _chain(saver, 20, thread="t2", start=200, parent=ids[-1])
+    assert _head(store, "t2").archive is not None
+    assert _ids(ObjectStoreSaver(store), "t2") == (ids + more)[::-1]
+    # drop every other checkpoint of both threads: the old archives go, the survivors stay listed
+    saver.delete_for_runs(["run-1"])
+    kept = [i for n, i in enumerate(ids + more) if n % 2 == 0]
+    assert _ids(ObjectStoreSaver(store)) == kept[:100][::-1]
+    assert _ids(ObjectStoreSaver(store), "t2") == kept[::-1]
+    assert _archives(store) == [] and _archives(store, "t2") == []
+    _clean(store)
+    saver.prune(["t2"])
+    assert _ids(ObjectStoreSaver(store), "t2") == [kept[-1]]
+    assert _archives(store, "t2") == []
+    _clean(store)
+    saver.delete_thread("t")
+    assert list(store.list(keys.data_prefix("t", ""))) == []
+
+
+def test_migrate_rewrites_a_folded_thread(store: StoreBase) -> None:
+    ids = _chain(ObjectStoreSaver(store, layout=SMALL), 150)
+    steps = SchemaMigrations()
+
+    @steps.register(1, "tag every value")
+    def tag(values: dict, metadata: dict) -> None:
+        values["x"] = values["x"] + " (v1)"
+
+    newer = ObjectStoreSaver(store, migrations=steps, layout=SMALL)
+    newer.migrate_thread("t")
+    assert _ids(ObjectStoreSaver(store, migrations=steps)) == ids[::-1]
+    oldest = newer.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": ids[0]}})
+    assert oldest is not None and oldest.checkpoint["channel_values"]["x"] == "value 0 (v1)"
+    assert _archives(store) == []
+    _clean(store)
+
+
+def test_a_stale_head_follows_the_archive_that_replaced_its_own(store: StoreBase) -> None:
+    writer = ObjectStoreSaver(store, layout=SMALL)
+    ids = _chain(writer, 150)
+    stale = _head(store)
+    assert stale.archive is not None
+    ids += _chain(writer, 60, start=150, parent=ids[-1])
+    assert manifest.archive_key("t", "", stale.archive) not in _archives(store)  # folded away
+    reader = ObjectStoreSaver(store)  # holds nothing: must GET the gone archive, then the head
+    found = driver.run(store, reading.find_record(reader, "t", "", stale, ids[1]))
+    assert found is not None and found[0].id == ids[1]
+
+
+def test_a_lost_archive_is_a_typed_error_that_names_it(store: StoreBase) -> None:
+    ids = _chain(ObjectStoreSaver(store, layout=SMALL), 150)
+    head = _head(store)
+    assert head.archive is not None
+    key = manifest.archive_key("t", "", head.archive)
+    store.delete(key)
+    cold = ObjectStoreSaver(store)
+    assert cold.get_tuple({"configurable": {"thread_id": "t"}}) is not None  # the latest needs none
+    with pytest.raises(CorruptObjectError, match="archive") as err:
+        cold.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": ids[0]}})
+    assert key in str(err.value)
+    with pytest.raises(CorruptObjectError, match="archive"):
+        _ids(cold)
+    assert [p.kind for p in verify_store(cold).problems] == ["missing_archive"]
+
+
+def test_an_archive_that_disagrees_with_its_head_is_corrupt(store: StoreBase) -> None:
+    ids = _chain(ObjectStoreSaver(store, layout=SMALL), 150)
+    head = _head(store)
+    assert head.archive is not None
+    key = manifest.archive_key("t", "", head.archive)
+    archive = rec_io.decode_archive(store.get(key).body, key=key)  # type: ignore[union-attr]
+    store.put(key, rec_io.encode_archive(rec_io.Archive(archive.refs[:-1])))
+    with pytest.raises(CorruptObjectError, match="lists"):
+        ObjectStoreSaver(store).get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": ids[0]}})
+
+
+def test_a_prune_whose_answer_is_lost_under_a_fold_finishes(store: StoreBase) -> None:
+    ids = _chain(ObjectStoreSaver(store, layout=SMALL), 200)
+    writer = ObjectStoreSaver(store, layout=SMALL)
+    more: list[str] = []
+
+    def fold_on_top() -> None:  # one put on the rewritten head: it lists > ARCHIVE_FOLD segments
+        latest = ObjectStoreSaver(store).get_tuple({"configurable": {"thread_id": "t"}})
+        assert latest is not None
+        more.extend(_chain(writer, 1, start=300, parent=latest.config["configurable"]["checkpoint_id"]))
+
+    lossy = LostSwapAnswer(store, fold_on_top)
+    ObjectStoreSaver(lossy, layout=SMALL).delete_for_runs(["run-1"])
+    assert _head(store).archive is not None  # the writer folded the rewritten manifest
+    kept = [i for n, i in enumerate(ids) if n % 2 == 0]
+    assert _ids(ObjectStoreSaver(store)) == (kept + more)[::-1]
+    _clean(store)
+
+
+def test_readers_racing_a_folding_writer_miss_nothing(store: StoreBase) -> None:
+    writer = ObjectStoreSaver(store, layout=SMALL)
+    ids = _chain(writer, 60)
+    done = threading.Event()
+    start = threading.Barrier(2)
+    problems: list[str] = []
+    listings = 0
+
+    def read() -> None:
+        nonlocal listings
+        start.wait()
+        while not done.is_set() or listings == 0:
+            before = list(ids)  # every checkpoint put before this listing began
+            got = _ids(ObjectStoreSaver(store))
+            listings += 1
+            if got != sorted(got, reverse=True) or not set(before) <= set(got):
+                problems.append(f"listing {listings}: {len(got)} ids, {len(set(before) - set(got))} missed")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    start.wait()
+    try:
+        for step in range(60, 160):
+            ids.extend(_chain(writer, 1, start=step, parent=ids[-1]))
+    finally:
+        done.set()
+        reader.join()
+    assert problems == []
+    assert listings >= 1
+    assert _ids(ObjectStoreSaver(store)) == ids[::-1]
+    _clean(store)
+
+
+def test_a_ttl_sweep_deletes_the_archive_with_the_thread(store: StoreBase) -> None:
+    from tests.support.sweep_helpers import TTL, Clock
+
+    clock = Clock()
+    saver = ObjectStoreSaver(store, ttl=TTL, clock=clock, layout=SMALL)
+    _chain(saver, 150)
+    assert _archives(store)
+    clock.advance(61)
+    assert saver.sweep().deleted == 1
+    assert list(store.list(keys.data_prefix("t", ""))) == []
