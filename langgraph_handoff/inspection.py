@@ -370,6 +370,10 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 report.problems.append(Problem(akey, "missing_archive", f"named by {hkey} but absent"))
             elif archive is not None:
                 refs += archive.refs
+                if len(archive.refs) != head.archive.count:
+                    report.problems.append(
+                        Problem(akey, "archive_mismatch", f"{hkey} says it lists {head.archive.count} segments")
+                    )
         for ref in refs:
             skey = keys.segment_key(tid, ns, ref.key)
             referenced.add(skey)

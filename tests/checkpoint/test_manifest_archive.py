@@ -7,19 +7,21 @@ it; and readers racing a writer that folds never miss a checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
 import pytest
 
-from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.plans import manifest, reading
-from langgraph_handoff.errors import CorruptObjectError
+from langgraph_handoff.errors import CorruptObjectError, OwnershipLostError, UnknownOutcomeError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import StoreBase
 from tests.support.saver_helpers import LostSwapAnswer, put
 
@@ -28,18 +30,18 @@ SMALL = Layout(head_max_records=3, head_keep=1)
 
 
 def _chain(saver: ObjectStoreSaver, n: int, thread: str = "t", start: int = 0, parent: str | None = None,
-           **md: Any) -> list[str]:  # fmt: skip
+           ns: str = "", **md: Any) -> list[str]:  # fmt: skip
     ids = []
     for step in range(start, start + n):
         values = {"x": f"value {step}", "step": step}
-        parent = put(saver, thread, parent, step, values=values, versions={"x": step + 1, "step": step + 1},
+        parent = put(saver, thread, parent, step, ns=ns, values=values, versions={"x": step + 1, "step": step + 1},
                      run_id=f"run-{step % 2}", **md)  # fmt: skip
         ids.append(parent)
     return ids
 
 
-def _head(store: StoreBase, thread: str = "t") -> rec_io.Head:
-    obj = store.get(keys.head_key(thread, ""))
+def _head(store: StoreBase, thread: str = "t", ns: str = "") -> rec_io.Head:
+    obj = store.get(keys.head_key(thread, ns))
     assert obj is not None
     return rec_io.decode_head(obj.body, key=obj.key)
 
@@ -234,3 +236,104 @@ def test_a_ttl_sweep_deletes_the_archive_with_the_thread(store: StoreBase) -> No
     clock.advance(61)
     assert saver.sweep().deleted == 1
     assert list(store.list(keys.data_prefix("t", ""))) == []
+
+
+def _to_fold_point(saver: ObjectStoreSaver, store: StoreBase, thread: str = "t", ns: str = "") -> list[str]:
+    """Puts until the head has an archive and its next seal folds the list again."""
+    ids = _chain(saver, 1, thread=thread, ns=ns)
+    while True:
+        h = _head(store, thread, ns)
+        if h.archive is not None and len(h.segments) == manifest.ARCHIVE_FOLD and len(h.records) == 3:
+            return ids
+        ids += _chain(saver, 1, thread=thread, ns=ns, start=len(ids), parent=ids[-1])
+
+
+def test_a_damaged_archive_does_not_stop_the_thread(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=SMALL)
+    ids = _to_fold_point(saver, store)
+    head = _head(store)
+    assert head.archive is not None
+    store.put(manifest.archive_key("t", "", head.archive), b"garbage")
+    fresh = ObjectStoreSaver(store, layout=SMALL)
+    ids += _chain(fresh, 12, start=len(ids), parent=ids[-1])  # seals that would fold: they do not
+    assert len(_head(store).segments) > manifest.ARCHIVE_FOLD
+    assert fresh.get_tuple({"configurable": {"thread_id": "t"}}).config["configurable"]["checkpoint_id"] == ids[-1]  # type: ignore[union-attr]
+    with pytest.raises(CorruptObjectError):
+        _ids(ObjectStoreSaver(store))
+
+
+def test_clearing_a_sweep_mark_keeps_the_archive(store: StoreBase) -> None:
+    from langgraph_handoff.checkpoint.plans import sweep
+    from langgraph_handoff.checkpoint.ttl import swept_mark
+
+    saver = ObjectStoreSaver(store, layout=SMALL)
+    ids = _chain(saver, 150)
+    head = _head(store)
+    marked = dataclasses.replace(head, meta=head.meta.replace(swept=swept_mark(1.0, ids[0])))
+    etag = store.put(keys.head_key("t", ""), rec_io.encode_head(marked))
+    driver.run(store, sweep._clear_marks(saver, "t", [(marked, etag)]))
+    cleared = _head(store)
+    assert cleared.meta.swept is not None and cleared.meta.swept.upto is None
+    assert cleared.archive == head.archive and cleared.segments == head.segments
+    assert _ids(ObjectStoreSaver(store)) == ids[::-1]
+
+
+class _AfterSubgraphPut(MemoryStore):
+    """Shares ``base``'s objects; after the first conditional PUT of the subgraph head lands,
+    runs ``then`` and, with ``lose``, loses the answer (HTTP 500)."""
+
+    def __init__(self, base: MemoryStore, then: Any, lose: bool) -> None:
+        self._lock, self._objects, self._keys = base._lock, base._objects, base._keys  # type: ignore[attr-defined]
+        self.then, self.lose, self.armed = then, lose, True
+
+    def put(self, key: str, body: bytes, **kw: Any) -> str:
+        etag = super().put(key, body, **kw)
+        if self.armed and key == keys.head_key("chat", SUB) and kw.get("if_match"):
+            self.armed = False
+            self.then()
+            if self.lose:
+                raise UnknownOutcomeError(key, "HTTP 500 (it landed)")
+        return etag
+
+
+SUB = "sub:1"
+
+
+@pytest.mark.parametrize("lose", [False, True], ids=["answered", "answer-lost"])
+def test_a_superseded_subgraph_write_that_folded_is_undone_whole(lose: bool) -> None:
+    """A worker whose lease is taken over while its subgraph put folds: its write is undone (or,
+    with the new owner's put on top, left under it) and no head names a deleted archive."""
+    from tests.support.sweep_helpers import Clock
+
+    base, clock = MemoryStore(), Clock()
+    sessions = SessionManager(ObjectStoreSaver(base), clock=clock)
+    lease = sessions.acquire("chat", "a", ttl=10)
+    worker = ObjectStoreSaver(base, layout=SMALL).with_lease(lease)
+    ids = _to_fold_point(worker, base, thread="chat", ns=SUB)
+    before = _head(base, "chat", SUB)
+
+    def takeover() -> None:
+        clock.advance(11)
+        new = SessionManager(ObjectStoreSaver(base), clock=clock).acquire("chat", "b", ttl=10)
+        if lose:  # the new owner writes once on top of the superseded write: its put folds
+            owner = ObjectStoreSaver(base, layout=SMALL).with_lease(new)
+            latest = owner.get_tuple({"configurable": {"thread_id": "chat", "checkpoint_ns": SUB}})
+            assert latest is not None
+            _chain(owner, 1, thread="chat", ns=SUB, start=900, parent=latest.config["configurable"]["checkpoint_id"])
+
+    zombie = ObjectStoreSaver(_AfterSubgraphPut(base, takeover, lose), layout=SMALL).with_lease(lease)
+    with pytest.raises(OwnershipLostError):
+        _chain(zombie, 1, thread="chat", ns=SUB, start=len(ids), parent=ids[-1])
+    after = _head(base, "chat", SUB)
+    if not lose:
+        assert after.records == before.records and after.manifest == before.manifest  # undone
+    report = verify_store(ObjectStoreSaver(base))
+    assert report.problems == []
+    # no archive is left unnamed (the undone write's sealed segment is, as before archives)
+    assert [k for k in report.unreferenced if "/m/" in k] == []
+    assert len(_ids_ns(ObjectStoreSaver(base), "chat", SUB)) == len(ids) + (2 if lose else 0)
+
+
+def _ids_ns(saver: ObjectStoreSaver, thread: str, ns: str) -> list[str]:
+    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    return [t.config["configurable"]["checkpoint_id"] for t in saver.list(conf)]

@@ -27,6 +27,7 @@ long-threads bench is under 0.2 KiB a turn at turn 1,000.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import replace
 
@@ -37,6 +38,8 @@ from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.errors import CorruptObjectError
 from langgraph_handoff.stores.base import Get
+
+log = logging.getLogger(__name__)
 
 #: a head keeps this many segment references after a fold ...
 ARCHIVE_KEEP = 8
@@ -69,7 +72,7 @@ def load_archive(saver: SaverState, thread_id: str, ns: str, ref: ArchiveRef) ->
     archive = rec_io.decode_archive(obj.body, key=key)
     if len(archive.refs) != ref.count:
         raise CorruptObjectError(
-            key, f"the head says this archive lists {ref.count} segments; it lists {len(archive.refs)}", "mismatch"
+            key, f"the head says this archive lists {ref.count} segments; it lists {len(archive.refs)}", "malformed"
         )
     saver._cache.immutable.put(key, archive)
     return archive
@@ -119,7 +122,13 @@ def plan_fold(saver: SaverState, thread_id: str, ns: str, head: Head) -> Plan[tu
     compare-and-swap fails and the put starts again from the stored head)."""
     if len(head.segments) <= ARCHIVE_FOLD:
         return head, None
-    refs = yield from plan_refs(saver, thread_id, ns, head)
+    try:
+        refs = yield from plan_refs(saver, thread_id, ns, head)
+    except CorruptObjectError as exc:
+        # a damaged archive must not stop the thread: its head keeps every newer reference
+        # (readers of the older history get the error; `verify` reports it)
+        log.warning("not folding the segment list of thread %r namespace %r: %s", thread_id, ns, exc)
+        return head, None
     if refs is None:
         return head, None
     older = refs[ARCHIVE_KEEP:]

@@ -74,6 +74,7 @@ def plan_rewrite_namespace(
     ``on_version``: rewrite only the head with this ETag (the version a caller decided on, as
     a TTL sweep does); once the head moved, nothing is dropped (``-1``).
     """
+    carried: list[str] = []  # archives a swap of ours replaced before we had to start over
     for attempt in range(saver.layout.max_attempts):
         head, etag, segments, archived = yield from plan_load_namespace(saver, thread_id, ns)
         if on_version is not None and etag != on_version:
@@ -142,6 +143,7 @@ def plan_rewrite_namespace(
                 sealed = yield from _load_segments(saver, thread_id, ns, [s for s in fresh.segments
                                                                       if s not in new_head.segments])  # fmt: skip
                 if sealed is None:  # replaced meanwhile: read it all again
+                    carried += archived
                     yield Sleep(backoff(saver.layout, attempt))
                     continue
                 remaining += sealed
@@ -159,7 +161,7 @@ def plan_rewrite_namespace(
             saver._cache.wrote(thread_id, ns, new_head, new_etag, used_empty_read=False)
         # Garbage: replaced segments and archive, writes of dropped checkpoints, blobs only
         # they owned.
-        garbage = [*replaced, *archived]
+        garbage = [*replaced, *archived, *carried]
         for info in (yield from listing.list_all(saver, keys.writes_prefix(thread_id, ns))):
             parsed = keys.parse_writes_key(info.key)
             if parsed is not None and parsed[0] in drop:

@@ -431,7 +431,14 @@ def _check_root_fence(saver: SaverState, thread_id: str, ns: str, fence: int) ->
 
 
 def _undo_if_fenced(
-    saver: SaverState, thread_id: str, ns: str, fence: int, before: Head | None, written: Head, etag: str | None
+    saver: SaverState,
+    thread_id: str,
+    ns: str,
+    fence: int,
+    before: Head | None,
+    written: Head,
+    etag: str | None,
+    stored: Head | None = None,
 ) -> Plan[None]:
     """After a lease-bound subgraph write: if the session was taken over, locked or released
     while we wrote, put the head back as it was (an emptied head for a namespace we created)
@@ -439,7 +446,12 @@ def _undo_if_fenced(
 
     The restore is a compare-and-swap. If it fails because a takeover only stamped its epoch
     on our head, it is retried on top (keeping the stamp); if someone wrote *checkpoints* on
-    top meanwhile, their write stands and ours is left under it, logged.
+    top meanwhile, their write stands and ours is left under it, logged. ``stored`` is the head
+    read back (at ``etag``) when our swap's answer was lost: it is restored over only if it is
+    exactly what we wrote, so a new owner's write on top is never overwritten.
+
+    Archives (see :mod:`.manifest`): the one our write folded goes once the restore lands; the
+    one it replaced goes if no restore does (we are the only writer that could name it again).
     """
     try:
         yield from _check_root_fence(saver, thread_id, ns, fence)
@@ -447,7 +459,13 @@ def _undo_if_fenced(
         hkey = keys.head_key(thread_id, ns)
         restore = before if before is not None else Head(thread_id, ns, {}, {}, (), written.meta)
         restored = False
-        for _ in range(saver.layout.max_attempts):
+        attempts = saver.layout.max_attempts
+        if stored is not None:
+            if (stored.records, stored.manifest) != (written.records, written.manifest):
+                _log_not_undone(thread_id, ns)
+                attempts = 0
+            restore = fast_replace(restore, meta=restore.meta.overlay(stored.meta))  # keep the newer fence
+        for _ in range(attempts):
             body = rec_io.encode_head(restore, schema_version=saver.layout.schema_version)
             try:
                 yield Put(hkey, body, if_match=etag)
@@ -459,20 +477,25 @@ def _undo_if_fenced(
                     restored = fresh is not None
                     break  # gone, or our restore landed after all
                 if (fresh.records, fresh.manifest) != (written.records, written.manifest):
-                    log.error(
-                        "could not undo a superseded write to thread %r namespace %r: newer checkpoints "
-                        "were written on top of it",
-                        thread_id,
-                        ns,
-                    )
+                    _log_not_undone(thread_id, ns)
                     break
                 restore = fast_replace(restore, meta=restore.meta.overlay(fresh.meta))  # keep the newer fence
                 etag = fresh_etag
         saver._cache.forget_thread(thread_id)
-        if restored:  # an archive our write folded is named by no head now
+        if restored:
             yield from _drop(manifest.replaced_archive(thread_id, ns, written, restore))
+        else:
+            yield from _drop(manifest.replaced_archive(thread_id, ns, before, written))
         raise
     return None
+
+
+def _log_not_undone(thread_id: str, ns: str) -> None:
+    log.error(
+        "could not undo a superseded write to thread %r namespace %r: newer checkpoints were written on top of it",
+        thread_id,
+        ns,
+    )
 
 
 def _mark_refused_writes(
@@ -654,7 +677,7 @@ def plan_put(
                 saver._cache.wrote(thread_id, ns, head, etag, used_empty_read=saw_empty)
                 if fence is not None and ns:
                     assert head is not None
-                    yield from _undo_if_fenced(saver, thread_id, ns, fence, before, head, etag)
+                    yield from _undo_if_fenced(saver, thread_id, ns, fence, before, new_head, etag, stored=head)
                 yield from _drop(manifest.replaced_archive(thread_id, ns, before, head))
                 return tuple_config(thread_id, ns, cid)  # our write had landed after all
             if archive is not None:  # an orphan: only our head could name it (a fresh nonce)
