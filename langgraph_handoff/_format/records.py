@@ -23,8 +23,10 @@ for one checkpoint.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import itertools
 import secrets
 import struct
 from collections.abc import Callable
@@ -327,9 +329,34 @@ class ArchiveRef:
 
 @dataclass(frozen=True)
 class Archive:
-    """An archive object's content: segment references, newest first."""
+    """An archive object's content: segment references, newest first.
+
+    >>> a = Archive((SegmentRef("s/2", "c", "d", 2), SegmentRef("s/1", "a", "b", 2)))
+    >>> a.covering("d"), a.covering("bb")
+    ([SegmentRef(key='s/2', first_id='c', last_id='d', count=2)], [])
+    """
 
     refs: tuple[SegmentRef, ...]
+
+    @functools.cached_property
+    def _by_first(self) -> tuple[list[str], list[SegmentRef]] | None:
+        """The references sorted by first id, if no two ranges overlap (sealing makes them
+        disjoint); None if some do."""
+        ordered = sorted(self.refs, key=lambda r: r.first_id)
+        if any(a.last_id >= b.first_id for a, b in itertools.pairwise(ordered)):
+            return None
+        return [r.first_id for r in ordered], ordered
+
+    def covering(self, checkpoint_id: str) -> list[SegmentRef]:
+        """The references whose id range covers ``checkpoint_id``. A history walk asks this for
+        every ancestor, and an archive lists hundreds of segments on a long thread: one bisect,
+        not a scan (a scan was a third of a 1,000-turn ``DeltaChannel`` turn's CPU)."""
+        index = self._by_first
+        if index is None:
+            return [r for r in self.refs if r.covers(checkpoint_id)]
+        firsts, ordered = index
+        i = bisect.bisect_right(firsts, checkpoint_id) - 1
+        return [ordered[i]] if i >= 0 and ordered[i].covers(checkpoint_id) else []
 
 
 PayloadTable = dict[str, dict[str, Payload]]

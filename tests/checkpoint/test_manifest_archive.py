@@ -337,3 +337,15 @@ def test_a_superseded_subgraph_write_that_folded_is_undone_whole(lose: bool) -> 
 def _ids_ns(saver: ObjectStoreSaver, thread: str, ns: str) -> list[str]:
     conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
     return [t.config["configurable"]["checkpoint_id"] for t in saver.list(conf)]
+
+
+def test_archive_lookup_finds_every_covering_segment() -> None:
+    """One bisect when ranges are disjoint (as sealing makes them); every covering segment when
+    they overlap (checkpoints put with ids older than the head's)."""
+    ref = rec_io.SegmentRef
+    disjoint = rec_io.Archive(tuple(ref(f"s/{i}", f"{i:03}a", f"{i:03}z", 2) for i in range(300, 0, -1)))
+    assert [r.key for r in disjoint.covering("150m")] == ["s/150"]
+    assert disjoint.covering("150~") == [] and disjoint.covering("000") == []
+    overlapping = rec_io.Archive((ref("s/b", "b", "f", 2), ref("s/a", "a", "d", 2), ref("s/c", "e", "g", 2)))
+    assert [r.key for r in overlapping.covering("c")] == ["s/b", "s/a"]
+    assert [r.key for r in overlapping.covering("e")] == ["s/b", "s/c"]

@@ -51,13 +51,15 @@ def archive_key(thread_id: str, ns: str, ref: ArchiveRef) -> str:
     return keys.segment_key(thread_id, ns, ref.key)
 
 
-def cached_refs(saver: SaverState, thread_id: str, ns: str, head: Head) -> tuple[SegmentRef, ...]:
-    """The head's segment references and, if this process holds its archive, the archived ones.
-    Never reads the store (for the writer's in-memory walks)."""
-    if head.archive is None:
-        return head.segments
-    archive = saver._cache.immutable.get(archive_key(thread_id, ns, head.archive))
-    return head.segments + archive.refs if isinstance(archive, Archive) else head.segments
+def cached_covering(saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str) -> list[SegmentRef]:
+    """The references of ``head`` whose range covers ``checkpoint_id``, the archived ones too if
+    this process holds the archive. Never reads the store (for the writer's in-memory walks)."""
+    refs = [r for r in head.segments if r.covers(checkpoint_id)]
+    if not refs and head.archive is not None and head.archive.covers(checkpoint_id):
+        archive = saver._cache.immutable.get(archive_key(thread_id, ns, head.archive))
+        if isinstance(archive, Archive):
+            refs = archive.covering(checkpoint_id)
+    return refs
 
 
 def load_archive(saver: SaverState, thread_id: str, ns: str, ref: ArchiveRef) -> Plan[Archive | None]:

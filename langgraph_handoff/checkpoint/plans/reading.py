@@ -143,7 +143,7 @@ def find_record(
                     raise manifest.missing_archive(thread_id, ns, head.archive)
                 head = fresh
                 continue
-            refs = [s for s in archive.refs if s.covers(checkpoint_id)]
+            refs = archive.covering(checkpoint_id)
         if not refs:
             return None
         missing = None

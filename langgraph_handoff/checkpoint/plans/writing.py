@@ -310,7 +310,6 @@ def _previous_snapshot(
     references it. Walks records in memory only (the head, segments this process decoded); None
     when the walk leaves them."""
     found: tuple[Record, PayloadTable] | None = (parent, head.payloads)  # (the parent is in the head)
-    refs = manifest.cached_refs(saver, thread_id, ns, head)
     for _ in range(SNAPSHOT_WALK_MAX):
         if found is None:
             return None
@@ -319,22 +318,21 @@ def _previous_snapshot(
         if held is not None:
             payload = table.get(held[0], {}).get(ch)
             return None if payload is None else (held[0], payload)
-        found = _record_in_memory(saver, thread_id, ns, head, refs, rec.parent) if rec.parent is not None else None
+        found = _record_in_memory(saver, thread_id, ns, head, rec.parent) if rec.parent is not None else None
     return None
 
 
 def _record_in_memory(
-    saver: SaverState, thread_id: str, ns: str, head: Head, refs: tuple[SegmentRef, ...], checkpoint_id: str
+    saver: SaverState, thread_id: str, ns: str, head: Head, checkpoint_id: str
 ) -> tuple[Record, PayloadTable] | None:
-    """A record of ``head`` or of a segment ``refs`` lists, if this process holds it decoded."""
+    """A record of ``head`` or of a segment it lists, if this process holds it decoded."""
     rec = head.records.get(checkpoint_id)
     if rec is not None:
         return rec, head.payloads
-    for ref in refs:
-        if ref.covers(checkpoint_id):
-            seg = saver._cache.immutable.segment(keys.segment_key(thread_id, ns, ref.key))
-            if seg is not None and checkpoint_id in seg.records:
-                return seg.records[checkpoint_id], seg.payloads
+    for ref in manifest.cached_covering(saver, thread_id, ns, head, checkpoint_id):
+        seg = saver._cache.immutable.segment(keys.segment_key(thread_id, ns, ref.key))
+        if seg is not None and checkpoint_id in seg.records:
+            return seg.records[checkpoint_id], seg.payloads
     return None
 
 
