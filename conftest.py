@@ -164,6 +164,14 @@ def obstore_s3_store():  # type: ignore[no-untyped-def]
     store.close()
 
 
+@pytest.fixture(params=["boto3", "obstore"])
+def any_s3_store(request):  # type: ignore[no-untyped-def]
+    """The S3 server through each transport: a test that takes it runs once per transport."""
+    store = make_s3_store() if request.param == "boto3" else make_obstore_s3_store()
+    yield store
+    store.close()
+
+
 @pytest.fixture(params=["memory", "local"])
 def store(request, tmp_path) -> StoreBase:  # type: ignore[no-untyped-def]
     """The offline stores: every unit test that takes ``store`` runs on both."""

@@ -7,36 +7,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from conftest import make_obstore_s3_store, make_s3_store
 from tests.checkpoint import test_manifest_archive as archive
 
-MAKERS = {"boto3": make_s3_store, "obstore": make_obstore_s3_store}
+
+def test_history_reads_whole_through_the_archive_on_s3(any_s3_store: Any) -> None:
+    archive.test_the_head_stays_small_and_history_reads_whole(any_s3_store)
 
 
-@pytest.fixture(params=list(MAKERS))
-def s3(request: Any) -> Any:
-    store = MAKERS[request.param]()
-    yield store
-    store.close()
+def test_rewrites_leave_no_archive_on_s3(any_s3_store: Any) -> None:
+    archive.test_rewrites_keep_the_manifest_whole_and_leave_no_archive(any_s3_store)
 
 
-def test_history_reads_whole_through_the_archive_on_s3(s3: Any) -> None:
-    archive.test_the_head_stays_small_and_history_reads_whole(s3)
+def test_a_stale_head_follows_the_new_archive_on_s3(any_s3_store: Any) -> None:
+    archive.test_a_stale_head_follows_the_archive_that_replaced_its_own(any_s3_store)
 
 
-def test_rewrites_leave_no_archive_on_s3(s3: Any) -> None:
-    archive.test_rewrites_keep_the_manifest_whole_and_leave_no_archive(s3)
+def test_a_lost_archive_is_named_on_s3(any_s3_store: Any) -> None:
+    archive.test_a_lost_archive_is_a_typed_error_that_names_it(any_s3_store)
 
 
-def test_a_stale_head_follows_the_new_archive_on_s3(s3: Any) -> None:
-    archive.test_a_stale_head_follows_the_archive_that_replaced_its_own(s3)
-
-
-def test_a_lost_archive_is_named_on_s3(s3: Any) -> None:
-    archive.test_a_lost_archive_is_a_typed_error_that_names_it(s3)
-
-
-def test_readers_racing_a_folding_writer_on_s3(s3: Any) -> None:
-    archive.test_readers_racing_a_folding_writer_miss_nothing(s3)
+def test_readers_racing_a_folding_writer_on_s3(any_s3_store: Any) -> None:
+    archive.test_readers_racing_a_folding_writer_miss_nothing(any_s3_store)
