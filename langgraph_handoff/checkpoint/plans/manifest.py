@@ -104,20 +104,6 @@ def plan_unpacked(saver: SaverState, thread_id: str, ns: str, head: Head | None)
     return None if refs is None else replace(head, segments=refs, archive=None)
 
 
-def plan_read_unpacked(saver: SaverState, thread_id: str, ns: str) -> Plan[tuple[Head | None, Head | None, str | None]]:
-    """The stored head (``(stored, unpacked, etag)``), read again while a fold or prune keeps
-    replacing its archive under us."""
-    from langgraph_handoff.checkpoint.plans import reading  # (reading reads archives through us)
-
-    for _ in range(5):
-        stored, etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-        unpacked = yield from plan_unpacked(saver, thread_id, ns, stored)
-        if stored is None or unpacked is not None:
-            return stored, unpacked, etag
-    assert stored is not None and stored.archive is not None
-    raise missing_archive(thread_id, ns, stored.archive)
-
-
 def plan_fold(saver: SaverState, thread_id: str, ns: str, head: Head) -> Plan[tuple[Head, tuple[str, bytes] | None]]:
     """``head`` folded if it lists more than :data:`ARCHIVE_FOLD` segments, and the archive to
     write before it. A head whose archive is gone is stale: it is returned as it is (its

@@ -383,7 +383,7 @@ def _migrate_namespace_once(
                 new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=saver.layout.schema_version),
                                      if_match=etag)  # fmt: skip
             except (errors.PreconditionFailedError, errors.UnknownOutcomeError):
-                stored, fresh, fresh_etag = yield from manifest.plan_read_unpacked(saver, tid, ns)
+                stored, fresh, fresh_etag = yield from rewriting.plan_read_unpacked(saver, tid, ns)
                 ours = {k for k, _ in seg_puts}  # fresh keys no head but ours can list
                 listed = {keys.segment_key(tid, ns, r.key) for r in (fresh.segments if fresh else ())}
                 if fresh is not None and fresh.segments == new_head.segments and fresh.records == new_head.records:

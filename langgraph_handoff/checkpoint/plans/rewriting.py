@@ -32,13 +32,10 @@ def plan_load_namespace(
     stored head named (see :mod:`.manifest`) is returned apart, as a key that is garbage once
     a head written from this one is stored (it does not name it)."""
     for _ in range(5):
-        stored, etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
-        head = yield from manifest.plan_unpacked(saver, thread_id, ns, stored)
+        stored, head, etag = yield from plan_read_unpacked(saver, thread_id, ns)
         archived = manifest.replaced_archive(thread_id, ns, stored, head)
         segments: dict[str, Segment] = {}
         missing = None
-        if stored is not None and head is None:
-            continue  # its archive went: the head was replaced meanwhile
         if head is not None and head.segments:
             objs = yield Batch(tuple(Get(keys.segment_key(thread_id, ns, s.key)) for s in head.segments))
             for ref, obj in zip(head.segments, objs, strict=True):
@@ -48,10 +45,21 @@ def plan_load_namespace(
                 segments[ref.key] = rec_io.decode_segment(obj.body, key=obj.key)
         if missing is None:
             return head, etag, segments, archived
-    if missing is None:
-        assert stored is not None and stored.archive is not None
-        raise manifest.missing_archive(thread_id, ns, stored.archive)
+    assert missing is not None
     raise reading.missing_segment(saver, thread_id, ns, missing)
+
+
+def plan_read_unpacked(saver: SaverState, thread_id: str, ns: str) -> Plan[tuple[Head | None, Head | None, str | None]]:
+    """The stored head and the same head unpacked (``(stored, unpacked, etag)``; see
+    :func:`.manifest.plan_unpacked`), read again while a fold or prune keeps replacing its
+    archive under us."""
+    for _ in range(5):
+        stored, etag = reading.head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
+        unpacked = yield from manifest.plan_unpacked(saver, thread_id, ns, stored)
+        if stored is None or unpacked is not None:
+            return stored, unpacked, etag
+    assert stored is not None and stored.archive is not None
+    raise manifest.missing_archive(thread_id, ns, stored.archive)
 
 
 def plan_rewrite_namespace(
@@ -131,7 +139,7 @@ def plan_rewrite_namespace(
                 keys.head_key(thread_id, ns), rec_io.encode_head(new_head, schema_version=schema), if_match=etag
             )
         except (PreconditionFailedError, UnknownOutcomeError):
-            stored, fresh, fresh_etag = yield from manifest.plan_read_unpacked(saver, thread_id, ns)
+            stored, fresh, fresh_etag = yield from plan_read_unpacked(saver, thread_id, ns)
             mine = fresh is not None and fresh.segments == new_head.segments and set(fresh.records) == set(kept_head)
             if mine or _landed_under(saver, fresh, new_head, new_segments, replaced, drop, thread_id, ns):
                 # Our swap landed unseen (perhaps with a writer's checkpoints, or a lease or
