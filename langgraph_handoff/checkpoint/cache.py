@@ -24,14 +24,22 @@ written once under a key with a fresh nonce, a blob under the digest of its cont
 ever changes, so the copy decoded once stays right for as long as anything references that key:
 a ``DeltaChannel``'s history walks the same sealed segments turn after turn and loads the same
 snapshot value, and fetching and decoding them again was most of a long thread's CPU per turn.
+
+Large **decoded values** are kept there too, as a pickle of what the serializer decoded from
+blobs that never change (:meth:`ImmutableCache.value_copy`). Every read gets a copy of its own
+(``pickle.loads``, about half the CPU of decoding again: no validation runs), so a node that
+changes a message in place changes only its own copy, as it would with a fresh decode.
 """
 
 from __future__ import annotations
 
+import logging
+import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff._format.keys import blob_key
@@ -48,7 +56,23 @@ from langgraph_handoff._format.records import (
     fast_replace,
 )
 
-__all__ = ["HeadCache", "ImmutableCache", "NsState"]
+__all__ = ["MISS", "HeadCache", "ImmutableCache", "NsState"]
+
+_log = logging.getLogger(__name__)
+
+#: what :meth:`ImmutableCache.value_copy` returns when it holds no copy
+MISS: Any = object()
+
+#: what pickling a decoded value may raise for a type it cannot copy (a local class, a lock, a
+#: class whose constructor wants arguments pickle does not keep)
+_PICKLE_ERRORS = (pickle.PickleError, TypeError, AttributeError, ValueError, ImportError, EOFError, RecursionError)
+
+
+@dataclass(frozen=True)
+class _Pickled:
+    """A decoded value kept as its pickle (see :meth:`ImmutableCache.keep_value`)."""
+
+    data: bytes
 
 
 @fast_init
@@ -288,9 +312,10 @@ class HeadCache:
 
 
 class ImmutableCache:
-    """Decoded immutable objects by key (sealed segments, segment archives, blob contents), least recently used
-    first out, bounded by the approximate bytes they keep alive: a segment counts what the head
-    cache's estimate gives its records and payloads (:func:`_records_size`), a blob its length.
+    """Decoded immutable objects by key (sealed segments, segment archives, blob contents, and
+    values decoded from blobs), least recently used first out, bounded by the approximate bytes
+    they keep alive: a segment counts what the head cache's estimate gives its records and
+    payloads (:func:`_records_size`), a blob its length, a value its pickle's length.
 
     Only keys a head references are ever looked up, and such a key never names other content (a
     segment's carries a fresh nonce, a blob's the digest of its bytes), so a hit is always the
@@ -310,9 +335,13 @@ class ImmutableCache:
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._items: OrderedDict[str, tuple[Segment | Archive | bytes, int]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[Segment | Archive | bytes | _Pickled, int]] = OrderedDict()
 
     def get(self, key: str) -> Segment | Archive | bytes | None:
+        found = self._get(key)
+        return None if isinstance(found, _Pickled) else found
+
+    def _get(self, key: Hashable) -> Segment | Archive | bytes | _Pickled | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is None:
@@ -328,6 +357,43 @@ class ImmutableCache:
         found = self.get(key)
         return found if isinstance(found, bytes) else None
 
+    def value_copy(self, key: tuple[Hashable, ...]) -> Any:
+        """A fresh copy of the value :meth:`keep_value` kept under ``key``, or :data:`MISS`.
+
+        >>> cache = ImmutableCache()
+        >>> cache.keep_value(("serde", "msgpack", "data/t/=/b/k"), [{"role": "user"}])
+        >>> a = cache.value_copy(("serde", "msgpack", "data/t/=/b/k"))
+        >>> a[0]["role"] = "changed"  # a copy of its own
+        >>> cache.value_copy(("serde", "msgpack", "data/t/=/b/k"))
+        [{'role': 'user'}]
+        >>> cache.value_copy(("serde", "msgpack", "other")) is MISS
+        True
+        """
+        found = self._get(key)
+        if not isinstance(found, _Pickled):
+            return MISS
+        try:
+            return pickle.loads(found.data)  # bytes this process pickled itself
+        except _PICKLE_ERRORS as exc:  # a class that pickles but does not unpickle: decode it
+            _log.debug("dropping a cached value of %r: %s", key[1:], exc)
+            with self._lock:
+                dropped = self._items.pop(key, None)
+                if dropped is not None:
+                    self._bytes -= dropped[1]
+            return MISS
+
+    def keep_value(self, key: tuple[Hashable, ...], value: Any) -> None:
+        """Keep a copy of ``value``, just decoded from blobs that never change, for the next
+        :meth:`value_copy`. The key must name everything the decoded value depends on: the
+        serializer object (an allow-list decides what decodes), the payload type and the blob
+        keys in order. A value pickle cannot copy is not kept: it is decoded again next time."""
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except _PICKLE_ERRORS as exc:  # a type pickle refuses: decoding again stays correct
+            _log.debug("not caching a decoded value of %r: %s", key[1:], exc)
+            return
+        self._put(key, _Pickled(data), _VALUE_OVERHEAD + len(data))
+
     def put(self, key: str, value: Segment | Archive | bytes) -> None:
         if isinstance(value, bytes):
             size = _VALUE_OVERHEAD + len(value)
@@ -335,6 +401,9 @@ class ImmutableCache:
             size = _VALUE_OVERHEAD + 64 * len(value.refs)
         else:
             size = _STATE_OVERHEAD + _records_size(value.records, value.payloads)
+        self._put(key, value, size)
+
+    def _put(self, key: Hashable, value: Segment | Archive | bytes | _Pickled, size: int) -> None:
         if size > self._max_bytes:
             return
         with self._lock:

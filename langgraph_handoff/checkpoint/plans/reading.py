@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import fast_replace
+from langgraph_handoff.checkpoint.cache import MISS
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import manifest, upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
@@ -202,8 +203,17 @@ def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes
                     "checkpoint recorded", "malformed",
                 )  # fmt: skip
             added.append(blobs[key])
-        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
-    return saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
+        value = saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
+    else:
+        value = saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
+    saver._cache.immutable.keep_value(_value_key(saver, payload, blob_keys), value)
+    return value
+
+
+def _value_key(saver: SaverState, payload: rec_io.Payload, blob_keys: list[str]) -> tuple[Any, ...]:
+    """What a value decoded only from blobs depends on: the serializer (its allow-list decides
+    what decodes), the payload's type and its blobs, which never change under their keys."""
+    return (saver.serde, payload.type, *blob_keys)
 
 
 def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
@@ -215,18 +225,6 @@ def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
             "was written over", "malformed",
         )  # fmt: skip
     return base
-
-
-def _blob_gets(
-    saver: SaverState, thread_id: str, ns: str, rec: rec_io.Record, table: rec_io.PayloadTable, channels: Iterable[str]
-) -> list[str]:
-    out = []
-    for ch in channels:
-        origin, _v = rec.values[ch]
-        payload = table.get(origin, {}).get(ch)
-        if payload is not None:
-            out += [keys.blob_key(thread_id, ns, *ref) for ref in rec_io.blob_refs(origin, payload)]
-    return list(dict.fromkeys(out))  # tails of several channels may share a base
 
 
 def fetch(
@@ -253,10 +251,27 @@ def fetch(
             tasks.append((hit[0], hit[1].task_path, upgrading.current_items(saver, thread_id, ns, rec, hit[1].items)))
         else:
             want.append(info.key)
-    channels = list(channels)
+    # A value stored only in blobs (a large value, a DeltaChannel snapshot) that this process
+    # decoded before comes from the immutable cache as a copy: its blobs are not even fetched.
+    values: dict[str, Any] = {}
+    wanted: dict[str, tuple[rec_io.Payload, list[str]]] = {}
+    for ch in channels:
+        origin, _v = rec.values[ch]
+        payload = table.get(origin, {}).get(ch)
+        if payload is None:
+            raise CorruptObjectError(
+                keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
+            )
+        refs = [keys.blob_key(thread_id, ns, *ref) for ref in rec_io.blob_refs(origin, payload)]
+        if isinstance(payload, (rec_io.BlobRef, rec_io.Pieces)):
+            copy = saver._cache.immutable.value_copy(_value_key(saver, payload, refs))
+            if copy is not MISS:
+                values[ch] = copy
+                continue
+        wanted[ch] = (payload, refs)
     blobs: dict[str, bytes] = {}
     blob_keys = []
-    for key in _blob_gets(saver, thread_id, ns, rec, table, channels):
+    for key in dict.fromkeys(k for _p, refs in wanted.values() for k in refs):  # tails may share a base
         cached = saver._cache.immutable.blob(key)  # content-addressed: never another value
         if cached is None:
             blob_keys.append(key)
@@ -277,17 +292,9 @@ def fetch(
             raise Vanished(key, rec.id)
         blobs[key] = rec_io.decode_blob(obj.body, key=key)
         saver._cache.immutable.put(key, blobs[key])
-    values = {}
-    for ch in channels:
-        origin, _v = rec.values[ch]
-        payload = table.get(origin, {}).get(ch)
-        if payload is None:
-            raise CorruptObjectError(
-                keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
-            )
-        refs = rec_io.blob_refs(origin, payload)
-        values[ch] = _value(saver, payload, blobs, [keys.blob_key(thread_id, ns, *ref) for ref in refs])
-    return tasks, values
+    for ch, (payload, refs) in wanted.items():
+        values[ch] = _value(saver, payload, blobs, refs)
+    return tasks, {ch: values[ch] for ch in channels}
 
 
 def checkpoint_tuple(

@@ -1,0 +1,165 @@
+"""Issue 26: a value decoded from blobs is kept as a copy for the next read.
+
+A ``DeltaChannel`` loads its latest snapshot on every turn, the whole conversation, and decoding
+it was the largest part of a long thread's CPU per turn. The saver keeps what it decoded (a
+pickle of it) and hands every read a copy of its own, so what a node does to the messages it was
+given never reaches the next read, exactly as with a fresh decode.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import _messages_delta_reducer
+from typing_extensions import TypedDict
+
+from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff.checkpoint.cache import MISS, ImmutableCache
+from langgraph_handoff.stores import StoreBase
+from tests.support.chat_helpers import cfg, history
+
+#: snapshots past 1 KiB are stored in blobs (whole or as pieces), so they are cached decoded
+LAYOUT = Layout(spill_threshold=1024)
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, DeltaChannel(_messages_delta_reducer, snapshot_frequency=4)]
+
+
+def _text(turn: int, who: str) -> str:
+    return " ".join(f"{who}{turn}-{i}-{(turn * 31 + i * 17) % 97}" for i in range(40))
+
+
+def _meddling_chat(saver: Any) -> Any:
+    """A chat whose node counts, in place, in every message it was given how often it saw it,
+    and returns none of them. LangGraph stores such changes only in the snapshots it takes after
+    the node: a read of a snapshot in between must give the messages as that snapshot holds them,
+    not as a node of this process changed them since."""
+
+    def answer(values: dict) -> dict:
+        turn = len(values["messages"]) // 2 + 1
+        seen = [m.additional_kwargs.get("seen", 0) for m in values["messages"]]
+        for m in values["messages"]:
+            m.additional_kwargs["seen"] = m.additional_kwargs.get("seen", 0) + 1
+        return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}", additional_kwargs={"saw": seen})]}
+
+    g = StateGraph(Chat)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=saver)
+
+
+def _talk(graph: Any, turns: range) -> None:
+    for turn in turns:
+        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, cfg())
+
+
+class CountingSerde(JsonPlusSerializer):
+    """Counts decodes of values of at least 1 KiB (snapshots, here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.large = 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.large += len(data[1]) >= 1024
+        return super().loads_typed(data)
+
+
+def test_a_node_changing_its_messages_in_place_does_not_change_the_next_read(store: StoreBase) -> None:
+    saver = ObjectStoreSaver(store, layout=LAYOUT)
+    graph = _meddling_chat(saver)
+    _talk(graph, range(1, 21))  # one process throughout: its cache serves most snapshots
+    assert len(saver._cache.immutable) > 0
+    reference = _meddling_chat(InMemorySaver())
+    _talk(reference, range(1, 21))
+    assert history(graph) == history(reference)
+    saw = graph.get_state(cfg()).values["messages"][-1].additional_kwargs["saw"]
+    assert saw == reference.get_state(cfg()).values["messages"][-1].additional_kwargs["saw"]
+    assert len(saw) == 39 and max(saw) > 1
+
+
+def test_a_snapshot_is_decoded_once_per_process_and_every_read_gets_its_own_copy(store: StoreBase) -> None:
+    chat = _meddling_chat(ObjectStoreSaver(store, layout=LAYOUT))
+    _talk(chat, range(1, 10))
+    serde = CountingSerde()
+    saver = ObjectStoreSaver(store, layout=LAYOUT, serde=serde)
+    latest = saver.get_tuple(cfg())
+    assert latest is not None
+
+    def seed() -> list[Any]:
+        history = saver.get_delta_channel_history(config=latest.config, channels=["messages"])
+        return history["messages"]["seed"].value  # a _DeltaSnapshot
+
+    first = seed()
+    decoded = serde.large
+    assert decoded >= 1 and len(first) >= 8
+    first[0].content = "changed by the reader"
+    first[0].additional_kwargs["x"] = 1
+    first.append(HumanMessage(content="appended by the reader"))
+    second = seed()
+    assert serde.large == decoded  # a copy, not a decode
+    assert len(second) == len(first) - 1 and second[0].content == _text(1, "me")
+    assert "x" not in second[0].additional_kwargs
+    fresh = ObjectStoreSaver(store, layout=LAYOUT)  # nothing cached: decodes the same value
+    history = fresh.get_delta_channel_history(config=latest.config, channels=["messages"])
+    assert history["messages"]["seed"].value == second
+
+
+def test_a_saver_with_another_serializer_decodes_for_itself(store: StoreBase) -> None:
+    """The cache is shared by shallow copies of a saver (``with_allowlist``), whose serializers
+    may refuse what another decoded: a copy is only ever handed to the serializer that made it."""
+    _talk(_meddling_chat(ObjectStoreSaver(store, layout=LAYOUT)), range(1, 10))
+    serde = CountingSerde()
+    saver = ObjectStoreSaver(store, layout=LAYOUT, serde=serde)
+    latest = saver.get_tuple(cfg())
+    assert latest is not None
+    saver.get_delta_channel_history(config=latest.config, channels=["messages"])
+    other = CountingSerde()
+    clone = saver.with_allowlist([("tests", "Nothing")])
+    clone.serde = other  # as with_allowlist does with a serializer it can derive
+    assert clone._cache is saver._cache
+    assert clone.get_delta_channel_history(config=latest.config, channels=["messages"]) == (
+        saver.get_delta_channel_history(config=latest.config, channels=["messages"])
+    )
+    assert other.large >= 1
+
+
+class _NoCopy:
+    """Pickles, but cannot be unpickled (its constructor wants an argument pickle does not keep)."""
+
+    def __init__(self, needed: int) -> None:
+        self.needed = needed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_NoCopy, ())
+
+
+def test_a_value_pickle_cannot_copy_is_decoded_again_not_cached() -> None:
+    cache = ImmutableCache(max_bytes=1_000_000)
+    cache.keep_value(("serde", "t", "k1"), [lambda: 1])  # refused by pickle.dumps: not kept
+    assert cache.value_copy(("serde", "t", "k1")) is MISS and len(cache) == 0
+    pickle.dumps(_NoCopy(1))  # pickles...
+    cache.keep_value(("serde", "t", "k2"), [_NoCopy(1)])
+    assert len(cache) == 1
+    assert cache.value_copy(("serde", "t", "k2")) is MISS  # ...but does not unpickle: dropped
+    assert len(cache) == 0 and cache.bytes == 0
+
+
+def test_kept_values_count_against_the_byte_budget() -> None:
+    cache = ImmutableCache(max_bytes=50_000)
+    for n in range(10):
+        cache.keep_value(("serde", "t", f"k{n}"), ["x" * 10_000])
+        assert cache.bytes <= 50_000
+    assert cache.value_copy(("serde", "t", "k0")) is MISS
+    assert cache.value_copy(("serde", "t", "k9")) == ["x" * 10_000]
+    cache.keep_value(("serde", "t", "big"), ["x" * 60_000])  # larger than the budget: not kept
+    assert cache.value_copy(("serde", "t", "big")) is MISS
+    assert cache.get("k9") is None  # string keys and value keys never meet
