@@ -11,6 +11,9 @@
   from such a checkpoint; a run that loaded the latest and then lost a race may not.
 * **Unfolded writes**: writes documents this process wrote or read whose content is not yet
   copied into the head.
+* **A run's writes listing**: the page of writes keys a LangGraph run's ``get_tuple`` of the
+  latest checkpoint listed, held until the same run asks for that checkpoint's ``DeltaChannel``
+  history (:meth:`HeadCache.keep_listing`).
 * **Confirmed spills**: blobs this process saw written successfully. Only such a blob may replace
   the inline copy of a value in a head (see ``plans.writing._spill``). The next ``put`` folds them into their checkpoint's record, so history
   reads find them in the head instead of paying one GET per task.
@@ -55,6 +58,7 @@ from langgraph_handoff._format.records import (
     fast_init,
     fast_replace,
 )
+from langgraph_handoff.stores.base import ListResult
 
 __all__ = ["MISS", "HeadCache", "ImmutableCache", "NsState"]
 
@@ -154,10 +158,16 @@ def approx_size(state: NsState) -> int:
     return size
 
 
+#: namespaces whose run's writes listing is held at once (see :meth:`HeadCache.keep_listing`)
+_LISTINGS = 64
+
+
 class HeadCache:
     def __init__(self, max_namespaces: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
         #: decoded sealed segments and blob contents, with a budget of their own (as the heads')
         self.immutable = ImmutableCache(max_bytes)
+        #: (thread, ns) -> (head ETag, checkpoint id, writes page) of a run's latest read
+        self._listings: OrderedDict[tuple[str, str], tuple[str, str, ListResult]] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_namespaces
         self._max_bytes = max_bytes
@@ -302,12 +312,44 @@ class HeadCache:
             for key in [k for k in self._states if k[0] == thread_id]:
                 del self._states[key]
                 self._bytes -= self._sizes.pop(key)
+            for key in [k for k in self._listings if k[0] == thread_id]:
+                del self._listings[key]
+
+    def keep_listing(self, thread_id: str, ns: str, etag: str, checkpoint_id: str, page: ListResult) -> None:
+        """Hold the writes page a LangGraph run's ``get_tuple`` of the latest checkpoint listed
+        beside head ``etag``, for that run's ``DeltaChannel`` history of the same checkpoint.
+
+        A run loads a checkpoint with those two calls, one right after the other, and the
+        history needs the writes of the checkpoints just below the latest: the first page
+        already lists them. Taken together the two read one snapshot of the namespace, the one
+        ``get_tuple`` saw; on a long thread this saves a LIST a turn (on ``file://`` a walk of
+        every checkpoint's directory). Only the next :meth:`take_listing` with the same head
+        ETag gets it, once, and a write of this process to the namespace drops it
+        (:meth:`drop_listing`), so a process always reads its own writes."""
+        with self._lock:
+            self._listings[(thread_id, ns)] = (etag, checkpoint_id, page)
+            self._listings.move_to_end((thread_id, ns))
+            while len(self._listings) > _LISTINGS:
+                self._listings.popitem(last=False)
+
+    def take_listing(self, thread_id: str, ns: str, etag: str | None, checkpoint_id: str) -> ListResult | None:
+        """The page :meth:`keep_listing` holds for this head ETag and checkpoint, given once."""
+        with self._lock:
+            held = self._listings.pop((thread_id, ns), None)
+        if held is None or etag is None or held[:2] != (etag, checkpoint_id):
+            return None
+        return held[2]
+
+    def drop_listing(self, thread_id: str, ns: str) -> None:
+        with self._lock:
+            self._listings.pop((thread_id, ns), None)
 
     def clear(self) -> None:
         with self._lock:
             self._states.clear()
             self._sizes.clear()
             self._bytes = 0
+            self._listings.clear()
         self.immutable.clear()
 
 

@@ -281,3 +281,75 @@ def test_a_history_walk_pages_past_writes_it_did_not_expect(store: StoreBase) ->
         graph.invoke({"items": [f"fork{i}"]}, past)
     graph.invoke({"items": ["main again"]}, cfg)
     assert _every_walk_matches_the_base_walk(forked, "forked") > 20
+
+
+def _run_config(config: Any) -> Any:
+    """``config`` as a LangGraph run passes it (with the loop's ``__pregel_*`` entries)."""
+    return {**config, "configurable": {**config["configurable"], "__pregel_runtime": object()}}
+
+
+def test_a_run_loads_a_delta_checkpoint_with_one_listing(store: StoreBase) -> None:
+    """Issue 26: a run reads the latest checkpoint (head GET and writes LIST together) and then
+    its DeltaChannel history, whose writes are the first keys of that same listing. The history
+    goes on from that page instead of listing again: one LIST a turn fewer, the same history."""
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages)
+    graph, cfg, _ = _long_thread(saver, "run", 30)
+    pages.reset()
+    pages.pages.clear()
+    graph.invoke({"items": ["one more"]}, cfg)
+    assert len(pages.pages) == 1, pages.log  # get_tuple's; the history took its page
+    assert _every_walk_matches_the_base_walk(saver, "run") > 60
+    assert graph.get_state(cfg).values["items"][-2:] == ["one more", "a61"]
+
+
+async def test_an_async_run_loads_a_delta_checkpoint_with_one_listing(store: StoreBase) -> None:
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages)
+    graph, cfg, _ = _long_thread(saver, "arun", 30)
+    pages.pages.clear()
+    await graph.ainvoke({"items": ["one more"]}, cfg)
+    assert len(pages.pages) == 1, pages.log
+    assert (await graph.aget_state(cfg)).values == graph.get_state(cfg).values
+    assert _every_walk_matches_the_base_walk(saver, "arun") > 60
+
+
+def test_a_run_listing_is_used_once_and_never_across_a_write(store: StoreBase) -> None:
+    """What ``get_tuple`` listed serves only the history of the same checkpoint under the same
+    head, once, and only for a run: a direct call lists afresh, and so does a history after
+    this process wrote writes to an ancestor (it must see them) or after another process moved
+    the head."""
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages)
+    _, cfg, latest = _long_thread(saver, "once", 12)
+    run_cfg = _run_config(cfg)
+    base = BaseCheckpointSaver.get_delta_channel_history
+
+    def lists_for_history(config: Any) -> int:
+        pages.pages.clear()
+        got = saver.get_delta_channel_history(config=config, channels=["items"])
+        listed = len(pages.pages)
+        assert got == base(saver, config=latest, channels=["items"])
+        return listed
+
+    saver.get_tuple(run_cfg)
+    assert lists_for_history(_run_config(latest)) == 0  # the run's page
+    assert lists_for_history(_run_config(latest)) == 1  # used once
+    saver.get_tuple(run_cfg)
+    assert lists_for_history(latest) == 1  # not a run: lists afresh (and drops nothing it may use)
+
+    # this process writes to an ancestor between the run's two reads: the history must show it
+    saver.get_tuple(run_cfg)
+    parent = saver.get_tuple(latest)
+    assert parent is not None and parent.parent_config is not None
+    saver.put_writes(parent.parent_config, [("items", ["late"])], "late-task")
+    pages.pages.clear()
+    late = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
+    assert len(pages.pages) == 1 and ["late"] in [w[2] for w in late["items"]["writes"]]
+    assert late == base(saver, config=latest, channels=["items"])
+
+    # another process moves the head between the run's two reads: the page is not used
+    saver.get_tuple(run_cfg)
+    other = ObjectStoreSaver(store)
+    _long_thread(other, "once", 1)
+    assert lists_for_history(_run_config(latest)) == 1

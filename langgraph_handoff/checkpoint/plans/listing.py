@@ -396,7 +396,7 @@ def _delta_history_once(
     ns = ns_or_none or ""
     result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
     hkey = keys.head_key(thread_id, ns)
-    head, _ = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+    head, head_etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
     if head is None or not head.records:
         return result
     target_id = cid if cid is not None else head.latest_id
@@ -434,11 +434,19 @@ def _delta_history_once(
     # process never saw folded (another writer's, a fork's) only make the cursor page on.
     folded = sum(len(rec.writes) for rec, _ in chain)
     wprefix = keys.writes_prefix(thread_id, ns)
-    cursor = reading.WritesCursor(
-        wprefix,
-        start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~",
-        first_page=folded + folded // 8 + 16,
-    )
+    # A run that just read this checkpoint as the latest, with the head unchanged since, goes on
+    # from the page that read listed (HeadCache.keep_listing): the keys below the target come
+    # first in it. Any other caller lists afresh.
+    page = saver._cache.take_listing(thread_id, ns, head_etag, target_id) if made_by_run(config) else None
+    if page is None:
+        cursor = reading.WritesCursor(
+            wprefix,
+            start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~",
+            first_page=folded + folded // 8 + 16,
+        )
+    else:
+        cursor = reading.WritesCursor(wprefix, page=page)
+        cursor.page_size = max(1, min(folded + folded // 8 + 16 - len(page.items), reading.WRITES_PAGE))
     remaining = set(channels)
     collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
     for rec, table in chain:

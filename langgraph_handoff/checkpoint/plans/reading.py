@@ -361,6 +361,8 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
             saver._cache.note_branch_point(thread_id, ns, cid)
     infos = yield from writes_for(saver, WritesCursor(wprefix, page=page), rec.id)
     tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
+    if cid is None and etag is not None and made_by_run(config):
+        saver._cache.keep_listing(thread_id, ns, etag, rec.id, page)  # for the run's delta history
     return checkpoint_tuple(saver, thread_id, ns, rec, tasks, values)
 
 

@@ -574,6 +574,7 @@ def plan_put(
     thread_id, ns_or_none, parent_id = target_of(config, "put")
     ns = ns_or_none or ""
     cid = keys.validate_checkpoint_id(checkpoint.get("id"))
+    saver._cache.drop_listing(thread_id, ns)  # (its head ETag changes too; dropped the moment we write)
     if parent_id is not None and not keys.is_checkpoint_id(parent_id):
         raise InvalidCheckpointIdError(f"parent checkpoint id {parent_id!r} is not a canonical uuid string")
     md = get_checkpoint_metadata(config, metadata)
@@ -716,6 +717,7 @@ def plan_put_writes(
     task_id = str(task_id)
     items = slot_items(writes, saver.serde.dumps_typed, schema=saver._schema)
     key = keys.writes_key(thread_id, ns, cid, task_id)
+    saver._cache.drop_listing(thread_id, ns)  # a listing from before this write would miss it
     schema = saver.layout.schema_version
 
     def encode(merged: tuple[WriteItem, ...], path: str) -> bytes:
