@@ -60,16 +60,29 @@ from langgraph_handoff._format.records import (
 )
 from langgraph_handoff.stores.base import ListResult
 
-__all__ = ["MISS", "HeadCache", "ImmutableCache", "NsState"]
+__all__ = ["MISS", "ByIdentity", "HeadCache", "ImmutableCache", "NsState"]
 
 _log = logging.getLogger(__name__)
 
 #: what :meth:`ImmutableCache.value_copy` returns when it holds no copy
 MISS: Any = object()
 
-#: what pickling a decoded value may raise for a type it cannot copy (a local class, a lock, a
-#: class whose constructor wants arguments pickle does not keep)
-_PICKLE_ERRORS = (pickle.PickleError, TypeError, AttributeError, ValueError, ImportError, EOFError, RecursionError)
+
+class ByIdentity:
+    """Wraps an object (a serializer) as a key part that is equal only to a wrapper of that very
+    object: a serializer need not be hashable, and two that compare equal may still decode
+    differently (another allow-list, another key)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ByIdentity) and other.obj is self.obj
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,11 @@ class _Pickled:
     """A decoded value kept as its pickle (see :meth:`ImmutableCache.keep_value`)."""
 
     data: bytes
+
+
+#: kept instead of a pickle for a value pickle could not copy: it is decoded on every read
+#: without trying to pickle it again
+_REFUSED = _Pickled(b"")
 
 
 @fast_init
@@ -168,6 +186,11 @@ class HeadCache:
         self.immutable = ImmutableCache(max_bytes)
         #: (thread, ns) -> (head ETag, checkpoint id, writes page) of a run's latest read
         self._listings: OrderedDict[tuple[str, str], tuple[str, str, ListResult]] = OrderedDict()
+        #: drops of listings so far; per namespace, the number of its last drop (the oldest
+        #: forgotten, with the largest number forgotten kept as the floor for all others)
+        self._drops = 0
+        self._last_drop: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._drop_floor = 0
         self._lock = threading.Lock()
         self._max = max_namespaces
         self._max_bytes = max_bytes
@@ -315,7 +338,12 @@ class HeadCache:
             for key in [k for k in self._listings if k[0] == thread_id]:
                 del self._listings[key]
 
-    def keep_listing(self, thread_id: str, ns: str, etag: str, checkpoint_id: str, page: ListResult) -> None:
+    def listing_mark(self) -> int:
+        """Taken by a run's ``get_tuple`` before it lists, for :meth:`keep_listing`."""
+        with self._lock:
+            return self._drops
+
+    def keep_listing(self, thread_id: str, ns: str, etag: str, checkpoint_id: str, page: ListResult, mark: int) -> None:
         """Hold the writes page a LangGraph run's ``get_tuple`` of the latest checkpoint listed
         beside head ``etag``, for that run's ``DeltaChannel`` history of the same checkpoint.
 
@@ -324,16 +352,30 @@ class HeadCache:
         already lists them. Taken together the two read one snapshot of the namespace, the one
         ``get_tuple`` saw; on a long thread this saves a LIST a turn (on ``file://`` a walk of
         every checkpoint's directory). Only the next :meth:`take_listing` with the same head
-        ETag gets it, once, and a write of this process to the namespace drops it
-        (:meth:`drop_listing`), so a process always reads its own writes."""
+        ETag gets it, once. A write of this process to the namespace drops it
+        (:meth:`drop_listing`), and so does one that began after ``mark`` (taken before the
+        LIST): a ``put_writes`` of another thread of this process that finished while the run
+        was reading is never missed, as a process always reads its own writes."""
         with self._lock:
+            if self._last_drop.get((thread_id, ns), self._drop_floor) > mark:
+                return
             self._listings[(thread_id, ns)] = (etag, checkpoint_id, page)
             self._listings.move_to_end((thread_id, ns))
             while len(self._listings) > _LISTINGS:
                 self._listings.popitem(last=False)
 
     def take_listing(self, thread_id: str, ns: str, etag: str | None, checkpoint_id: str) -> ListResult | None:
-        """The page :meth:`keep_listing` holds for this head ETag and checkpoint, given once."""
+        """The page :meth:`keep_listing` holds for this head ETag and checkpoint, given once.
+
+        >>> from langgraph_handoff.stores.base import ListResult
+        >>> cache, page = HeadCache(), ListResult(items=[], truncated=False)
+        >>> cache.keep_listing("t", "", "etag-1", "cp", page, cache.listing_mark())
+        >>> cache.take_listing("t", "", "etag-2", "cp") is None  # the head moved: not used
+        True
+        >>> cache.keep_listing("t", "", "etag-1", "cp", page, cache.listing_mark())
+        >>> cache.take_listing("t", "", "etag-1", "cp") is page, cache.take_listing("t", "", "etag-1", "cp")
+        (True, None)
+        """
         with self._lock:
             held = self._listings.pop((thread_id, ns), None)
         if held is None or etag is None or held[:2] != (etag, checkpoint_id):
@@ -341,7 +383,15 @@ class HeadCache:
         return held[2]
 
     def drop_listing(self, thread_id: str, ns: str) -> None:
+        """Before this process writes to the namespace: no run may go on from a page listed
+        before that write, held already or kept later (see :meth:`keep_listing`)."""
         with self._lock:
+            self._drops += 1
+            self._last_drop[(thread_id, ns)] = self._drops
+            self._last_drop.move_to_end((thread_id, ns))
+            while len(self._last_drop) > self._max:
+                _, forgotten = self._last_drop.popitem(last=False)
+                self._drop_floor = max(self._drop_floor, forgotten)
             self._listings.pop((thread_id, ns), None)
 
     def clear(self) -> None:
@@ -412,27 +462,32 @@ class ImmutableCache:
         True
         """
         found = self._get(key)
-        if not isinstance(found, _Pickled):
+        if not isinstance(found, _Pickled) or found is _REFUSED:
             return MISS
         try:
             return pickle.loads(found.data)  # bytes this process pickled itself
-        except _PICKLE_ERRORS as exc:  # a class that pickles but does not unpickle: decode it
-            _log.debug("dropping a cached value of %r: %s", key[1:], exc)
-            with self._lock:
-                dropped = self._items.pop(key, None)
-                if dropped is not None:
-                    self._bytes -= dropped[1]
+        except Exception as exc:  # noqa: BLE001 - any class's __setstate__ may raise anything
+            _log.debug("not caching a decoded value of %r any more: %s", key[1:], exc)
+            self._put(key, _REFUSED, _VALUE_OVERHEAD)
             return MISS
 
     def keep_value(self, key: tuple[Hashable, ...], value: Any) -> None:
         """Keep a copy of ``value``, just decoded from blobs that never change, for the next
         :meth:`value_copy`. The key must name everything the decoded value depends on: the
-        serializer object (an allow-list decides what decodes), the payload type and the blob
-        keys in order. A value pickle cannot copy is not kept: it is decoded again next time."""
+        serializer (wrapped in :class:`ByIdentity`: an allow-list decides what decodes), the
+        payload type and the blob keys in order.
+
+        A copy is what a fresh decode would give, except for what decoding computes without
+        storing it (a ``default_factory`` of a field the serializer leaves out, a
+        ``__post_init__`` with side effects): the copy repeats the first decode's. A value pickle
+        cannot copy (or copy back) is decoded on every read, and not offered to pickle again."""
+        if self._get(key) is _REFUSED:
+            return
         try:
             data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        except _PICKLE_ERRORS as exc:  # a type pickle refuses: decoding again stays correct
+        except Exception as exc:  # noqa: BLE001 - any class's __reduce__ may raise anything
             _log.debug("not caching a decoded value of %r: %s", key[1:], exc)
+            self._put(key, _REFUSED, _VALUE_OVERHEAD)
             return
         self._put(key, _Pickled(data), _VALUE_OVERHEAD + len(data))
 

@@ -8,9 +8,12 @@ given never reaches the next read, exactly as with a fresh decode.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pickle
 from typing import Annotated, Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
@@ -26,6 +29,8 @@ from tests.support.chat_helpers import cfg, history
 
 #: snapshots past 1 KiB are stored in blobs (whole or as pieces), so they are cached decoded
 LAYOUT = Layout(spill_threshold=1024)
+#: a value of 2 KiB or more is written as a blob at once
+BLOBS = Layout(spill_threshold=1024, blob_threshold=2048)
 
 
 class Chat(TypedDict):
@@ -73,11 +78,22 @@ class CountingSerde(JsonPlusSerializer):
         return super().loads_typed(data)
 
 
-def test_a_node_changing_its_messages_in_place_does_not_change_the_next_read(store: StoreBase) -> None:
+def test_a_node_changing_its_messages_in_place_does_not_change_the_next_read(
+    store: StoreBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hits = []
+    value_copy = ImmutableCache.value_copy
+
+    def counted(self: ImmutableCache, key: Any) -> Any:
+        got = value_copy(self, key)
+        hits.append(got is not MISS)
+        return got
+
+    monkeypatch.setattr(ImmutableCache, "value_copy", counted)
     saver = ObjectStoreSaver(store, layout=LAYOUT)
     graph = _meddling_chat(saver)
     _talk(graph, range(1, 21))  # one process throughout: its cache serves most snapshots
-    assert len(saver._cache.immutable) > 0
+    assert sum(hits) >= 8, hits  # a snapshot every second turn, read from the cache on the next
     reference = _meddling_chat(InMemorySaver())
     _talk(reference, range(1, 21))
     assert history(graph) == history(reference)
@@ -114,22 +130,72 @@ def test_a_snapshot_is_decoded_once_per_process_and_every_read_gets_its_own_copy
 
 
 def test_a_saver_with_another_serializer_decodes_for_itself(store: StoreBase) -> None:
-    """The cache is shared by shallow copies of a saver (``with_allowlist``), whose serializers
-    may refuse what another decoded: a copy is only ever handed to the serializer that made it."""
+    """The cache is shared by shallow copies of a saver (``with_allowlist`` makes one with a
+    serializer of its own, whose allow-list may refuse what another decoded): a copy is only
+    ever handed to the serializer that made it."""
     _talk(_meddling_chat(ObjectStoreSaver(store, layout=LAYOUT)), range(1, 10))
     serde = CountingSerde()
     saver = ObjectStoreSaver(store, layout=LAYOUT, serde=serde)
     latest = saver.get_tuple(cfg())
     assert latest is not None
-    saver.get_delta_channel_history(config=latest.config, channels=["messages"])
+    first = saver.get_delta_channel_history(config=latest.config, channels=["messages"])
     other = CountingSerde()
-    clone = saver.with_allowlist([("tests", "Nothing")])
-    clone.serde = other  # as with_allowlist does with a serializer it can derive
-    assert clone._cache is saver._cache
-    assert clone.get_delta_channel_history(config=latest.config, channels=["messages"]) == (
-        saver.get_delta_channel_history(config=latest.config, channels=["messages"])
-    )
-    assert other.large >= 1
+    clone = copy.copy(saver)  # what with_allowlist does, with a serializer it derives
+    clone.serde = other
+    assert clone is not saver and clone._cache is saver._cache
+    assert clone.get_delta_channel_history(config=latest.config, channels=["messages"]) == first
+    assert other.large >= 1  # decoded by its own serializer
+    decoded = serde.large
+    assert saver.get_delta_channel_history(config=latest.config, channels=["messages"]) == first
+    assert serde.large == decoded  # while the first still gets its copies
+
+
+@dataclasses.dataclass
+class DataclassSerde:
+    """A serializer that cannot be hashed (a plain dataclass), counting large decodes; with
+    ``opaque``, lists decode into a type pickle refuses."""
+
+    opaque: bool = False
+    large: int = 0
+    inner: JsonPlusSerializer = dataclasses.field(default_factory=JsonPlusSerializer)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.inner.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.large += len(data[1]) >= 1024
+        value = self.inner.loads_typed(data)
+        return Opaque(value) if self.opaque and isinstance(value, list) else value
+
+
+class Opaque(list):
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise NotImplementedError("this type opts out of pickle")
+
+
+def _big_value(store: StoreBase, serde: Any) -> dict:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"big": [f"item {i} " * 4 for i in range(300)]}
+    checkpoint["channel_versions"] = {"big": 1}
+    ObjectStoreSaver(store, layout=BLOBS, serde=serde).put(config, checkpoint, {"step": 0}, {"big": 1})
+    return config
+
+
+@pytest.mark.parametrize("opaque", [False, True], ids=["picklable", "opaque"])
+def test_any_serializer_and_any_value_type_reads_as_before(store: StoreBase, opaque: bool) -> None:
+    """A serializer that cannot be hashed, and a value type that refuses pickle with any
+    exception, read as they did before the cache: the first is cached (keyed by identity), the
+    second decoded on every read."""
+    config = _big_value(store, DataclassSerde(opaque=opaque))
+    serde = DataclassSerde(opaque=opaque)
+    saver = ObjectStoreSaver(store, layout=BLOBS, serde=serde)
+    reads = [saver.get_tuple(config) for _ in range(3)]
+    values = [r.checkpoint["channel_values"]["big"] for r in reads if r is not None]
+    assert len(values) == 3 and all(v == values[0] and len(v) == 300 for v in values)
+    assert serde.large == (3 if opaque else 1)
 
 
 class _NoCopy:
@@ -145,12 +211,13 @@ class _NoCopy:
 def test_a_value_pickle_cannot_copy_is_decoded_again_not_cached() -> None:
     cache = ImmutableCache(max_bytes=1_000_000)
     cache.keep_value(("serde", "t", "k1"), [lambda: 1])  # refused by pickle.dumps: not kept
-    assert cache.value_copy(("serde", "t", "k1")) is MISS and len(cache) == 0
+    assert cache.value_copy(("serde", "t", "k1")) is MISS and cache.bytes < 1000
     pickle.dumps(_NoCopy(1))  # pickles...
     cache.keep_value(("serde", "t", "k2"), [_NoCopy(1)])
-    assert len(cache) == 1
-    assert cache.value_copy(("serde", "t", "k2")) is MISS  # ...but does not unpickle: dropped
-    assert len(cache) == 0 and cache.bytes == 0
+    assert cache.bytes > 250
+    assert cache.value_copy(("serde", "t", "k2")) is MISS  # ...but does not unpickle: refused
+    cache.keep_value(("serde", "t", "k2"), [_NoCopy(1)])  # not pickled again
+    assert cache.value_copy(("serde", "t", "k2")) is MISS and cache.bytes < 1000
 
 
 def test_kept_values_count_against_the_byte_budget() -> None:

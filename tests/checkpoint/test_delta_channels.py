@@ -353,3 +353,59 @@ def test_a_run_listing_is_used_once_and_never_across_a_write(store: StoreBase) -
     other = ObjectStoreSaver(store)
     _long_thread(other, "once", 1)
     assert lists_for_history(_run_config(latest)) == 1
+
+
+class _WriteDuringList(_Pages):
+    """Runs ``hook`` once, right after the next batch that holds a LIST: another thread of this
+    process whose write lands while a run's ``get_tuple`` is reading."""
+
+    hook: Any = None
+
+    def run_many(self, ops: Any, *, return_exceptions: bool = False) -> Any:
+        results = super().run_many(ops, return_exceptions=return_exceptions)
+        if self.hook is not None and any(isinstance(op, ListPage) for op in ops):
+            hook, self.hook = self.hook, None
+            hook()
+        return results
+
+
+def test_a_write_of_this_process_during_a_runs_read_is_not_missed(store: StoreBase) -> None:
+    """``put_writes`` never moves the head, so a page listed before it would pass the ETag
+    check: a write of this process that began after the run's LIST keeps the page from being
+    kept at all."""
+    spy = _WriteDuringList(store)
+    saver = ObjectStoreSaver(spy)
+    _, cfg, latest = _long_thread(saver, "race", 6)
+    parent = saver.get_tuple(latest)
+    assert parent is not None and parent.parent_config is not None
+    spy.hook = lambda: saver.put_writes(parent.parent_config, [("items", ["late"])], "late-task")
+    saver.get_tuple(_run_config(cfg))  # the write lands between its LIST and its end
+    spy.pages.clear()
+    history = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
+    assert len(spy.pages) == 1  # listed afresh
+    assert ["late"] in [w[2] for w in history["items"]["writes"]]
+    assert history == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
+
+
+def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
+    """A first page shorter than the history needs (``writes_page`` of 4 here) is continued
+    from its last key, asking for about what is left; a page that ends among the target's own
+    writes (a fan-out step's many tasks) is not continued through them (a LIST of one key, then
+    of 1,000): the walk lists from below the target, as without a page."""
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages, layout=Layout(writes_page=4))
+    graph, cfg, _ = _long_thread(saver, "short-page", 20)
+    pages.pages.clear()
+    graph.invoke({"items": ["one more"]}, cfg)
+    assert pages.pages[0] == 4 and len(pages.pages) == 2 and pages.pages[1] < 100, pages.pages
+    assert _every_walk_matches_the_base_walk(saver, "short-page") > 40
+
+    saver = ObjectStoreSaver(pages)  # a first page of 100 keys
+    _, cfg, latest = _long_thread(saver, "fan-out", 5)
+    for i in range(120):  # 120 tasks wrote to the latest checkpoint: the first page holds only them
+        saver.put_writes(latest, [("other", i)], f"task-{i:03d}")
+    saver.get_tuple(_run_config(cfg))
+    pages.pages.clear()
+    history = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
+    assert len(pages.pages) == 1 and pages.pages[0] < 100, pages.pages
+    assert history == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])

@@ -437,16 +437,16 @@ def _delta_history_once(
     # A run that just read this checkpoint as the latest, with the head unchanged since, goes on
     # from the page that read listed (HeadCache.keep_listing): the keys below the target come
     # first in it. Any other caller lists afresh.
+    below = wprefix + keys.invert_checkpoint_id(target_id) + "/~~"  # ancestors' keys sort after it
+    expected = folded + folded // 8 + 16
     page = saver._cache.take_listing(thread_id, ns, head_etag, target_id) if made_by_run(config) else None
-    if page is None:
-        cursor = reading.WritesCursor(
-            wprefix,
-            start_after=wprefix + keys.invert_checkpoint_id(target_id) + "/~~",
-            first_page=folded + folded // 8 + 16,
-        )
+    older = 0 if page is None else sum(1 for info in page.items if info.key > below)
+    if page is None or (page.truncated and not older):
+        # (a page that ended among the target's own writes would only page on through them)
+        cursor = reading.WritesCursor(wprefix, start_after=below, first_page=expected)
     else:
         cursor = reading.WritesCursor(wprefix, page=page)
-        cursor.page_size = max(1, min(folded + folded // 8 + 16 - len(page.items), reading.WRITES_PAGE))
+        cursor.page_size = max(1, min(expected - older, reading.WRITES_PAGE))
     remaining = set(channels)
     collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
     for rec, table in chain:

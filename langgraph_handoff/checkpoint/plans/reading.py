@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import fast_replace
-from langgraph_handoff.checkpoint.cache import MISS
+from langgraph_handoff.checkpoint.cache import MISS, ByIdentity
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import manifest, upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
@@ -213,7 +213,7 @@ def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes
 def _value_key(saver: SaverState, payload: rec_io.Payload, blob_keys: list[str]) -> tuple[Any, ...]:
     """What a value decoded only from blobs depends on: the serializer (its allow-list decides
     what decodes), the payload's type and its blobs, which never change under their keys."""
-    return (saver.serde, payload.type, *blob_keys)
+    return (ByIdentity(saver.serde), payload.type, *blob_keys)
 
 
 def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
@@ -253,6 +253,7 @@ def fetch(
             want.append(info.key)
     # A value stored only in blobs (a large value, a DeltaChannel snapshot) that this process
     # decoded before comes from the immutable cache as a copy: its blobs are not even fetched.
+    channels = list(channels)
     values: dict[str, Any] = {}
     wanted: dict[str, tuple[rec_io.Payload, list[str]]] = {}
     for ch in channels:
@@ -336,6 +337,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     hkey = keys.head_key(thread_id, ns)
     wprefix = keys.writes_prefix(thread_id, ns, cid)
     page_size = saver.layout.writes_page if cid is None else WRITES_PAGE
+    mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
     head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
     head, etag = head_from(saver, head_obj, thread_id, ns)
     empty = head is None or not head.records
@@ -362,7 +364,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     infos = yield from writes_for(saver, WritesCursor(wprefix, page=page), rec.id)
     tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
     if cid is None and etag is not None and made_by_run(config):
-        saver._cache.keep_listing(thread_id, ns, etag, rec.id, page)  # for the run's delta history
+        saver._cache.keep_listing(thread_id, ns, etag, rec.id, page, mark)  # for the run's delta history
     return checkpoint_tuple(saver, thread_id, ns, rec, tasks, values)
 
 
