@@ -24,7 +24,6 @@ for one checkpoint.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import functools
 import itertools
 import secrets
@@ -37,6 +36,7 @@ from langgraph_handoff._format import deflate, envelope, keys
 from langgraph_handoff._format.envelope import FORMAT_VERSION, Kind
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff._format.upgrades import upgrade_body
+from langgraph_handoff._frozen import fast_init, fast_replace
 from langgraph_handoff.errors import CorruptObjectError
 
 __all__ = [
@@ -60,92 +60,6 @@ Typed = tuple[str, bytes]
 Version = str | int | float
 
 T = TypeVar("T")
-
-
-def fast_init(cls: type[T]) -> type[T]:
-    """Give a frozen dataclass an ``__init__`` that stores its fields in one step.
-
-    The ``__init__`` that ``dataclass(frozen=True)`` writes sets each field through
-    ``object.__setattr__``, several times slower than building a plain object; with thousands of
-    records, values, writes and cache states built per second (every put, every decoded head),
-    that was a visible share of the saver's CPU. This one has the same signature, defaults and
-    default factories, and fills the instance ``__dict__`` at once. ``init=False`` fields with a
-    default are left to the class attribute holding it. Only for classes without
-    ``__post_init__``.
-
-    >>> @fast_init
-    ... @dataclass(frozen=True)
-    ... class Point:
-    ...     x: int
-    ...     y: int = 0
-    ...     tags: list[str] = field(default_factory=list)
-    >>> Point(1), Point(1, y=2) == Point(x=1, y=2, tags=[])
-    (Point(x=1, y=0, tags=[]), True)
-    """
-    if hasattr(cls, "__post_init__"):
-        raise TypeError(f"fast_init: {cls.__name__} has a __post_init__, which it would skip")
-    scope: dict[str, Any] = {"_set": object.__setattr__, "_FACTORY": object()}
-    params, items = [], []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if not f.init:
-            if f.default is dataclasses.MISSING:
-                raise TypeError(f"fast_init: {cls.__name__}.{f.name} has no plain default")
-            continue
-        if f.default is not dataclasses.MISSING:
-            scope[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-            items.append(f"{f.name!r}: {f.name}")
-        elif f.default_factory is not dataclasses.MISSING:
-            scope[f"_factory_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=_FACTORY")
-            items.append(f"{f.name!r}: _factory_{f.name}() if {f.name} is _FACTORY else {f.name}")
-        else:
-            params.append(f.name)
-            items.append(f"{f.name!r}: {f.name}")
-    source = f"def __init__(self, {', '.join(params)}):\n    _set(self, '__dict__', {{{', '.join(items)}}})\n"
-    exec(source, scope)
-    init = scope["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses `cls.__init__ = init`
-    return cls
-
-
-def fast_replace(obj: T, **changes: Any) -> T:
-    """``dataclasses.replace`` for :func:`fast_init` classes, without its per-field loop.
-
-    Like ``replace``, a field that is not set by ``__init__`` (the memos: ``_packed``,
-    ``_approx_size``) goes back to its default on the copy, and an unknown name is a TypeError.
-
-    >>> @fast_init
-    ... @dataclass(frozen=True)
-    ... class P:
-    ...     x: int
-    ...     y: int = 0
-    ...     _memo: int | None = field(default=None, init=False)
-    >>> p = P(1); object.__setattr__(p, "_memo", 5)
-    >>> q = fast_replace(p, y=2)
-    >>> q, q._memo
-    (P(x=1, y=2, _memo=None), None)
-    """
-    cls = type(obj)
-    try:
-        init_names, memo_names = _FIELDS[cls]
-    except KeyError:
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        init_names = frozenset(f.name for f in fields if f.init)
-        memo_names = tuple(f.name for f in fields if not f.init)
-        _FIELDS[cls] = (init_names, memo_names)
-    if not init_names.issuperset(changes):
-        raise TypeError(f"{cls.__name__} has no init field(s) {sorted(set(changes) - init_names)}")
-    state = {**obj.__dict__, **changes}
-    for name in memo_names:
-        state.pop(name, None)
-    new = object.__new__(cls)
-    object.__setattr__(new, "__dict__", state)
-    return new
-
-
-_FIELDS: dict[type, tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
 @fast_init

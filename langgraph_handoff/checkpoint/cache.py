@@ -55,9 +55,8 @@ from langgraph_handoff._format.records import (
     Record,
     Segment,
     Tail,
-    fast_init,
-    fast_replace,
 )
+from langgraph_handoff._frozen import fast_init, fast_replace
 from langgraph_handoff.stores.base import ListResult
 
 __all__ = ["MISS", "ByIdentity", "HeadCache", "ImmutableCache", "NsState"]

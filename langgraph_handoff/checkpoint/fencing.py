@@ -43,7 +43,8 @@ from typing import Any
 from langgraph.constants import START
 
 from langgraph_handoff._format.head_meta import HeadMeta
-from langgraph_handoff._format.records import Head, fast_init
+from langgraph_handoff._format.records import Head
+from langgraph_handoff._frozen import fast_init
 from langgraph_handoff.errors import (
     CheckpointOrderError,
     ConflictError,

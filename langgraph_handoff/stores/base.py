@@ -29,6 +29,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from langgraph_handoff._frozen import fast_init
 from langgraph_handoff.errors import InvalidKeyError
 from langgraph_handoff.stores.iothreads import IoThreads
 
@@ -93,6 +94,7 @@ class StoredObject:
     etag: str
 
 
+@fast_init  # built once per listed key
 @dataclass(frozen=True)
 class ObjectInfo:
     key: str

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
-from langgraph_handoff._format.records import fast_replace
+from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.cache import MISS, ByIdentity
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import manifest, upgrading

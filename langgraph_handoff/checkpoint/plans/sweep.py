@@ -74,7 +74,8 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
-from langgraph_handoff._format.records import Head, Record, fast_replace
+from langgraph_handoff._format.records import Head, Record
+from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.fencing import released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting

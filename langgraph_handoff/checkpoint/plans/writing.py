@@ -39,9 +39,9 @@ from langgraph_handoff._format.records import (
     Tail,
     WriteItem,
     WritesDoc,
-    fast_replace,
     payloads_for,
 )
+from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
 from langgraph_handoff.checkpoint.plans import manifest, reading
