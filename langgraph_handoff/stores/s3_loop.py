@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import html
 import random
 import re
 import xml.etree.ElementTree as ET
@@ -111,6 +112,64 @@ def parse_list(body: bytes, strip: int) -> ListResult:
     ...
     langgraph_handoff.errors.StoreError: not a ListObjectsV2 listing (root element 'Error')
     """
+    page = _parse_plain_list(body, strip)
+    return page if page is not None else _parse_list_tree(body, strip)
+
+
+_LIST_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?<ListBucketResult(?:\s[^>]*)?>")
+_LIST_KEY = re.compile(rb"<Key>([^<]*)</Key>")
+_LIST_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
+_LIST_SIZE = re.compile(rb"<Size>([0-9]{1,20})</Size>")
+_TRUNCATED = re.compile(rb"<IsTruncated>\s*([A-Za-z]*)\s*</IsTruncated>")
+
+
+def _xml_text(raw: bytes) -> str:
+    text = raw.decode("utf-8")
+    return html.unescape(text) if "&" in text else text  # XML's five entities and &#...; only
+
+
+def _listed_etag(raw: bytes) -> str:
+    if raw.startswith(b"&quot;") and raw.endswith(b"&quot;") and raw.count(b"&") == 2:
+        return raw[6:-6].decode("utf-8")  # the usual form, in short
+    return strip_etag(_xml_text(raw))
+
+
+def _parse_plain_list(body: bytes, strip: int) -> ListResult | None:
+    """:func:`parse_list` for a listing in the plain form S3 servers send (no CDATA, comments or
+    prefixed element names), with byte searches: ElementTree took 9.7 ms of CPU for a page of
+    1,000 keys, and a long ``DeltaChannel`` thread lists about 2,000 a turn. None for anything
+    else, which the tree parser then reads (or refuses). In well-formed XML a ``<`` in text is
+    escaped, so the tags found here are elements, never a key's characters."""
+    if not _LIST_ROOT.match(body) or not body.rstrip().endswith(b"</ListBucketResult>"):
+        return None
+    if b"<![CDATA[" in body or b"<!--" in body or b"<Contents " in body:
+        return None
+    blocks = body.split(b"<Contents>")
+    try:
+        items = []
+        for part in blocks[1:]:
+            end = part.find(b"</Contents>")
+            if end < 0:
+                return None
+            block = part[:end]
+            key, etag, size = _LIST_KEY.search(block), _LIST_ETAG.search(block), _LIST_SIZE.search(block)
+            if key is None or etag is None or size is None:
+                return None
+            items.append(
+                ObjectInfo(
+                    key=_xml_text(key.group(1))[strip:], etag=_listed_etag(etag.group(1)), size=int(size.group(1))
+                )
+            )
+        flag = _TRUNCATED.search(body)
+        if flag is None:
+            return None
+        truncated = flag.group(1).lower() == b"true"
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return ListResult(items=items, truncated=truncated)
+
+
+def _parse_list_tree(body: bytes, strip: int) -> ListResult:
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
