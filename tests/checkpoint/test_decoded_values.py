@@ -18,7 +18,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer
 from typing_extensions import TypedDict
 
@@ -26,6 +25,7 @@ from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.checkpoint.cache import MISS, ImmutableCache
 from langgraph_handoff.stores import StoreBase
 from tests.support.chat_helpers import cfg, history
+from tests.support.saver_helpers import one_node_graph
 
 #: snapshots past 1 KiB are stored in blobs (whole or as pieces), so they are cached decoded
 LAYOUT = Layout(spill_threshold=1024)
@@ -54,11 +54,7 @@ def _meddling_chat(saver: Any) -> Any:
             m.additional_kwargs["seen"] = m.additional_kwargs.get("seen", 0) + 1
         return {"messages": [AIMessage(content=_text(turn, "ai"), id=f"a{turn}", additional_kwargs={"saw": seen})]}
 
-    g = StateGraph(Chat)
-    g.add_node("answer", answer)
-    g.add_edge(START, "answer")
-    g.add_edge("answer", END)
-    return g.compile(checkpointer=saver)
+    return one_node_graph(Chat, saver, answer)
 
 
 def _talk(graph: Any, turns: range) -> None:
