@@ -58,8 +58,11 @@ def _meddling_chat(saver: Any) -> Any:
 
 
 def _talk(graph: Any, turns: range) -> None:
+    """``durability="sync"``: with LangGraph's default ("async") a checkpoint is serialized in a
+    background thread, and an in-place change the next turn makes may or may not be in it
+    (two ``InMemorySaver`` runs of the meddling chat differed on Python 3.13)."""
     for turn in turns:
-        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, cfg())
+        graph.invoke({"messages": [HumanMessage(content=_text(turn, "me"), id=f"q{turn}")]}, cfg(), durability="sync")
 
 
 class CountingSerde(JsonPlusSerializer):
