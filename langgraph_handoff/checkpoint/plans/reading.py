@@ -203,11 +203,8 @@ def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes
                     "checkpoint recorded", "malformed",
                 )  # fmt: skip
             added.append(blobs[key])
-        value = saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
-    else:
-        value = saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
-    saver._cache.immutable.keep_value(_value_key(saver, payload, blob_keys), value)
-    return value
+        return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
+    return saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
 
 
 def _value_key(saver: SaverState, payload: rec_io.Payload, blob_keys: list[str]) -> tuple[Any, ...]:
@@ -255,7 +252,8 @@ def fetch(
     # decoded before comes from the immutable cache as a copy: its blobs are not even fetched.
     channels = list(channels)
     values: dict[str, Any] = {}
-    wanted: dict[str, tuple[rec_io.Payload, list[str]]] = {}
+    #: channel -> (payload, blob keys, the key of its decoded copy if it is stored only in blobs)
+    wanted: dict[str, tuple[rec_io.Payload, list[str], tuple[Any, ...] | None]] = {}
     for ch in channels:
         origin, _v = rec.values[ch]
         payload = table.get(origin, {}).get(ch)
@@ -264,15 +262,16 @@ def fetch(
                 keys.head_key(thread_id, ns), f"checkpoint {rec.id!r} references a missing value of {ch!r}", "missing"
             )
         refs = [keys.blob_key(thread_id, ns, *ref) for ref in rec_io.blob_refs(origin, payload)]
-        if isinstance(payload, (rec_io.BlobRef, rec_io.Pieces)):
-            copy = saver._cache.immutable.value_copy(_value_key(saver, payload, refs))
+        memo = _value_key(saver, payload, refs) if isinstance(payload, (rec_io.BlobRef, rec_io.Pieces)) else None
+        if memo is not None:
+            copy = saver._cache.immutable.value_copy(memo)
             if copy is not MISS:
                 values[ch] = copy
                 continue
-        wanted[ch] = (payload, refs)
+        wanted[ch] = (payload, refs, memo)
     blobs: dict[str, bytes] = {}
     blob_keys = []
-    for key in dict.fromkeys(k for _p, refs in wanted.values() for k in refs):  # tails may share a base
+    for key in dict.fromkeys(k for _p, refs, _m in wanted.values() for k in refs):  # tails may share a base
         cached = saver._cache.immutable.blob(key)  # content-addressed: never another value
         if cached is None:
             blob_keys.append(key)
@@ -293,8 +292,10 @@ def fetch(
             raise Vanished(key, rec.id)
         blobs[key] = rec_io.decode_blob(obj.body, key=key)
         saver._cache.immutable.put(key, blobs[key])
-    for ch, (payload, refs) in wanted.items():
+    for ch, (payload, refs, memo) in wanted.items():
         values[ch] = _value(saver, payload, blobs, refs)
+        if memo is not None:
+            saver._cache.immutable.keep_value(memo, values[ch])
     return tasks, {ch: values[ch] for ch in channels}
 
 
