@@ -27,9 +27,10 @@ import fcntl
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from langgraph_handoff.errors import InvalidKeyError, PreconditionFailedError, StoreError
 from langgraph_handoff.stores.base import (
@@ -41,28 +42,38 @@ from langgraph_handoff.stores.base import (
     validate_prefix,
 )
 from langgraph_handoff.stores.memory import content_etag
+from langgraph_handoff.stores.stat_memo import StatMemo
 
 __all__ = ["LocalStore"]
 
 _LOCK_STRIPES = 256
+T = TypeVar("T")
 
 
-def _keys_in_order(root: str, rel: str, prefix: str, start_after: str | None) -> Iterator[str]:
+def _entries(directory: str) -> tuple[str, ...] | None:
+    """The names in ``directory`` in key order, a subdirectory's with a trailing ``/`` (every
+    key inside it starts so): a file ``a-b`` sorts before the keys under ``a/`` (``-`` < ``/``)
+    and ``a0`` after them. None if it is not a directory (any more)."""
+    try:
+        with os.scandir(directory) as it:
+            return tuple(sorted(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in it))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _keys_in_order(
+    entries: Callable[[str], tuple[str, ...] | None], root: str, rel: str, prefix: str, start_after: str | None
+) -> Iterator[str]:
     """The keys under directory ``rel`` (``""`` or ending in ``/``) that start with ``prefix`` and
-    sort after ``start_after``, in S3's byte order, lazily.
+    sort after ``start_after``, in S3's byte order, lazily; ``entries`` names a directory's
+    entries in key order (:func:`_entries`, or its memo).
 
-    Names are ordered as keys compare: a directory ``d`` as ``d/`` (every key inside starts so),
-    so a file ``a-b`` comes before the keys under ``a/`` (``-`` < ``/``) and ``a0`` after them.
     A directory whose keys all sort at or before ``start_after``, or none of which can start
     with ``prefix``, is not entered. (Paths are plain strings: ``pathlib`` cost more than the
     system calls on a listing of thousands of directories.)
     """
-    try:
-        with os.scandir(root + "/" + rel if rel else root) as it:
-            entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name) for e in it]
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for name in sorted(entries):
+    names = entries(root + "/" + rel if rel else root)
+    for name in names or ():
         if name.startswith("."):
             continue
         key = rel + name
@@ -72,7 +83,7 @@ def _keys_in_order(root: str, rel: str, prefix: str, start_after: str | None) ->
                 continue
             if start_after is not None and key < start_after and not start_after.startswith(key):
                 continue
-            yield from _keys_in_order(root, key, prefix, start_after)
+            yield from _keys_in_order(entries, root, key, prefix, start_after)
         elif key.startswith(prefix) and (start_after is None or key > start_after):
             yield key
 
@@ -89,9 +100,12 @@ class LocalStore(StoreBase):
     ['threads/t1']
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True, stat_memo: bool = True) -> None:
         self.root = Path(root).expanduser().resolve()
         self.fsync = fsync
+        # listings take a directory's names and a file's ETag from a stat when it is unchanged
+        # (see stat_memo's docstring for why that is safe, and when to turn it off)
+        self._memo = StatMemo() if stat_memo else None
         self._locks = self.root / ".locks"
         self._tree_lock = str(self._locks / "tree")
         self._turnstile_lock = str(self._locks / "turnstile")
@@ -320,14 +334,29 @@ class LocalStore(StoreBase):
         root = str(self.root)
         items: list[ObjectInfo] = []
         truncated = False
-        for k in _keys_in_order(root, dir_part + "/" if dir_part else "", prefix, start_after):
+        memo = self._memo
+        entries = _entries if memo is None else (lambda d: _memo_get(memo, d, _entries))
+        for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
                 break
             # Listed as it is, even a file whose name is not a portable key (a README dropped
             # into the directory): a listing reports what exists, and the walks over it report
             # and skip such keys. Reading or writing one by key still refuses it.
-            body = self._read(root + "/" + k)
-            if body is not None:  # a key deleted while listing is left out, and the page filled on
-                items.append(ObjectInfo(key=k, etag=content_etag(body), size=len(body)))
+            path = root + "/" + k
+            tag = self._etag_and_size(path) if memo is None else _memo_get(memo, path, self._etag_and_size)
+            if tag is not None:  # a key deleted while listing is left out, and the page filled on
+                items.append(ObjectInfo(key=k, etag=tag[0], size=tag[1]))
         return ListResult(items=items, truncated=truncated)
+
+    @classmethod
+    def _etag_and_size(cls, path: str) -> tuple[str, int] | None:
+        body = cls._read(path)
+        return None if body is None else (content_etag(body), len(body))
+
+
+def _memo_get(memo: StatMemo, path: str, compute: Callable[[str], T | None]) -> T | None:
+    try:
+        return memo.get(path, compute)
+    except (FileNotFoundError, NotADirectoryError):
+        return None

@@ -1,0 +1,215 @@
+"""LocalStore listings from a stat memo: unchanged paths are not read again, changed ones always are.
+
+The memo keeps a result only for a path whose stat is at least ``SETTLED_NS`` old. Files made by a
+test are seconds old at most, so most tests give the memo a clock an hour ahead ("everything is
+settled"). Such a clock takes away the memo's guard against a change within one tick of the file
+system's clock, so before each change those tests wait until the file system's clock has moved
+past the stat the memo kept (:func:`_past_tick`): a condition they check, not a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langgraph_handoff.stores import LocalStore, MemoryStore
+from langgraph_handoff.stores.stat_memo import SETTLED_NS, StatMemo
+
+HOUR_NS = 3_600_000_000_000
+
+
+def _ahead() -> int:
+    return time.time_ns() + HOUR_NS
+
+
+def _settled_store(root: Path) -> LocalStore:
+    store = LocalStore(root)
+    store._memo = StatMemo(clock=_ahead)
+    return store
+
+
+def _past_tick(*paths: Path) -> None:
+    """Return once the wall clock is past every path's change time by more than a clock tick, so
+    a change made now gets a later change time than the stat a memo kept."""
+    newest = max(max(os.stat(p).st_ctime_ns, os.stat(p).st_mtime_ns) for p in paths)
+    deadline = time.monotonic() + 10
+    while time.time_ns() <= newest + 50_000_000:  # 50 ms: five ticks at HZ=100
+        assert time.monotonic() < deadline, "the wall clock did not move"
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    reads: list[str] = []
+    real = LocalStore._read
+
+    def read(path: Any) -> bytes | None:
+        reads.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(LocalStore, "_read", staticmethod(read))
+    return reads
+
+
+def _listed(store: LocalStore, prefix: str = "") -> list[tuple[str, str, int]]:
+    return [(o.key, o.etag, o.size) for o in store.list(prefix)]
+
+
+def test_a_second_listing_of_unchanged_files_reads_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long thread listed its writes on every turn: 1,900 files opened, read and hashed."""
+    store = _settled_store(tmp_path)
+    for i in range(20):
+        store.put(f"w/{i:02d}/doc", f"body {i}".encode())
+    reads = _counting_reads(monkeypatch)
+    first = _listed(store, "w/")
+    assert len(reads) == 20
+    assert _listed(store, "w/") == first
+    assert len(reads) == 20  # nothing read again
+    assert first == _listed(LocalStore(tmp_path, stat_memo=False), "w/")
+
+
+def test_a_fresh_file_is_never_kept_so_a_change_in_the_same_tick_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real clock: a file changed in place with the same size and its old mtime put back (so
+    only its change time, perhaps within the same tick, tells) lists with its new ETag."""
+    store = LocalStore(tmp_path)
+    store.put("k", b"aaaa")
+    path = tmp_path / "k"
+    mtime = os.stat(path).st_mtime_ns
+    before = _listed(store)
+    path.write_bytes(b"bbbb")
+    os.utime(path, ns=(mtime, mtime))
+    after = _listed(store)
+    assert after != before and after == _listed(LocalStore(tmp_path, stat_memo=False))
+    assert len(store._memo) == 0  # type: ignore[arg-type]
+
+
+def test_a_file_rewritten_in_place_lists_its_new_etag(tmp_path: Path) -> None:
+    store = _settled_store(tmp_path)
+    store.put("k", b"aaaa")
+    path = tmp_path / "k"
+    before = _listed(store)
+    _past_tick(path)
+    path.write_bytes(b"bbbb")  # same size, same inode
+    after = _listed(store)
+    assert after != before and after == _listed(LocalStore(tmp_path, stat_memo=False))
+
+
+@pytest.mark.parametrize("change", ["put", "replace", "delete", "add"])
+def test_every_change_through_the_store_is_listed(tmp_path: Path, change: str) -> None:
+    """The changes a saver makes: a rewrite (a rename over the file), a new key in a listed
+    directory, a new directory, a delete (which may prune its directory)."""
+    store = _settled_store(tmp_path)
+    for i in range(3):
+        store.put(f"w/{i}/doc", b"same size")
+    _listed(store, "w/")
+    _past_tick(tmp_path / "w", tmp_path / "w" / "1", tmp_path / "w" / "1" / "doc")
+    if change == "put":
+        store.put("w/1/doc", b"new  body")
+    elif change == "replace":
+        store.put("w/1/doc", b"same size")  # same body: only the inode differs
+    elif change == "delete":
+        store.delete("w/1/doc")
+    else:
+        store.put("w/1/more", b"x")
+        store.put("w/9/doc", b"y")
+    assert _listed(store, "w/") == _listed(LocalStore(tmp_path, stat_memo=False), "w/")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_memo_pages_are_the_memory_stores_whatever_the_tree(tmp_path: Path, seed: int) -> None:
+    """Pages served from the memo (each query listed twice) equal the in-memory store's."""
+    rnd = random.Random(seed)
+    local, memory = _settled_store(tmp_path / "s"), MemoryStore()
+    keys = {
+        "/".join(rnd.choice(["a", "b", "a-", "a0", "="]) for _ in range(rnd.randint(2, 3))) + "/d" for _ in range(40)
+    }
+    for k in sorted(keys):
+        local.put(k, k.encode())
+        memory.put(k, k.encode())
+    for _ in range(40):
+        prefix = rnd.choice(["", "a", "a/", "a-", "b/", rnd.choice(sorted(keys))[: rnd.randint(0, 5)]])
+        start = rnd.choice([None, rnd.choice(sorted(keys))])
+        size = rnd.choice([1, 2, 5, 1000])
+        want = memory.list_page(prefix, start_after=start, max_keys=size)
+        for _ in range(2):
+            got = local.list_page(prefix, start_after=start, max_keys=size)
+            assert [(o.key, o.etag, o.size) for o in got.items] == [(o.key, o.etag, o.size) for o in want.items]
+            assert got.truncated == want.truncated
+    assert len(local._memo) > len(keys)  # type: ignore[arg-type]  # files and directories
+
+
+def test_the_memo_is_bounded_and_drops_its_oldest_entries(tmp_path: Path) -> None:
+    memo = StatMemo(clock=_ahead, max_entries=16)
+    paths = []
+    for i in range(40):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x")
+        paths.append(str(p))
+    calls: list[str] = []
+
+    def compute(p: str) -> int:
+        calls.append(p)
+        return 1
+
+    for p in paths:
+        memo.get(p, compute)
+    assert len(memo) <= 16
+    memo.get(paths[-1], compute)  # the newest is still kept
+    assert len(calls) == 40
+    memo.get(paths[0], compute)  # the oldest was dropped
+    assert len(calls) == 41
+
+
+def test_a_value_computed_from_a_changing_path_is_not_kept_past_the_change(tmp_path: Path) -> None:
+    """The stat is taken before ``compute`` reads: what it read may be newer than the stat, and is
+    kept under that older stat, which the next stat no longer equals."""
+    path = tmp_path / "k"
+    path.write_bytes(b"old!")
+    memo = StatMemo(clock=_ahead)
+    _past_tick(path)
+
+    calls: list[str] = []
+
+    def rewrite_then_read(p: str) -> bytes:
+        calls.append(p)
+        Path(p).write_bytes(b"new!")  # a writer between this memo's stat and its read
+        return Path(p).read_bytes()
+
+    def read(p: str) -> bytes:
+        calls.append(p)
+        return Path(p).read_bytes()
+
+    assert memo.get(str(path), rewrite_then_read) == b"new!"
+    assert memo.get(str(path), read) == b"new!"
+    assert len(calls) == 2  # the kept stat was the old file's: read again
+    assert memo.get(str(path), read) == b"new!" and len(calls) == 2
+
+
+def test_settled_means_older_than_the_window_by_the_given_clock(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_bytes(b"x")
+    st = os.stat(path)
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    now = [newest + SETTLED_NS - 1]
+    memo = StatMemo(clock=lambda: now[0])
+    memo.get(str(path), len)
+    assert len(memo) == 0
+    now[0] = newest + SETTLED_NS
+    memo.get(str(path), len)
+    assert len(memo) == 1
+
+
+def test_a_vanished_path_raises_and_a_none_is_not_kept(tmp_path: Path) -> None:
+    memo = StatMemo(clock=_ahead)
+    with pytest.raises(FileNotFoundError):
+        memo.get(str(tmp_path / "gone"), len)
+    (tmp_path / "k").write_bytes(b"x")
+    assert memo.get(str(tmp_path / "k"), lambda p: None) is None
+    assert len(memo) == 0
