@@ -29,6 +29,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -50,15 +51,23 @@ _LOCK_STRIPES = 256
 T = TypeVar("T")
 
 
-def _entries(directory: str) -> tuple[str, ...] | None:
-    """The names in ``directory`` in key order, a subdirectory's with a trailing ``/`` (every
-    key inside it starts so): a file ``a-b`` sorts before the keys under ``a/`` (``-`` < ``/``)
-    and ``a0`` after them. None if it is not a directory (any more)."""
+def _entries(directory: str) -> tuple[os.stat_result, tuple[str, ...]] | None:
+    """The ``fstat`` of ``directory`` and its names in key order, a subdirectory's with a trailing
+    ``/`` (every key inside it starts so): a file ``a-b`` sorts before the keys under ``a/``
+    (``-`` < ``/``) and ``a0`` after them. None if it is not a directory (any more).
+
+    The stat is the opened directory's, so :class:`StatMemo` keeps the names under the stat of
+    the very directory they were read from."""
     try:
-        with os.scandir(directory) as it:
-            return tuple(sorted(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in it))
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    try:
+        st = os.fstat(fd)
+        with os.scandir(fd) as it:
+            return st, tuple(sorted(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in it))
+    finally:
+        os.close(fd)
 
 
 def _keys_in_order(
@@ -212,9 +221,16 @@ class LocalStore(StoreBase):
         try:
             with open(path, "rb") as fh:
                 return fh.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
-        except IsADirectoryError:
+
+    @staticmethod
+    def _read_stat(path: str) -> tuple[os.stat_result, bytes] | None:
+        """:meth:`_read`, with the ``fstat`` of the file read (for :class:`StatMemo`)."""
+        try:
+            with open(path, "rb") as fh:
+                return os.fstat(fh.fileno()), fh.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
     # -- primitives ------------------------------------------------------------------------------
@@ -335,7 +351,10 @@ class LocalStore(StoreBase):
         items: list[ObjectInfo] = []
         truncated = False
         memo = self._memo
-        entries = _entries if memo is None else (lambda d: _memo_get(memo, d, _entries))
+        if memo is None:
+            entries, tagged = partial(_unkept, compute=_entries), partial(_unkept, compute=self._tagged)
+        else:
+            entries, tagged = partial(_memo_get, memo, compute=_entries), partial(_memo_get, memo, compute=self._tagged)
         for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
@@ -343,19 +362,24 @@ class LocalStore(StoreBase):
             # Listed as it is, even a file whose name is not a portable key (a README dropped
             # into the directory): a listing reports what exists, and the walks over it report
             # and skip such keys. Reading or writing one by key still refuses it.
-            path = root + "/" + k
-            tag = self._etag_and_size(path) if memo is None else _memo_get(memo, path, self._etag_and_size)
+            tag = tagged(root + "/" + k)
             if tag is not None:  # a key deleted while listing is left out, and the page filled on
                 items.append(ObjectInfo(key=k, etag=tag[0], size=tag[1]))
         return ListResult(items=items, truncated=truncated)
 
     @classmethod
-    def _etag_and_size(cls, path: str) -> tuple[str, int] | None:
-        body = cls._read(path)
-        return None if body is None else (content_etag(body), len(body))
+    def _tagged(cls, path: str) -> tuple[os.stat_result, tuple[str, int]] | None:
+        """The ``fstat`` of the file at ``path`` and its (ETag, size); None if it is gone."""
+        read = cls._read_stat(path)
+        return None if read is None else (read[0], (content_etag(read[1]), len(read[1])))
 
 
-def _memo_get(memo: StatMemo, path: str, compute: Callable[[str], T | None]) -> T | None:
+def _unkept(path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]) -> T | None:
+    pair = compute(path)
+    return None if pair is None else pair[1]
+
+
+def _memo_get(memo: StatMemo, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]) -> T | None:
     try:
         return memo.get(path, compute)
     except (FileNotFoundError, NotADirectoryError):

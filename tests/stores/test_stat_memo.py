@@ -44,14 +44,19 @@ def _past_tick(*paths: Path) -> None:
 
 def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
-    real = LocalStore._read
+    real = LocalStore._read_stat
 
-    def read(path: Any) -> bytes | None:
-        reads.append(str(path))
+    def read(path: str) -> Any:
+        reads.append(path)
         return real(path)
 
-    monkeypatch.setattr(LocalStore, "_read", staticmethod(read))
+    monkeypatch.setattr(LocalStore, "_read_stat", staticmethod(read))
     return reads
+
+
+def _read(path: str) -> tuple[os.stat_result, bytes]:
+    with open(path, "rb") as fh:
+        return os.fstat(fh.fileno()), fh.read()
 
 
 def _listed(store: LocalStore, prefix: str = "") -> list[tuple[str, str, int]]:
@@ -73,9 +78,7 @@ def test_a_second_listing_of_unchanged_files_reads_none_of_them(
     assert first == _listed(LocalStore(tmp_path, stat_memo=False), "w/")
 
 
-def test_a_fresh_file_is_never_kept_so_a_change_in_the_same_tick_is_seen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_fresh_file_is_never_kept_so_a_change_in_the_same_tick_is_seen(tmp_path: Path) -> None:
     """The real clock: a file changed in place with the same size and its old mtime put back (so
     only its change time, perhaps within the same tick, tells) lists with its new ETag."""
     store = LocalStore(tmp_path)
@@ -87,7 +90,50 @@ def test_a_fresh_file_is_never_kept_so_a_change_in_the_same_tick_is_seen(
     os.utime(path, ns=(mtime, mtime))
     after = _listed(store)
     assert after != before and after == _listed(LocalStore(tmp_path, stat_memo=False))
-    assert len(store._memo) == 0  # type: ignore[arg-type]
+    assert str(path) not in store._memo  # type: ignore[operator]
+
+
+def test_a_rewrite_in_place_that_only_the_change_time_tells_is_listed(tmp_path: Path) -> None:
+    """Same size, same inode, the old mtime put back: only ctime differs."""
+    store = _settled_store(tmp_path)
+    store.put("k", b"aaaa")
+    path = tmp_path / "k"
+    mtime = os.stat(path).st_mtime_ns
+    before = _listed(store)
+    _past_tick(path)
+    path.write_bytes(b"bbbb")
+    os.utime(path, ns=(mtime, mtime))
+    after = _listed(store)
+    assert after != before and after == _listed(LocalStore(tmp_path, stat_memo=False))
+
+
+def test_an_old_mtime_with_a_fresh_change_time_is_not_settled(tmp_path: Path) -> None:
+    """``touch -d`` sets mtime, never ctime: the change time decides."""
+    path = tmp_path / "k"
+    path.write_bytes(b"x")
+    old = time.time_ns() - HOUR_NS
+    os.utime(path, ns=(old, old))
+    memo = StatMemo()
+    memo.get(str(path), _read)
+    assert str(path) not in memo
+
+
+def test_the_clock_is_read_before_what_is_kept_is_read(tmp_path: Path) -> None:
+    """Read after, a clock could call settled a stat taken just before a change."""
+    path = tmp_path / "k"
+    path.write_bytes(b"x")
+    log: list[str] = []
+
+    def clock() -> int:
+        log.append("clock")
+        return _ahead()
+
+    def compute(p: str) -> Any:
+        log.append("read")
+        return _read(p)
+
+    StatMemo(clock=clock).get(str(path), compute)
+    assert log == ["clock", "read"]
 
 
 def test_a_file_rewritten_in_place_lists_its_new_etag(tmp_path: Path) -> None:
@@ -145,8 +191,9 @@ def test_memo_pages_are_the_memory_stores_whatever_the_tree(tmp_path: Path, seed
     assert len(local._memo) > len(keys)  # type: ignore[arg-type]  # files and directories
 
 
-def test_the_memo_is_bounded_and_drops_its_oldest_entries(tmp_path: Path) -> None:
-    memo = StatMemo(clock=_ahead, max_entries=16)
+@pytest.mark.parametrize("cap", [4, 16])
+def test_the_memo_is_bounded_and_drops_its_least_recently_used_entries(tmp_path: Path, cap: int) -> None:
+    memo = StatMemo(clock=_ahead, max_entries=cap)
     paths = []
     for i in range(40):
         p = tmp_path / f"f{i}"
@@ -154,42 +201,41 @@ def test_the_memo_is_bounded_and_drops_its_oldest_entries(tmp_path: Path) -> Non
         paths.append(str(p))
     calls: list[str] = []
 
-    def compute(p: str) -> int:
+    def compute(p: str) -> Any:
         calls.append(p)
-        return 1
+        return _read(p)
 
-    for p in paths:
+    memo.get(paths[0], compute)
+    for p in paths[1:]:
         memo.get(p, compute)
-    assert len(memo) <= 16
-    memo.get(paths[-1], compute)  # the newest is still kept
+        memo.get(paths[0], compute)  # used again and again: kept
+        assert len(memo) <= cap
     assert len(calls) == 40
-    memo.get(paths[0], compute)  # the oldest was dropped
+    memo.get(paths[-1], compute)  # the newest is kept
+    assert len(calls) == 40
+    memo.get(paths[1], compute)  # an old one, never used since, was dropped
     assert len(calls) == 41
 
 
-def test_a_value_computed_from_a_changing_path_is_not_kept_past_the_change(tmp_path: Path) -> None:
-    """The stat is taken before ``compute`` reads: what it read may be newer than the stat, and is
-    kept under that older stat, which the next stat no longer equals."""
+def test_what_is_kept_is_the_stat_of_what_was_read(tmp_path: Path) -> None:
+    """A path re-pointed between a stat and a read (a directory renamed away and back) must not
+    pair one file's stat with another's content: the stat kept is the read descriptor's."""
     path = tmp_path / "k"
     path.write_bytes(b"old!")
     memo = StatMemo(clock=_ahead)
     _past_tick(path)
-
     calls: list[str] = []
 
-    def rewrite_then_read(p: str) -> bytes:
+    def rewrite_then_read(p: str) -> Any:
         calls.append(p)
-        Path(p).write_bytes(b"new!")  # a writer between this memo's stat and its read
-        return Path(p).read_bytes()
-
-    def read(p: str) -> bytes:
-        calls.append(p)
-        return Path(p).read_bytes()
+        tmp = tmp_path / ".tmp"
+        tmp.write_bytes(b"new!")
+        os.replace(tmp, p)  # a writer between this memo's stat and its read
+        return _read(p)
 
     assert memo.get(str(path), rewrite_then_read) == b"new!"
-    assert memo.get(str(path), read) == b"new!"
-    assert len(calls) == 2  # the kept stat was the old file's: read again
-    assert memo.get(str(path), read) == b"new!" and len(calls) == 2
+    assert memo.get(str(path), lambda p: (calls.append(p), _read(p))[1]) == b"new!"
+    assert len(calls) == 1  # kept under the new file's stat, and that file is unchanged
 
 
 def test_settled_means_older_than_the_window_by_the_given_clock(tmp_path: Path) -> None:
@@ -199,17 +245,19 @@ def test_settled_means_older_than_the_window_by_the_given_clock(tmp_path: Path) 
     newest = max(st.st_mtime_ns, st.st_ctime_ns)
     now = [newest + SETTLED_NS - 1]
     memo = StatMemo(clock=lambda: now[0])
-    memo.get(str(path), len)
+    memo.get(str(path), _read)
     assert len(memo) == 0
     now[0] = newest + SETTLED_NS
-    memo.get(str(path), len)
+    memo.get(str(path), _read)
     assert len(memo) == 1
 
 
-def test_a_vanished_path_raises_and_a_none_is_not_kept(tmp_path: Path) -> None:
+def test_a_vanished_path_is_not_kept(tmp_path: Path) -> None:
     memo = StatMemo(clock=_ahead)
-    with pytest.raises(FileNotFoundError):
-        memo.get(str(tmp_path / "gone"), len)
-    (tmp_path / "k").write_bytes(b"x")
-    assert memo.get(str(tmp_path / "k"), lambda p: None) is None
+    assert memo.get(str(tmp_path / "gone"), lambda p: None) is None
     assert len(memo) == 0
+    (tmp_path / "k").write_bytes(b"x")
+    memo.get(str(tmp_path / "k"), _read)
+    (tmp_path / "k").unlink()
+    with pytest.raises(FileNotFoundError):  # LocalStore leaves such a key out of its page
+        memo.get(str(tmp_path / "k"), _read)

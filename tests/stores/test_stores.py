@@ -292,13 +292,13 @@ def test_a_local_page_whose_keys_vanish_is_filled_from_the_keys_after_them(
     store = LocalStore(tmp_path / "s")
     for i in range(6):
         store.put(f"p/{i}", b"x")
-    real = LocalStore._read
+    real = LocalStore._read_stat
     gone = {"p/0", "p/1"}
 
-    def read(path: Any) -> bytes | None:
-        return None if any(str(path).endswith("/" + k) for k in gone) else real(path)
+    def read(path: str) -> Any:
+        return None if any(path.endswith("/" + k) for k in gone) else real(path)
 
-    monkeypatch.setattr(LocalStore, "_read", staticmethod(read))
+    monkeypatch.setattr(LocalStore, "_read_stat", staticmethod(read))
     page = store.list_page("p/", max_keys=2)
     assert [o.key for o in page.items] == ["p/2", "p/3"] and page.truncated
     assert [o.key for o in store.list("p/", page_size=2)] == ["p/2", "p/3", "p/4", "p/5"]
