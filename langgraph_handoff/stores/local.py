@@ -354,7 +354,9 @@ class LocalStore(StoreBase):
         if memo is None:
             entries, tagged = partial(_unkept, compute=_entries), partial(_unkept, compute=self._tagged)
         else:
-            entries, tagged = partial(_memo_get, memo, compute=_entries), partial(_memo_get, memo, compute=self._tagged)
+            now = memo.now()  # before every stat of this walk
+            entries = partial(_memo_get, memo, compute=_entries, now=now)
+            tagged = partial(_memo_get, memo, compute=self._tagged, now=now)
         for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
@@ -379,8 +381,10 @@ def _unkept(path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]
     return None if pair is None else pair[1]
 
 
-def _memo_get(memo: StatMemo, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]) -> T | None:
+def _memo_get(
+    memo: StatMemo, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None], now: int
+) -> T | None:
     try:
-        return memo.get(path, compute)
+        return memo.get(path, compute, now)
     except (FileNotFoundError, NotADirectoryError):
         return None

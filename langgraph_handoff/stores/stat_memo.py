@@ -24,7 +24,8 @@ there.
 
 Hits take no lock: entries are immutable tuples and each dict operation is atomic under the GIL.
 Inserting and evicting take one. The memo is bounded: past :data:`MAX_ENTRIES` it drops its least
-recently used eighth.
+recently used eighth (a hit counts as a use once the memo is half full; before that nothing can be
+evicted, and moving entries would only cost time).
 """
 
 from __future__ import annotations
@@ -78,16 +79,25 @@ class StatMemo:
         self._kept: dict[str, tuple[_Signature, object]] = {}
         self._lock = threading.Lock()
 
-    def get(self, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]) -> T | None:
+    def now(self) -> int:
+        """The clock, read before a walk's stats: one reading serves every :meth:`get` after it."""
+        return self._clock()
+
+    def get(
+        self, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None], now: int | None = None
+    ) -> T | None:
         """``compute(path)``'s result, or what it returned for the same ``stat`` of ``path`` before.
 
-        A None from ``compute`` (the path is gone) is returned and not kept; ``os.stat`` of a
-        kept path that is gone raises ``FileNotFoundError``.
+        ``now`` is :meth:`now` read before this call (default: read here). A None from
+        ``compute`` (the path is gone) is returned and not kept; ``os.stat`` of a kept path that
+        is gone raises ``FileNotFoundError``.
         """
-        now = self._clock()  # before any stat: see the module's docstring
+        if now is None:
+            now = self._clock()  # before any stat: see the module's docstring
         kept = self._kept.get(path)
         if kept is not None and kept[0] == _signature(os.stat(path)):
-            self._touch(path, kept)
+            if len(self._kept) * 2 > self._max:  # only a memo near full evicts: keep the order then
+                self._touch(path, kept)
             return kept[1]  # type: ignore[return-value]
         computed = compute(path)
         if computed is None:
