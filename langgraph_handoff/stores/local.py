@@ -114,7 +114,7 @@ class LocalStore(StoreBase):
         self.fsync = fsync
         # listings take a directory's names and a file's ETag from a stat when it is unchanged
         # (see stat_memo's docstring for why that is safe, and when to turn it off)
-        self._memo = StatMemo() if stat_memo else None
+        self._memo = StatMemo() if stat_memo else StatMemo(max_entries=0)
         self._locks = self.root / ".locks"
         self._tree_lock = str(self._locks / "tree")
         self._turnstile_lock = str(self._locks / "turnstile")
@@ -350,13 +350,9 @@ class LocalStore(StoreBase):
         root = str(self.root)
         items: list[ObjectInfo] = []
         truncated = False
-        memo = self._memo
-        if memo is None:
-            entries, tagged = partial(_unkept, compute=_entries), partial(_unkept, compute=self._tagged)
-        else:
-            now = memo.now()  # before every stat of this walk
-            entries = partial(_memo_get, memo, compute=_entries, now=now)
-            tagged = partial(_memo_get, memo, compute=self._tagged, now=now)
+        now = self._memo.now()  # before every stat of this walk
+        entries = partial(_memo_get, self._memo, compute=_entries, now=now)
+        tagged = partial(_memo_get, self._memo, compute=self._tagged, now=now)
         for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
@@ -374,11 +370,6 @@ class LocalStore(StoreBase):
         """The ``fstat`` of the file at ``path`` and its (ETag, size); None if it is gone."""
         read = cls._read_stat(path)
         return None if read is None else (read[0], (content_etag(read[1]), len(read[1])))
-
-
-def _unkept(path: str, compute: Callable[[str], tuple[os.stat_result, T] | None]) -> T | None:
-    pair = compute(path)
-    return None if pair is None else pair[1]
 
 
 def _memo_get(

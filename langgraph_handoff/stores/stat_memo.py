@@ -58,7 +58,8 @@ class StatMemo:
     """Results computed from a path's content, kept while the path's ``stat`` is unchanged.
 
     ``compute(path)`` returns the ``stat`` of what it read (an ``fstat`` of its descriptor) and
-    its result, or None if the path is gone.
+    its result, or None if the path is gone. With ``max_entries=0`` nothing is kept: every
+    ``get`` computes, and no ``stat`` is taken.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "doc"
@@ -75,7 +76,7 @@ class StatMemo:
 
     def __init__(self, *, clock: Callable[[], int] = time.time_ns, max_entries: int = MAX_ENTRIES) -> None:
         self._clock = clock
-        self._max = max(1, max_entries)
+        self._max = max(0, max_entries)  # 0: keep nothing (``LocalStore(stat_memo=False)``)
         self._kept: dict[str, tuple[_Signature, object]] = {}
         self._lock = threading.Lock()
 
@@ -103,7 +104,7 @@ class StatMemo:
         if computed is None:
             return None
         st, value = computed
-        if max(st.st_mtime_ns, st.st_ctime_ns) <= now - SETTLED_NS:
+        if self._max and max(st.st_mtime_ns, st.st_ctime_ns) <= now - SETTLED_NS:
             self._keep(path, (_signature(st), value))
         elif kept is not None:
             self._kept.pop(path, None)
