@@ -52,7 +52,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from longwork import CHECKPOINTS, SAVERS, WORKLOADS, window  # noqa: E402 - stdlib-only at import time
+from longwork import CHECKPOINTS, SAVERS, SHORT_ONLY, WORKLOADS, window  # noqa: E402 - stdlib-only at import time
 
 RESULTS = HERE / "long-threads-results.json"
 MARKDOWN = HERE / "LONG_THREADS.md"
@@ -82,8 +82,10 @@ OURS = ["handoff-memory", "handoff-file", "handoff-s3"]
 REFERENCE = "sqlite"
 #: InMemorySaver waiting --short-latency-ms per call (a label: the worker runs "inmemory")
 LATENT = "inmemory+latency"
+#: InMemorySaver making ours' requests on S3: the floor of any saver making them (longwork.floor_s3_saver)
+FLOOR = "s3-floor"
 #: the short phase's rows: label -> the saver its worker runs
-SHORT_SAVERS = {"inmemory": "inmemory", LATENT: "inmemory", "handoff-s3": "handoff-s3"}
+SHORT_SAVERS = {"inmemory": "inmemory", LATENT: "inmemory", FLOOR: FLOOR, "handoff-s3": "handoff-s3"}
 PROFILE_WORKLOADS = ["delta-100", "list"]
 #: minutes of wall time a worker may take before it stops after the current turn (a slow peer
 #: then reports the turns it reached); generous for everyone else
@@ -272,7 +274,7 @@ class Servers(contextlib.ExitStack):
 def run_worker(
     a, pys: dict[str, str], servers: Servers, mode: str, workload: str, saver: str, label: str = "", **extra: Any
 ) -> dict:
-    venv, uses_s3, _ = SAVERS[saver]
+    venv, uses_s3, _ = {**SAVERS, **SHORT_ONLY}[saver]
     tag = f"{mode}-{workload}-{label or saver}".replace("+", "-")
     out = WORKDIR / f"{tag}.json"
     out.unlink(missing_ok=True)
@@ -346,7 +348,12 @@ def short_passes(a, pys, servers) -> dict:
             if p["handoff-s3"].get("ok") and p[ref].get("ok")
         ]
 
-    ratios, latent = ratios_to("inmemory"), ratios_to(LATENT)
+    ratios, latent, floor = ratios_to("inmemory"), ratios_to(LATENT), ratios_to(FLOOR)
+    floor_over = [
+        round(p[FLOOR]["cpu_ms_per_invoke"] / p["inmemory"]["cpu_ms_per_invoke"], 3)
+        for p in passes
+        if p[FLOOR].get("ok") and p["inmemory"].get("ok")
+    ]
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "args": args,
@@ -357,6 +364,10 @@ def short_passes(a, pys, servers) -> dict:
         "ratio_median": statistics.median(ratios) if ratios else None,
         "latent_ratios": latent,
         "latent_ratio_median": statistics.median(latent) if latent else None,
+        "floor_ratios": floor,
+        "floor_ratio_median": statistics.median(floor) if floor else None,
+        "floor_over_inmemory": floor_over,
+        "floor_over_inmemory_median": statistics.median(floor_over) if floor_over else None,
     }
 
 
@@ -590,11 +601,18 @@ def short_lines(data: dict) -> list[str]:
             f"{lat:g} ms: {sh.get('latency_from', 'given')}. Ours' wait per request in each pass, "
             "(wall - CPU) / requests, is beside it"
         )
+    lines.append(
+        "* `S3 floor`: `InMemorySaver` that also makes ours' requests on RGW through our obstore store "
+        "(`longwork.floor_s3_saver`): a GET and a LIST per `get_tuple`, a PUT per `put` and `put_writes`, "
+        "its own serialized bytes as bodies. No logic of its own: the least CPU any saver pays that makes "
+        "those requests on that transport"
+    )
     lines += [
         "",
-        "| pass | `InMemorySaver` CPU ms / invoke | `InMemorySaver + latency` CPU ms / invoke | ours on RGW CPU ms / "
-        "invoke | ours: requests / invoke, wait ms / request | ours / `InMemorySaver` | ours / `InMemorySaver + latency` |",
-        "|---|---|---|---|---|---|---|",
+        "| pass | `InMemorySaver` | `InMemorySaver + latency` | S3 floor | ours on RGW | "
+        "S3 floor: requests / invoke | ours: requests / invoke, wait ms / request | ours / `InMemorySaver` | "
+        "S3 floor / `InMemorySaver` | ours / `InMemorySaver + latency` | ours / S3 floor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cpu(r: dict) -> float | None:
@@ -605,22 +623,26 @@ def short_lines(data: dict) -> list[str]:
 
     for i, p in enumerate(sh["passes"]):
         im, latent, ours = p.get("inmemory", {}), p.get(LATENT, {}), p.get("handoff-s3", {})
+        floor = p.get(FLOOR, {})
         lines.append(
-            f"| {i + 1} | {fmt(cpu(im), 2)} | {fmt(cpu(latent), 2)} | {fmt(cpu(ours), 2)} "
+            f"| {i + 1} | {fmt(cpu(im), 2)} | {fmt(cpu(latent), 2)} | {fmt(cpu(floor), 2)} | {fmt(cpu(ours), 2)} "
+            f"| {fmt(floor.get('store_requests_per_invoke'))} "
             f"| {fmt(ours.get('store_requests_per_invoke'))}, {fmt(ours.get('wait_ms_per_request'), 2)} "
-            f"| {over(cpu(ours), cpu(im))} | {over(cpu(ours), cpu(latent))} |"
+            f"| {over(cpu(ours), cpu(im))} | {over(cpu(floor), cpu(im))} | {over(cpu(ours), cpu(latent))} "
+            f"| {over(cpu(ours), cpu(floor))} |"
         )
-    if sh.get("ratio_median"):
-        lines += [
-            "",
-            f"Median ratio to `InMemorySaver`: **{sh['ratio_median']:.2f}x** "
-            f"(passes {', '.join(f'{r:.2f}' for r in sh['ratios'])}).",
-        ]
-    if sh.get("latent_ratio_median"):
-        lines += [
-            f"Median ratio to `InMemorySaver + {lat:g} ms`: **{sh['latent_ratio_median']:.2f}x** "
-            f"(passes {', '.join(f'{r:.2f}' for r in sh['latent_ratios'])}).",
-        ]
+    lines.append("")
+    lines.append("CPU ms per invoke, process CPU.")
+    for key, what in (
+        ("ratio", "ours / `InMemorySaver`"),
+        ("floor_over_inmemory", "S3 floor / `InMemorySaver`"),
+        ("latent_ratio", f"ours / `InMemorySaver + {lat:g} ms`" if lat else ""),
+        ("floor_ratio", "ours / S3 floor"),
+    ):
+        values = sh.get(key + "s") if key != "floor_over_inmemory" else sh.get(key)
+        median = sh.get(key + "_median")
+        if what and median:
+            lines.append(f"Median {what}: **{median:.2f}x** (passes {', '.join(f'{r:.2f}' for r in values)}).")
     return lines
 
 

@@ -18,7 +18,8 @@ Modes:
 * ``short``: the 5-node graph of ``workload.py`` (sync nodes), ``--conversations`` new threads x 1
   sync ``invoke`` after ``--warmup`` ones: client CPU per invoke. With ``--latency-ms L`` (only
   for ``inmemory``) every saver call first blocks L ms in ``time.sleep``, standing in for a store
-  round trip (:class:`LatentInMemorySaver`).
+  round trip (:class:`LatentInMemorySaver`). ``--saver s3-floor`` is ``InMemorySaver`` making
+  ours' requests on S3 (:func:`floor_s3_saver`).
 * ``plot``: the PNG figures from ``long-threads-results.json`` (needs matplotlib).
 
 The text is word-like and seeded (:class:`Words`): it compresses about as well as English prose,
@@ -287,6 +288,14 @@ SAVERS = {
     "objectstorage": ("long", True, "langgraph-checkpoint-objectstorage 0.1.15 (s3fs), sync API"),
     "s3-peer+shim": ("aio", True, "langgraph-checkpoint-s3 0.1.3 `S3CheckpointSaver` + serde shim"),
 }
+#: savers of the short phase only (``--mode short``): not in the long-thread tables
+SHORT_ONLY = {
+    "s3-floor": (
+        "long",
+        True,
+        "`InMemorySaver` that also makes ours' requests on S3 (obstore): the floor of any S3 saver",
+    ),
+}
 
 
 def rss_kib() -> dict[str, int]:
@@ -526,6 +535,45 @@ def latent_inmemory_saver(latency_s: float) -> Any:
     return LatentInMemorySaver()
 
 
+def floor_s3_saver(store: Any) -> Any:
+    """An ``InMemorySaver`` that also sends, through ``store`` (ours on S3, the obstore
+    transport), the requests ours sends per call: a GET and a LIST of 100 side by side per
+    ``get_tuple``, a PUT of the serialized checkpoint per ``put``, a create-only PUT of the
+    serialized writes per ``put_writes``. 15 requests per invoke of the short graph, as ours.
+
+    It has no logic of its own, so its CPU is the least any saver pays that makes those requests
+    on that transport: LangGraph's, the serializer's, the transport's and the waiting's. Ours
+    minus this is what our envelopes, heads, caches and checks cost; this over ``InMemorySaver``
+    is the price of storing remotely at all.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_handoff.stores.base import Get, ListPage, Put
+
+    class FloorS3Saver(InMemorySaver):
+        def get_tuple(self, config: Any) -> Any:
+            thread = config["configurable"]["thread_id"]
+            store.run_many([Get(f"heads/{thread}"), ListPage(f"writes/{thread}/", max_keys=100)])
+            return super().get_tuple(config)
+
+        def put(self, config: Any, checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
+            out = super().put(config, checkpoint, *args, **kwargs)
+            c = out["configurable"]
+            body, _, _ = self.storage[c["thread_id"]][c["checkpoint_ns"]][c["checkpoint_id"]]
+            store.run(Put(f"heads/{c['thread_id']}", body[1]))
+            return out
+
+        def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+            super().put_writes(config, writes, task_id, task_path)
+            c = config["configurable"]
+            held = self.writes[(c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])]
+            body = b"".join(v[2][1] for k, v in held.items() if k[0] == task_id)
+            key = f"writes/{c['thread_id']}/{c['checkpoint_id']}/{task_id}"
+            store.run(Put(key, body, if_none_match=True))
+
+    return FloorS3Saver()
+
+
 @contextlib.contextmanager
 def open_saver(a: argparse.Namespace):
     """Yield (saver, meter) for ``a.saver``; clean up what it stored."""
@@ -536,7 +584,7 @@ def open_saver(a: argparse.Namespace):
     s3 = None
     meter: Meter = Meter()
     try:
-        if SAVERS[name][1]:
+        if {**SAVERS, **SHORT_ONLY}[name][1]:
             if not a.endpoint:
                 raise NotAvailable("no S3 endpoint given")
             import boto3
@@ -572,6 +620,18 @@ def open_saver(a: argparse.Namespace):
                 meter.ours = counting  # type: ignore[attr-defined]
             with saver:
                 yield saver, meter, type(counting.inner).__name__
+        elif name == "s3-floor":
+            from langgraph_handoff.stores.urls import store_from_url
+
+            url = f"s3://{bucket}/{prefix}?" + urllib.parse.urlencode({"endpoint_url": a.endpoint})
+            counting = _byte_counting_store(store_from_url(url))
+            saver = floor_s3_saver(counting)
+            meter = InMemoryMeter(saver)
+            meter.ours = counting  # type: ignore[attr-defined]
+            try:
+                yield saver, meter, f"InMemorySaver + {type(counting.inner).__name__} requests"
+            finally:
+                counting.close()
         elif name == "inmemory":
             from langgraph.checkpoint.memory import InMemorySaver
 
@@ -1073,7 +1133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="turns", choices=["turns", "profile", "short", "plot"])
     ap.add_argument("--workload", default="delta-100", choices=sorted(WORKLOADS))
-    ap.add_argument("--saver", default="handoff-memory", choices=sorted(SAVERS))
+    ap.add_argument("--saver", default="handoff-memory", choices=sorted({**SAVERS, **SHORT_ONLY}))
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--budget-s", type=float, default=0, help="stop after the turn that crosses this wall time")
     ap.add_argument("--sample-every", type=int, default=10, help="stored size every N turns")
@@ -1103,6 +1163,8 @@ def main() -> None:
         return
     if a.latency_ms and (a.mode != "short" or a.saver != "inmemory"):
         ap.error("--latency-ms is for --mode short --saver inmemory only")
+    if a.saver in SHORT_ONLY and a.mode != "short":
+        ap.error(f"--saver {a.saver} is for --mode short only")
     a.tag = a.tag or f"{a.workload}:{a.saver}"
     result: dict[str, Any] = {"mode": a.mode, "saver": a.saver, "workload": a.workload}
     try:
