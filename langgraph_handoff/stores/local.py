@@ -29,7 +29,6 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -351,8 +350,8 @@ class LocalStore(StoreBase):
         items: list[ObjectInfo] = []
         truncated = False
         now = self._memo.now()  # before every stat of this walk
-        entries = partial(_memo_get, self._memo, compute=_entries, now=now)
-        tagged = partial(_memo_get, self._memo, compute=self._tagged, now=now)
+        entries = self._memo.getter(_entries, now)
+        tagged = self._memo.getter(self._tagged, now)
         for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
@@ -370,12 +369,3 @@ class LocalStore(StoreBase):
         """The ``fstat`` of the file at ``path`` and its (ETag, size); None if it is gone."""
         read = cls._read_stat(path)
         return None if read is None else (read[0], (content_etag(read[1]), len(read[1])))
-
-
-def _memo_get(
-    memo: StatMemo, path: str, compute: Callable[[str], tuple[os.stat_result, T] | None], now: int
-) -> T | None:
-    try:
-        return memo.get(path, compute, now)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
