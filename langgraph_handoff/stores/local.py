@@ -30,7 +30,6 @@ import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 from langgraph_handoff.errors import InvalidKeyError, PreconditionFailedError, StoreError
 from langgraph_handoff.stores.base import (
@@ -47,7 +46,6 @@ from langgraph_handoff.stores.stat_memo import StatMemo
 __all__ = ["LocalStore"]
 
 _LOCK_STRIPES = 256
-T = TypeVar("T")
 
 
 def _entries(directory: str) -> tuple[os.stat_result, tuple[str, ...]] | None:

@@ -77,6 +77,7 @@ class StatMemo:
     def __init__(self, *, clock: Callable[[], int] = time.time_ns, max_entries: int = MAX_ENTRIES) -> None:
         self._clock = clock
         self._max = max(0, max_entries)  # 0: keep nothing (``LocalStore(stat_memo=False)``)
+        # never rebound (getters hold its ``get``); changed only under the lock
         self._kept: dict[str, tuple[_Signature, object]] = {}
         self._lock = threading.Lock()
 
@@ -90,8 +91,8 @@ class StatMemo:
         """``compute(path)``'s result, or what it returned for the same ``stat`` of ``path`` before.
 
         ``now`` is :meth:`now` read before this call (default: read here). None if the path is
-        gone (``compute`` returned None, or raised ``FileNotFoundError`` or
-        ``NotADirectoryError``); that is not kept.
+        gone: its ``stat`` or ``compute`` found it missing (``FileNotFoundError``,
+        ``NotADirectoryError``, or a None from ``compute``). A gone path is dropped.
         """
         return self.getter(compute, self._clock() if now is None else now)(path)
 
@@ -111,6 +112,7 @@ class StatMemo:
                 try:
                     st = stat(path)
                 except (FileNotFoundError, NotADirectoryError):
+                    self._drop(path, kept)
                     return None
                 if kept[0] == (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns):  # _signature
                     if len(self._kept) * 2 > self._max:  # only a memo near full evicts: keep the order then
@@ -119,25 +121,34 @@ class StatMemo:
             try:
                 computed = compute(path)
             except (FileNotFoundError, NotADirectoryError):
-                return None
+                computed = None
             if computed is None:
+                if kept is not None:
+                    self._drop(path, kept)
                 return None
             st, value = computed
             if keep and st.st_mtime_ns <= settled and st.st_ctime_ns <= settled:
                 self._keep(path, (_signature(st), value))
             elif kept is not None:
-                self._kept.pop(path, None)
+                self._drop(path, kept)
             return value
 
         return get
 
     def _touch(self, path: str, entry: tuple[_Signature, object]) -> None:
-        """Move a hit to the newest end, so a scan larger than the memo evicts the others."""
-        if next(reversed(self._kept), None) != path:
-            with self._lock:
-                if self._kept.get(path) is entry:
-                    del self._kept[path]
-                    self._kept[path] = entry
+        """Move a hit to the newest end, so a scan larger than the memo evicts the others. Under
+        the lock: another thread may drop or add entries meanwhile."""
+        with self._lock:
+            kept = self._kept
+            if kept.get(path) is entry and next(reversed(kept)) != path:
+                del kept[path]
+                kept[path] = entry
+
+    def _drop(self, path: str, entry: tuple[_Signature, object]) -> None:
+        """Forget ``entry`` if it is still the one kept for ``path`` (not a newer one)."""
+        with self._lock:
+            if self._kept.get(path) is entry:
+                del self._kept[path]
 
     def _keep(self, path: str, entry: tuple[_Signature, object]) -> None:
         with self._lock:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -258,7 +260,108 @@ def test_a_vanished_path_is_not_kept(tmp_path: Path) -> None:
     assert len(memo) == 0
     (tmp_path / "k").write_bytes(b"x")
     memo.get(str(tmp_path / "k"), _read)
+    assert str(tmp_path / "k") in memo
+    _past_tick(tmp_path / "k")  # a new file may reuse the inode: its times must differ
     (tmp_path / "k").unlink()
     assert memo.get(str(tmp_path / "k"), _read) is None  # LocalStore leaves such a key out of its page
+    assert str(tmp_path / "k") not in memo
     (tmp_path / "k").write_bytes(b"y")
     assert memo.get(str(tmp_path / "k"), _read) == b"y"
+
+
+def test_a_kept_path_whose_directory_became_a_file_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"x")
+    memo = StatMemo(clock=_ahead)
+    assert memo.get(str(tmp_path / "d" / "f"), _read) == b"x"
+    (tmp_path / "d" / "f").unlink()
+    (tmp_path / "d").rmdir()
+    (tmp_path / "d").write_bytes(b"now a file")
+    assert memo.get(str(tmp_path / "d" / "f"), _read) is None  # NotADirectoryError
+    assert len(memo) == 0
+
+
+def test_compute_finding_the_path_gone_answers_none(tmp_path: Path) -> None:
+    def vanishing(path: str) -> tuple[os.stat_result, bytes]:
+        raise FileNotFoundError(path)
+
+    memo = StatMemo(clock=_ahead)
+    assert memo.get(str(tmp_path / "k"), vanishing) is None
+    assert len(memo) == 0
+
+
+def test_memo_off_takes_no_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        (tmp_path / "w" / f"c{i}").mkdir(parents=True)
+        (tmp_path / "w" / f"c{i}" / "t").write_bytes(b"x" * i)
+    stats: list[str] = []
+    real = os.stat
+
+    def counting(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        stats.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting)  # before the listings: a walk binds os.stat
+    off, on = LocalStore(tmp_path, stat_memo=False), _settled_store(tmp_path)
+    for _ in range(2):
+        assert _listed(off, "w/") == _listed(on, "w/")
+    assert stats and all(s.startswith(str(tmp_path)) for s in stats)  # the memo's second listing
+    stats.clear()
+    assert len(_listed(off, "w/")) == 3 and stats == [] and len(off._memo) == 0
+
+
+def test_a_touch_of_an_entry_dropped_meanwhile_is_a_no_op(tmp_path: Path) -> None:
+    """Another thread may drop an entry between a hit and its move to the newest end."""
+    memo = StatMemo(clock=_ahead, max_entries=2)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(b"x")
+        memo.get(str(tmp_path / name), _read)
+    entry = memo._kept[str(tmp_path / "a")]
+    memo._kept.pop(str(tmp_path / "a"))
+    memo._touch(str(tmp_path / "a"), entry)
+    assert str(tmp_path / "a") not in memo and len(memo) == 1
+
+
+def test_listings_race_writes_on_a_small_memo(tmp_path: Path) -> None:
+    """Listing threads and a writer share one store whose memo evicts and moves entries on
+    almost every lookup (``_touch``, ``_keep`` and the drop of a changed entry). Nothing may
+    raise and every listing comes back ordered. (What a listing holds is pinned elsewhere: this
+    memo's clock is an hour ahead, so it may keep a directory changed twice in one clock tick.)"""
+    store = _settled_store(tmp_path)
+    store._memo = StatMemo(clock=_ahead, max_entries=6)
+    for i in range(20):
+        store.put(f"w/c{i:02d}/t", b"x" * i)
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def lister() -> None:
+        start.wait()
+        try:
+            for _ in range(150):
+                keys = [o.key for o in store.list("w/")]
+                assert keys == sorted(set(keys))
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    def writer() -> None:
+        start.wait()
+        try:
+            for i in range(20, 120):
+                store.put(f"w/c{i:03d}/t", b"y")
+                store.delete(f"w/c{i - 20:02d}/t" if i < 40 else f"w/c{i - 20:03d}/t")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # interleave the threads finely
+    try:
+        threads = [threading.Thread(target=lister) for _ in range(3)] + [threading.Thread(target=writer)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    want = [f"w/c{i:03d}/t" for i in range(100, 120)]
+    assert [k for k, _, _ in _listed(LocalStore(tmp_path, stat_memo=False), "w/")] == want
