@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff._format import keys
+from langgraph_handoff.checkpoint.plans.reading import READ_WRITES_PAGE
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import ListPage
 from tests.support.saver_helpers import HeadsWritten
@@ -409,3 +410,24 @@ def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
     history = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
     assert len(pages.pages) == 1 and pages.pages[0] < 100, pages.pages
     assert history == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
+
+
+def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
+    """``get_state`` wants only the latest checkpoint's own writes: its LIST asks for
+    ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's delta history), and pages on
+    when the latest holds more. A run's read still asks for ``writes_page``."""
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages)
+    _, cfg, latest = _long_thread(saver, "reads", 30)
+    pages.pages.clear()
+    assert saver.get_tuple(cfg) is not None
+    saver.get_tuple(_run_config(cfg))
+    assert pages.pages == [READ_WRITES_PAGE, Layout().writes_page]
+
+    for i in range(READ_WRITES_PAGE + 4):  # more pending writes than the short page holds
+        saver.put_writes(latest, [("items", [f"w{i}"])], f"task-{i:03d}")
+    pages.pages.clear()
+    tup = saver.get_tuple(cfg)
+    assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
+    assert pages.pages[0] == READ_WRITES_PAGE and len(pages.pages) == 2, pages.pages
+    assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes

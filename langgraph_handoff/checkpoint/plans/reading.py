@@ -35,6 +35,11 @@ Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
 
 #: keys in a writes listing page after the first (S3's maximum)
 WRITES_PAGE = 1000
+#: the first page of a latest-checkpoint read outside a run (``get_state``): only the latest's
+#: own writes are wanted, and a finished run's latest has none or a few. Every key listed costs
+#: the client (S3: XML to parse; a local directory: two ``stat`` calls, and a read and a hash
+#: for a file written in the last seconds); more writes than this cost one more LIST.
+READ_WRITES_PAGE = 16
 
 
 class WritesCursor:
@@ -337,7 +342,12 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         return None  # no stored checkpoint can have this id
     hkey = keys.head_key(thread_id, ns)
     wprefix = keys.writes_prefix(thread_id, ns, cid)
-    page_size = saver.layout.writes_page if cid is None else WRITES_PAGE
+    if cid is not None:
+        page_size = WRITES_PAGE  # the listing starts at that checkpoint's own writes
+    elif made_by_run(config):
+        page_size = saver.layout.writes_page  # the run's delta history goes on from this page
+    else:
+        page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)
     mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
     head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
     head, etag = head_from(saver, head_obj, thread_id, ns)
