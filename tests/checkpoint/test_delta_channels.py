@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import pytest
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -415,10 +415,16 @@ def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
 def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
     """``get_state`` wants only the latest checkpoint's own writes: its LIST asks for
     ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's delta history), and pages on
-    when the latest holds more. A run's read still asks for ``writes_page``."""
+    when the latest holds more. A run's read asks for ``writes_page`` once a run of this process
+    walked a ``DeltaChannel`` history, and for the short page before."""
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages)
+    saver.put(*_plain_checkpoint("plain"))
+    pages.pages.clear()
+    saver.get_tuple(_run_config({"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}))
+    assert pages.pages == [READ_WRITES_PAGE] and not saver._cache.delta_runs
     _, cfg, latest = _long_thread(saver, "reads", 30)
+    assert saver._cache.delta_runs
     pages.pages.clear()
     assert saver.get_tuple(cfg) is not None
     saver.get_tuple(_run_config(cfg))
@@ -431,3 +437,11 @@ def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
     assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
     assert pages.pages[0] == READ_WRITES_PAGE and len(pages.pages) == 2, pages.pages
     assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
+
+
+def _plain_checkpoint(thread: str) -> tuple[Any, Any, Any, Any]:
+    """(config, checkpoint, metadata, new versions) of a first checkpoint of ``thread``."""
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"x": 1}
+    cp["channel_versions"] = {"x": 1}
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {}, {"x": 1}

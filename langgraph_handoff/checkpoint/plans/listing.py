@@ -439,7 +439,10 @@ def _delta_history_once(
     # first in it. Any other caller lists afresh.
     below = wprefix + keys.invert_checkpoint_id(target_id) + "/~~"  # ancestors' keys sort after it
     expected = folded + folded // 8 + 16
-    page = saver._cache.take_listing(thread_id, ns, head_etag, target_id) if made_by_run(config) else None
+    page = None
+    if made_by_run(config):
+        saver._cache.delta_runs = True  # the next runs' reads list the page this walk goes on from
+        page = saver._cache.take_listing(thread_id, ns, head_etag, target_id)
     older = 0 if page is None else sum(1 for info in page.items if info.key > below)
     if page is None or (page.truncated and not older):
         # (a page that ended among the target's own writes would only page on through them)

@@ -35,10 +35,11 @@ Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
 
 #: keys in a writes listing page after the first (S3's maximum)
 WRITES_PAGE = 1000
-#: the first page of a latest-checkpoint read outside a run (``get_state``): only the latest's
-#: own writes are wanted, and a finished run's latest has none or a few. Every key listed costs
-#: the client (S3: XML to parse; a local directory: two ``stat`` calls, and a read and a hash
-#: for a file written in the last seconds); more writes than this cost one more LIST.
+#: the first page of a latest-checkpoint read that wants only the latest's own writes
+#: (``get_state``, and a run's while no run of this process walked a ``DeltaChannel`` history):
+#: a finished run's latest has none or a few. Every key listed costs the client (S3: XML to
+#: parse; a local directory: two ``stat`` calls, and a read and a hash for a file written in
+#: the last seconds); more writes than this cost one more LIST.
 READ_WRITES_PAGE = 16
 
 
@@ -344,7 +345,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     wprefix = keys.writes_prefix(thread_id, ns, cid)
     if cid is not None:
         page_size = WRITES_PAGE  # the listing starts at that checkpoint's own writes
-    elif made_by_run(config):
+    elif made_by_run(config) and saver._cache.delta_runs:
         page_size = saver.layout.writes_page  # the run's delta history goes on from this page
     else:
         page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)

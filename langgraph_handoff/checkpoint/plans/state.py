@@ -54,8 +54,9 @@ class Layout:
             by size keeps only the latest).
         fold_max_bytes: writes documents up to this size are folded into the head.
         writes_page: LIST page size used next to the head GET when a run reads the latest
-            checkpoint (its delta history goes on from that page); reads outside a run
-            (``get_state``) ask for at most ``reading.READ_WRITES_PAGE``.
+            checkpoint, once a run of this process walked a ``DeltaChannel`` history (the walk
+            goes on from that page); other reads (``get_state``, runs of graphs without a
+            ``DeltaChannel``) ask for at most ``reading.READ_WRITES_PAGE``.
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
         backoff: base of the jittered exponential back-off between attempts, in seconds.
         schema_version: the user state-schema version recorded in every object written.
