@@ -185,9 +185,10 @@ class HeadCache:
         self.immutable = ImmutableCache(max_bytes)
         #: (thread, ns) -> (head ETag, checkpoint id, writes page) of a run's latest read
         self._listings: OrderedDict[tuple[str, str], tuple[str, str, ListResult]] = OrderedDict()
-        #: a run of this process walked a ``DeltaChannel`` history: runs' latest reads list the
-        #: long page it goes on from (``Layout.writes_page``). Until then a run's graph is
-        #: taken for one without a ``DeltaChannel``, whose read wants the latest's own writes.
+        #: a run of this saver (or its copies) walked a ``DeltaChannel`` history: runs' latest
+        #: reads list the long page it goes on from (``Layout.writes_page``). Until then, on a
+        #: store that lists in process, a run's graph is taken for one without a
+        #: ``DeltaChannel``, whose read wants the latest's own writes.
         self.delta_runs = False
         #: drops of listings so far; per namespace, the number of its last drop (the oldest
         #: forgotten, with the largest number forgotten kept as the floor for all others)

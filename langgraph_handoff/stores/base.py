@@ -171,6 +171,9 @@ class StoreBase(ABC):
 
     #: where the async primitives run the sync ones (None: asyncio's default executor)
     _executor: Executor | None = None
+    #: a LIST is a walk in this process (memory, a local directory), not a round trip: paging on
+    #: costs no latency, and every key listed costs CPU, so readers ask for short pages
+    lists_in_process: bool = False
 
     @property
     def _ops_in_threads(self) -> bool:

@@ -53,6 +53,7 @@ class CountingStore(StoreBase):
 
     def __init__(self, inner: StoreBase) -> None:
         self.inner = inner
+        self.lists_in_process = inner.lists_in_process  # a wrapper lists as what it wraps
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.round_trips = 0

@@ -106,6 +106,8 @@ class LocalStore(StoreBase):
     ['threads/t1']
     """
 
+    lists_in_process = True  # see StoreBase
+
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True, stat_memo: bool = True) -> None:
         self.root = Path(root).expanduser().resolve()
         self.fsync = fsync

@@ -43,6 +43,8 @@ class MemoryStore(StoreBase):
     True
     """
 
+    lists_in_process = True  # see StoreBase
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[bytes, str]] = {}

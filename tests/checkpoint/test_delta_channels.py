@@ -413,17 +413,22 @@ def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
 
 
 def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
-    """``get_state`` wants only the latest checkpoint's own writes: its LIST asks for
-    ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's delta history), and pages on
-    when the latest holds more. A run's read asks for ``writes_page`` once a run of this process
-    walked a ``DeltaChannel`` history, and for the short page before."""
+    """On a store that lists in process, ``get_state`` wants only the latest checkpoint's own
+    writes: its LIST asks for ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's
+    delta history), and pages on when the latest holds more. A run's read asks for
+    ``writes_page`` once a run of this saver walked a ``DeltaChannel`` history (a walk outside a
+    run does not count), and for the short page before."""
     pages = _Pages(store)
+    assert pages.lists_in_process
     saver = ObjectStoreSaver(pages)
     saver.put(*_plain_checkpoint("plain"))
     pages.pages.clear()
     saver.get_tuple(_run_config({"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}))
     assert pages.pages == [READ_WRITES_PAGE] and not saver._cache.delta_runs
-    _, cfg, latest = _long_thread(saver, "reads", 30)
+    _, cfg, latest = _long_thread(ObjectStoreSaver(pages), "reads", 30)  # another saver's runs
+    saver.get_delta_channel_history(config=latest, channels=["items"])  # not a run's walk
+    assert not saver._cache.delta_runs
+    saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
     assert saver._cache.delta_runs
     pages.pages.clear()
     assert saver.get_tuple(cfg) is not None
@@ -437,6 +442,23 @@ def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
     assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
     assert pages.pages[0] == READ_WRITES_PAGE and len(pages.pages) == 2, pages.pages
     assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
+
+
+def test_a_network_store_keeps_the_long_page(store: StoreBase) -> None:
+    """Where a LIST is a round trip, a read keeps ``writes_page``: a latest checkpoint with more
+    writes than a short page (an interrupted fan-out) would cost one more round trip."""
+    pages = _Pages(store)
+    pages.lists_in_process = False  # as S3, GCS and Azure
+    saver = ObjectStoreSaver(pages)
+    saver.put(*_plain_checkpoint("plain"))
+    cfg = {"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}
+    latest = saver.get_tuple(cfg).config  # type: ignore[union-attr]
+    for i in range(READ_WRITES_PAGE + 4):
+        saver.put_writes(latest, [("x", i)], f"task-{i:03d}")
+    pages.pages.clear()
+    assert len(saver.get_tuple(cfg).pending_writes) == READ_WRITES_PAGE + 4  # type: ignore[union-attr]
+    saver.get_tuple(_run_config(cfg))
+    assert pages.pages == [Layout().writes_page, Layout().writes_page]
 
 
 def _plain_checkpoint(thread: str) -> tuple[Any, Any, Any, Any]:

@@ -35,11 +35,13 @@ Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
 
 #: keys in a writes listing page after the first (S3's maximum)
 WRITES_PAGE = 1000
-#: the first page of a latest-checkpoint read that wants only the latest's own writes
-#: (``get_state``, and a run's while no run of this process walked a ``DeltaChannel`` history):
-#: a finished run's latest has none or a few. Every key listed costs the client (S3: XML to
-#: parse; a local directory: two ``stat`` calls, and a read and a hash for a file written in
-#: the last seconds); more writes than this cost one more LIST.
+#: the first page of a latest-checkpoint read that wants only the latest's own writes, on a
+#: store that lists in process (``StoreBase.lists_in_process``): ``get_state``, and a run's
+#: read while no run of this saver walked a ``DeltaChannel`` history. A finished run's latest
+#: has none or a few writes; each key listed costs two ``stat`` calls in a local directory, and
+#: a read and a hash for a file written in the last seconds. More writes (an interrupted
+#: fan-out) cost one more LIST, which there is no round trip. On a network store a LIST is a
+#: round trip, so reads keep ``Layout.writes_page``.
 READ_WRITES_PAGE = 16
 
 
@@ -345,8 +347,8 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     wprefix = keys.writes_prefix(thread_id, ns, cid)
     if cid is not None:
         page_size = WRITES_PAGE  # the listing starts at that checkpoint's own writes
-    elif made_by_run(config) and saver._cache.delta_runs:
-        page_size = saver.layout.writes_page  # the run's delta history goes on from this page
+    elif not saver.store.lists_in_process or (made_by_run(config) and saver._cache.delta_runs):
+        page_size = saver.layout.writes_page  # a round trip saved; or the run's delta history goes on from it
     else:
         page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)
     mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing

@@ -53,10 +53,10 @@ class Layout:
         head_keep: how many newest checkpoints stay in the head after sealing by count (sealing
             by size keeps only the latest).
         fold_max_bytes: writes documents up to this size are folded into the head.
-        writes_page: LIST page size used next to the head GET when a run reads the latest
-            checkpoint, once a run of this process walked a ``DeltaChannel`` history (the walk
-            goes on from that page); other reads (``get_state``, runs of graphs without a
-            ``DeltaChannel``) ask for at most ``reading.READ_WRITES_PAGE``.
+        writes_page: LIST page size used next to the head GET when reading the latest
+            checkpoint. On a store that lists in process (memory, a local directory), only a
+            run's read once a run of this saver walked a ``DeltaChannel`` history (the walk goes
+            on from that page); other reads there ask for at most ``reading.READ_WRITES_PAGE``.
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
         backoff: base of the jittered exponential back-off between attempts, in seconds.
         schema_version: the user state-schema version recorded in every object written.
