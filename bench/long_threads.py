@@ -52,7 +52,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from longwork import CHECKPOINTS, SAVERS, SHORT_ONLY, WORKLOADS, window  # noqa: E402 - stdlib-only at import time
+from longwork import ALL_SAVERS, CHECKPOINTS, SAVERS, WORKLOADS, window  # noqa: E402 - stdlib-only at import time
 
 RESULTS = HERE / "long-threads-results.json"
 MARKDOWN = HERE / "LONG_THREADS.md"
@@ -274,7 +274,7 @@ class Servers(contextlib.ExitStack):
 def run_worker(
     a, pys: dict[str, str], servers: Servers, mode: str, workload: str, saver: str, label: str = "", **extra: Any
 ) -> dict:
-    venv, uses_s3, _ = {**SAVERS, **SHORT_ONLY}[saver]
+    venv, uses_s3, _ = ALL_SAVERS[saver]
     tag = f"{mode}-{workload}-{label or saver}".replace("+", "-")
     out = WORKDIR / f"{tag}.json"
     out.unlink(missing_ok=True)
@@ -341,19 +341,15 @@ def short_passes(a, pys, servers) -> dict:
             }
         )
 
-    def ratios_to(ref: str) -> list[float]:
+    def ratios_to(ref: str, of: str = "handoff-s3") -> list[float]:
         return [
-            round(p["handoff-s3"]["cpu_ms_per_invoke"] / p[ref]["cpu_ms_per_invoke"], 3)
+            round(p[of]["cpu_ms_per_invoke"] / p[ref]["cpu_ms_per_invoke"], 3)
             for p in passes
-            if p["handoff-s3"].get("ok") and p[ref].get("ok")
+            if p[of].get("ok") and p[ref].get("ok")
         ]
 
     ratios, latent, floor = ratios_to("inmemory"), ratios_to(LATENT), ratios_to(FLOOR)
-    floor_over = [
-        round(p[FLOOR]["cpu_ms_per_invoke"] / p["inmemory"]["cpu_ms_per_invoke"], 3)
-        for p in passes
-        if p[FLOOR].get("ok") and p["inmemory"].get("ok")
-    ]
+    floor_over = ratios_to("inmemory", of=FLOOR)
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "args": args,
@@ -633,16 +629,15 @@ def short_lines(data: dict) -> list[str]:
         )
     lines.append("")
     lines.append("CPU ms per invoke, process CPU.")
-    for key, what in (
-        ("ratio", "ours / `InMemorySaver`"),
-        ("floor_over_inmemory", "S3 floor / `InMemorySaver`"),
-        ("latent_ratio", f"ours / `InMemorySaver + {lat:g} ms`" if lat else ""),
-        ("floor_ratio", "ours / S3 floor"),
+    for values, median, what in (
+        ("ratios", "ratio_median", "ours / `InMemorySaver`"),
+        ("floor_over_inmemory", "floor_over_inmemory_median", "S3 floor / `InMemorySaver`"),
+        ("latent_ratios", "latent_ratio_median", f"ours / `InMemorySaver + {lat:g} ms`" if lat else ""),
+        ("floor_ratios", "floor_ratio_median", "ours / S3 floor"),
     ):
-        values = sh.get(key + "s") if key != "floor_over_inmemory" else sh.get(key)
-        median = sh.get(key + "_median")
-        if what and median:
-            lines.append(f"Median {what}: **{median:.2f}x** (passes {', '.join(f'{r:.2f}' for r in values)}).")
+        if what and sh.get(median):
+            listed = ", ".join(f"{r:.2f}" for r in sh[values])
+            lines.append(f"Median {what}: **{sh[median]:.2f}x** (passes {listed}).")
     return lines
 
 

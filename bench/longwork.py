@@ -296,6 +296,7 @@ SHORT_ONLY = {
         "`InMemorySaver` that also makes ours' requests on S3 (obstore): the floor of any S3 saver",
     ),
 }
+ALL_SAVERS = {**SAVERS, **SHORT_ONLY}
 
 
 def rss_kib() -> dict[str, int]:
@@ -584,7 +585,7 @@ def open_saver(a: argparse.Namespace):
     s3 = None
     meter: Meter = Meter()
     try:
-        if {**SAVERS, **SHORT_ONLY}[name][1]:
+        if ALL_SAVERS[name][1]:
             if not a.endpoint:
                 raise NotAvailable("no S3 endpoint given")
             import boto3
@@ -1133,7 +1134,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="turns", choices=["turns", "profile", "short", "plot"])
     ap.add_argument("--workload", default="delta-100", choices=sorted(WORKLOADS))
-    ap.add_argument("--saver", default="handoff-memory", choices=sorted({**SAVERS, **SHORT_ONLY}))
+    ap.add_argument("--saver", default="handoff-memory", choices=sorted(ALL_SAVERS))
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--budget-s", type=float, default=0, help="stop after the turn that crosses this wall time")
     ap.add_argument("--sample-every", type=int, default=10, help="stored size every N turns")
