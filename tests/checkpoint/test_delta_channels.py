@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff._format import keys
+from langgraph_handoff._format import records as rec_io
 from langgraph_handoff.checkpoint.plans.reading import READ_WRITES_PAGE
 from langgraph_handoff.stores import CountingStore, StoreBase
 from langgraph_handoff.stores.base import ListPage
@@ -67,7 +68,6 @@ def test_a_large_snapshot_is_written_once_as_a_blob(store: StoreBase) -> None:
     """Issue 26: a snapshot rode inline in two heads and then in a spill blob, three copies of
     the whole conversation. No later checkpoint stores the channel's value, so it goes straight
     to its own blob; the thread reads back the same from a process that never saw it."""
-    from langgraph_handoff._format import records as rec_io
 
     layout = Layout(spill_threshold=64)  # the test graph's snapshots from the second on are past it
     counted = HeadsWritten(store)
@@ -152,6 +152,39 @@ def test_a_history_walk_reads_each_sealed_segment_once_per_process(store: StoreB
     assert fresh.get_delta_channel_history(config=oldest, channels=["items"]) == expected
     segment_gets = sum(1 for op, key in fresh_store.log if op == "GET" and "/s/" in key)
     assert 0 < segment_gets <= len(fresh._cache.immutable), (segment_gets, len(fresh._cache.immutable))
+
+
+def test_a_history_walk_looks_up_each_container_once(store: StoreBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26's profile, 2026-12-03: with a snapshot every 1,000, each turn searched the head's
+    segment list, the archive and the segment cache again for every one of about a thousand
+    ancestors (a fifth of a turn's CPU). An ancestor in the head or segment that held the one
+    before it is found there with one dict lookup; only a step into another segment searches."""
+    from langgraph_handoff.checkpoint.plans import reading
+
+    layout = Layout(head_max_records=4, head_keep=1)
+    saver = ObjectStoreSaver(store, layout=layout)
+    _, _, latest = _long_thread(saver, "walk", 30)
+    head = store.get(keys.head_key("walk", ""))
+    assert head is not None
+    decoded = rec_io.decode_head(head.body, key=head.key)
+    containers = 1 + len(decoded.segments) + (decoded.archive.count if decoded.archive is not None else 0)
+    searches: list[str] = []
+    real = reading.find_container
+
+    def counted(*args: Any) -> Any:
+        searches.append(args[-1])
+        return (yield from real(*args))
+
+    monkeypatch.setattr(reading, "find_container", counted)
+    native = saver.get_delta_channel_history(config=latest, channels=["items"])
+    walked = len(searches)
+    assert len(native["items"]["writes"]) == 60  # 30 questions and 30 answers, no snapshot yet
+    assert native == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
+    # 90-odd ancestors (three puts a turn) in the head and its sealed segments (four records
+    # each, in the head's list or its archive): the target, then one search per container
+    sealed = sum(1 for _ in saver.list({"configurable": {"thread_id": "walk", "checkpoint_ns": ""}}))
+    assert sealed > 80 and containers > 10, (sealed, containers)
+    assert walked <= 2 + containers, (walked, containers)
 
 
 def test_the_immutable_cache_is_bounded_by_bytes() -> None:

@@ -414,11 +414,20 @@ def _delta_history_once(
     chain: list[tuple[Record, PayloadTable]] = []
     remaining = set(channels)
     cur = target.parent
-    while cur is not None and remaining and keys.is_checkpoint_id(cur):
-        found = yield from reading.find_record(saver, thread_id, ns, head, cur)
-        if found is None:
-            break
-        rec, table, head = found
+    # the head or segment that held the last ancestor: the next ones are mostly there too
+    records: Mapping[str, Record] = {}
+    table: PayloadTable = {}
+    while cur is not None and remaining:
+        rec_or_none = records.get(cur)
+        if rec_or_none is None:
+            if not keys.is_checkpoint_id(cur):
+                break
+            held = yield from reading.find_container(saver, thread_id, ns, head, cur)
+            if held is None:
+                break
+            records, table, head = held
+            rec_or_none = records[cur]
+        rec = rec_or_none
         if rec.schema != saver._schema:
             # its stored value would seed the history unmigrated (a thread read lazily, then
             # written once by new code): refuse rather than undo the steps silently
@@ -452,15 +461,22 @@ def _delta_history_once(
         cursor.page_size = max(1, min(expected - older, reading.WRITES_PAGE))
     remaining = set(channels)
     collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
-    for rec, table in chain:
-        infos = yield from reading.writes_for(saver, cursor, rec.id)
+    loads = saver.serde.loads_typed
+    for rec, table in chain:  # about a thousand a turn with a snapshot every 1,000: kept lean
+        if cursor.need_more(rec.id):
+            infos = yield from reading.writes_for(saver, cursor, rec.id)
+        else:
+            infos = cursor.take(rec.id)
         seeds = [ch for ch in remaining if ch in rec.values]
-        tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds)
-        for write in reversed(sorted_pending(tasks, saver.serde.loads_typed, remaining)):
-            collected[write[1]].append(write)
-        for ch in seeds:
-            result[ch]["seed"] = seed_values[ch]
-            remaining.discard(ch)
+        tasks, want = reading.folded_tasks(saver, thread_id, ns, rec, infos)
+        if want or seeds:
+            tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds)
+            for ch in seeds:
+                result[ch]["seed"] = seed_values[ch]
+        if tasks:
+            for write in reversed(sorted_pending(tasks, loads, remaining)):
+                collected[write[1]].append(write)
+        remaining.difference_update(seeds)
     for ch in channels:
         result[ch]["writes"] = list(reversed(collected[ch]))
     return result

@@ -138,9 +138,23 @@ def find_record(
     archive is read only for a checkpoint older than the segments the head itself lists). A
     segment or archive deleted by a concurrent prune or fold sends us back to a fresh head (at
     most a few times)."""
+    found = yield from find_container(saver, thread_id, ns, head, checkpoint_id)
+    if found is None:
+        return None
+    records, table, head = found
+    return records[checkpoint_id], table, head
+
+
+def find_container(
+    saver: SaverState, thread_id: str, ns: str, head: rec_io.Head, checkpoint_id: str
+) -> Plan[tuple[Mapping[str, rec_io.Record], rec_io.PayloadTable, rec_io.Head] | None]:
+    """:func:`find_record`, answering with every record of the head or segment that holds the
+    checkpoint (and their payload table): a walk down a parent chain finds the next ancestors
+    there with one dict lookup each, instead of searching the segment list, the archive and the
+    segment cache again for every one of them."""
     for _ in range(3):
         if checkpoint_id in head.records:
-            return head.records[checkpoint_id], head.payloads, head
+            return head.records, head.payloads, head
         refs = [s for s in head.segments if s.covers(checkpoint_id)]
         if not refs and head.archive is not None and head.archive.covers(checkpoint_id):
             archive = yield from manifest.load_archive(saver, thread_id, ns, head.archive)
@@ -162,7 +176,7 @@ def find_record(
                 missing = ref
                 continue
             if checkpoint_id in seg.records:
-                return seg.records[checkpoint_id], seg.payloads, head
+                return seg.records, seg.payloads, head
         if missing is None:
             return None
         fresh, _etag = head_from(saver, (yield Get(keys.head_key(thread_id, ns))), thread_id, ns)
@@ -232,6 +246,25 @@ def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
     return base
 
 
+def folded_tasks(
+    saver: SaverState, thread_id: str, ns: str, rec: rec_io.Record, infos: Sequence[ObjectInfo]
+) -> tuple[Tasks, list[str]]:
+    """The tasks of ``rec``'s listed writes documents (``infos``) whose copy folded into the
+    record has the listed ETag, and the keys of the others (to fetch)."""
+    tasks: Tasks = []
+    want: list[str] = []
+    if not infos:
+        return tasks, want
+    by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
+    for info in infos:
+        hit = by_segment.get(info.key.rsplit("/", 1)[1])
+        if hit is not None and hit[1].etag == info.etag:
+            tasks.append((hit[0], hit[1].task_path, upgrading.current_items(saver, thread_id, ns, rec, hit[1].items)))
+        else:
+            want.append(info.key)
+    return tasks, want
+
+
 def fetch(
     saver: SaverState,
     thread_id: str,
@@ -247,18 +280,12 @@ def fetch(
     Folded writes are used when the listing shows the same ETag; the listing is the truth
     about which documents exist.
     """
-    by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
-    tasks: Tasks = []
-    want: list[str] = []
-    for info in infos:
-        hit = by_segment.get(info.key.rsplit("/", 1)[1])
-        if hit is not None and hit[1].etag == info.etag:
-            tasks.append((hit[0], hit[1].task_path, upgrading.current_items(saver, thread_id, ns, rec, hit[1].items)))
-        else:
-            want.append(info.key)
+    tasks, want = folded_tasks(saver, thread_id, ns, rec, infos)
+    channels = list(channels)
+    if not want and not channels:
+        return tasks, {}  # every document folded, no value asked for: most of a delta walk
     # A value stored only in blobs (a large value, a DeltaChannel snapshot) that this process
     # decoded before comes from the immutable cache as a copy: its blobs are not even fetched.
-    channels = list(channels)
     values: dict[str, Any] = {}
     #: channel -> (payload, blob keys, the key of its decoded copy if it is stored only in blobs)
     wanted: dict[str, tuple[rec_io.Payload, list[str], tuple[Any, ...] | None]] = {}
