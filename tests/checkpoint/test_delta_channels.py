@@ -68,7 +68,6 @@ def test_a_large_snapshot_is_written_once_as_a_blob(store: StoreBase) -> None:
     """Issue 26: a snapshot rode inline in two heads and then in a spill blob, three copies of
     the whole conversation. No later checkpoint stores the channel's value, so it goes straight
     to its own blob; the thread reads back the same from a process that never saw it."""
-
     layout = Layout(spill_threshold=64)  # the test graph's snapshots from the second on are past it
     counted = HeadsWritten(store)
     state, hist = _run(ObjectStoreSaver(counted, layout=layout))
@@ -182,9 +181,17 @@ def test_a_history_walk_looks_up_each_container_once(store: StoreBase, monkeypat
     assert native == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
     # 90-odd ancestors (three puts a turn) in the head and its sealed segments (four records
     # each, in the head's list or its archive): the target, then one search per container
-    sealed = sum(1 for _ in saver.list({"configurable": {"thread_id": "walk", "checkpoint_ns": ""}}))
-    assert sealed > 80 and containers > 10, (sealed, containers)
+    checkpoints = sum(1 for _ in saver.list({"configurable": {"thread_id": "walk", "checkpoint_ns": ""}}))
+    assert checkpoints > 80 and containers > 10, (checkpoints, containers)
     assert walked <= 2 + containers, (walked, containers)
+
+
+def test_every_walk_across_sealed_segments_and_snapshots_matches_the_base_walk(store: StoreBase) -> None:
+    """The walk above, with snapshots every three updates (a seed record inside a segment, its
+    own writes still collected) and parallel writers, from every checkpoint of the thread."""
+    saver = ObjectStoreSaver(store, layout=Layout(head_max_records=3, head_keep=1))
+    _run(saver, "sealed")
+    assert _every_walk_matches_the_base_walk(saver, "sealed") > 10
 
 
 def test_the_immutable_cache_is_bounded_by_bytes() -> None:

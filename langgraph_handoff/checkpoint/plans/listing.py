@@ -418,7 +418,7 @@ def _delta_history_once(
     records: Mapping[str, Record] = {}
     table: PayloadTable = {}
     while cur is not None and remaining:
-        rec_or_none = records.get(cur)
+        rec_or_none = records.get(cur)  # a hit is a record stored under that very id
         if rec_or_none is None:
             if not keys.is_checkpoint_id(cur):
                 break
@@ -463,14 +463,16 @@ def _delta_history_once(
     collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
     loads = saver.serde.loads_typed
     for rec, table in chain:  # about a thousand a turn with a snapshot every 1,000: kept lean
+        # (reading.writes_for, without creating a generator when the page in hand suffices)
         if cursor.need_more(rec.id):
             infos = yield from reading.writes_for(saver, cursor, rec.id)
         else:
             infos = cursor.take(rec.id)
         seeds = [ch for ch in remaining if ch in rec.values]
-        tasks, want = reading.folded_tasks(saver, thread_id, ns, rec, infos)
+        known = reading.folded_tasks(saver, thread_id, ns, rec, infos)
+        tasks, want = known
         if want or seeds:
-            tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds)
+            tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds, known)
             for ch in seeds:
                 result[ch]["seed"] = seed_values[ch]
         if tasks:

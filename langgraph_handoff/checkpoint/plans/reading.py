@@ -273,17 +273,18 @@ def fetch(
     table: rec_io.PayloadTable,
     infos: Sequence[ObjectInfo],
     channels: Iterable[str],
+    folded: tuple[Tasks, list[str]] | None = None,
 ) -> Plan[tuple[Tasks, dict[str, Any]]]:
     """A record's writes documents (listed in ``infos``) and the values of ``channels``,
     fetching in one round trip only what the head does not already hold.
 
     Folded writes are used when the listing shows the same ETag; the listing is the truth
-    about which documents exist.
+    about which documents exist. ``folded``: :func:`folded_tasks` of the same arguments, when
+    the caller already has it (a ``DeltaChannel`` walk calls this only for the records that
+    need a fetch).
     """
-    tasks, want = folded_tasks(saver, thread_id, ns, rec, infos)
+    tasks, want = folded if folded is not None else folded_tasks(saver, thread_id, ns, rec, infos)
     channels = list(channels)
-    if not want and not channels:
-        return tasks, {}  # every document folded, no value asked for: most of a delta walk
     # A value stored only in blobs (a large value, a DeltaChannel snapshot) that this process
     # decoded before comes from the immutable cache as a copy: its blobs are not even fetched.
     values: dict[str, Any] = {}
