@@ -351,7 +351,7 @@ class LocalStore(StoreBase):
         truncated = False
         now = self._memo.now()  # before every stat of this walk
         entries = self._memo.getter(_entries, now)
-        tagged = self._memo.getter(self._tagged, now)
+        info_of = self._memo.getter(self._info, now)
         for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
             if len(items) >= max_keys:
                 truncated = True  # one more key exists (or did a moment ago)
@@ -359,13 +359,18 @@ class LocalStore(StoreBase):
             # Listed as it is, even a file whose name is not a portable key (a README dropped
             # into the directory): a listing reports what exists, and the walks over it report
             # and skip such keys. Reading or writing one by key still refuses it.
-            tag = tagged(root + "/" + k)
-            if tag is not None:  # a key deleted while listing is left out, and the page filled on
-                items.append(ObjectInfo(key=k, etag=tag[0], size=tag[1]))
+            info = info_of(root + "/" + k)
+            if info is not None:  # a key deleted while listing is left out, and the page filled on
+                items.append(info)
         return ListResult(items=items, truncated=truncated)
 
-    @classmethod
-    def _tagged(cls, path: str) -> tuple[os.stat_result, tuple[str, int]] | None:
-        """The ``fstat`` of the file at ``path`` and its (ETag, size); None if it is gone."""
-        read = cls._read_stat(path)
-        return None if read is None else (read[0], (content_etag(read[1]), len(read[1])))
+    def _info(self, path: str) -> tuple[os.stat_result, ObjectInfo] | None:
+        """The ``fstat`` of the file at ``path`` and its listing entry; None if it is gone. The
+        entry is kept whole in the memo (it is immutable, and its key is the path's under this
+        store's root): a long thread's listing of a thousand unchanged writes documents builds
+        no new object for them."""
+        read = self._read_stat(path)
+        if read is None:
+            return None
+        key = path[len(str(self.root)) + 1 :]
+        return read[0], ObjectInfo(key=key, etag=content_etag(read[1]), size=len(read[1]))
