@@ -120,6 +120,12 @@ _LIST_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?<ListBucketResult(?:\s[^>]
 _LIST_KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _LIST_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
 _LIST_SIZE = re.compile(rb"<Size>([0-9]{1,20})</Size>")
+#: one ``<Contents>`` entry in the form S3 servers write it (AWS, Ceph RGW, MinIO: the key
+#: first, then simple elements, the quoted ETag, maybe more simple elements, the size)
+_LIST_ENTRY = re.compile(
+    rb"<Contents><Key>([^<]*)</Key>(?:<[A-Za-z]+>[^<]*</[A-Za-z]+>)*?<ETag>&quot;([^<&]*)&quot;</ETag>"
+    rb"(?:<[A-Za-z]+>[^<]*</[A-Za-z]+>)*?<Size>([0-9]{1,20})</Size>"
+)
 _TRUNCATED = re.compile(rb"<IsTruncated>\s*([A-Za-z]*)\s*</IsTruncated>")
 
 
@@ -143,6 +149,25 @@ def _parse_plain_list(body: bytes, strip: int) -> ListResult | None:
     if not _LIST_ROOT.match(body) or not body.rstrip().endswith(b"</ListBucketResult>"):
         return None
     if b"<![CDATA[" in body or b"<!--" in body or b"<Contents " in body:
+        return None
+    try:
+        # The usual form in one pass of one regular expression (C, not a Python loop per key);
+        # kept only if it took every <Contents> block, else the block-by-block reading below.
+        found = _LIST_ENTRY.findall(body)
+        if len(found) == body.count(b"<Contents>"):
+            items = [
+                ObjectInfo(
+                    key=(k.decode("utf-8") if b"&" not in k else _xml_text(k))[strip:],
+                    etag=e.decode("utf-8"),
+                    size=int(n),
+                )
+                for k, e, n in found
+            ]
+            flag = _TRUNCATED.search(body)
+            if flag is None:
+                return None
+            return ListResult(items=items, truncated=flag.group(1).lower() == b"true")
+    except (UnicodeDecodeError, ValueError):
         return None
     blocks = body.split(b"<Contents>")
     try:

@@ -82,8 +82,25 @@ def _entry(key: bytes, etag: bytes = b"&quot;0123abcd&quot;", size: bytes = b"12
         ),
         _listing(_entry(b"p/a"), root=b""),  # no namespace
         _listing(_entry(b"p/a"), root=b' xmlns="http://s3.amazonaws.com/doc/2006-03-01"'),
+        # one usual entry beside one the one-pass expression does not take: read block by block
+        _listing(_entry(b"p/a"), _entry(b"p/b", etag=b"unquoted")),
+        _listing(
+            _entry(b"p/a"),
+            b"<Contents><Key>p/b</Key><Size>7</Size><ETag>&quot;size-first&quot;</ETag></Contents>",
+        ),
     ],
-    ids=["plain", "empty-truncated", "escaped-keys", "etags", "pretty", "nested-extra", "no-ns", "other-ns"],
+    ids=[
+        "plain",
+        "empty-truncated",
+        "escaped-keys",
+        "etags",
+        "pretty",
+        "nested-extra",
+        "no-ns",
+        "other-ns",
+        "mixed-etags",
+        "size-first",
+    ],
 )
 def test_the_fast_listing_parser_reads_what_the_xml_parser_reads(body: bytes) -> None:
     """Issue 26: ElementTree took 9.7 ms of CPU for a LIST of 1,000 keys, and a long
