@@ -8,7 +8,9 @@ about 57 ms of CPU a turn at turn 950. A ``stat`` costs less than half of either
 
 Why it is safe (the rule git's index uses for "racily clean" entries): a result is kept only for
 a path whose ``stat`` was *settled*, that is whose change and modification times are at least
-:data:`SETTLED_NS` older than the clock read before that ``stat``. Any later change to the path
+:data:`SETTLED_NS` older than the clock read before that ``stat`` (:data:`COARSE_SETTLED_NS` when
+either time is a whole multiple of 10 ms: a file system that stores times that coarsely, FAT's
+2 s, exFAT's 10 ms, may stamp a change that far behind the clock). Any later change to the path
 (a write in place, a rename over it, an entry added to or removed from a directory) sets its
 change time to the time of that change, so its ``stat`` can never again equal the one kept: the
 inode number, device, size and both times are compared. Without the rule, a file rewritten in
@@ -17,10 +19,17 @@ The kept signature is the ``fstat`` of the very file descriptor the result was r
 path re-pointed between a ``stat`` and a read (a directory renamed away and back) cannot pair
 one file's signature with another's content.
 
-The rule assumes the wall clock does not step back by more than :data:`SETTLED_NS` and that the
-file system's timestamps come from this host's clock (a local disk does; a network file system
-whose server runs behind it by more than that does not). Pass ``LocalStore(..., stat_memo=False)``
-there.
+The rule assumes the file system's timestamps come from this host's clock (a local disk does; a
+network file system whose server runs behind it by more than the window does not: pass
+``LocalStore(..., stat_memo=False)`` there), and that a change made after the clock stepped back
+does not land on the very nanosecond stamped on the kept ``stat`` (a step is not aligned to the
+file system clock's ticks).
+
+Why the window is short: a result is recomputed on every listing until its path settles. A
+``DeltaChannel`` thread writes a writes directory and document every turn and lists them all on
+the next ones, so with a window of 3 s every file of the last 3 s was opened, read and hashed,
+and its directory read, on every listing: about 100 turns at turn 400 of the long-threads bench,
+4-5 ms of a 31 ms turn on ``file://`` (2026-12-03).
 
 Hits take no lock: entries are immutable tuples and each dict operation is atomic under the GIL.
 Inserting and evicting take one. The memo is bounded: past :data:`MAX_ENTRIES` it drops its least
@@ -36,11 +45,17 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["MAX_ENTRIES", "SETTLED_NS", "StatMemo"]
+__all__ = ["COARSE_SETTLED_NS", "MAX_ENTRIES", "SETTLED_NS", "StatMemo"]
 
-#: How old a stat's times must be before a result is kept for it: far above any file system's
-#: timestamp granularity (a clock tick, at most 10 ms; 2 s on FAT).
-SETTLED_NS = 3_000_000_000
+#: How old a stat's times must be before a result is kept for it, when both show a precision
+#: finer than 10 ms: Linux's local file systems stamp times from the kernel's coarse clock, at
+#: most one tick (10 ms at HZ=100) behind the wall clock; this is 25 such ticks.
+SETTLED_NS = 250_000_000
+#: The same when either time is a whole multiple of :data:`_COARSE_UNIT_NS` (FAT stores 2 s,
+#: exFAT 10 ms, some file systems whole seconds): far above any of those granularities. A fine
+#: time that happens to be such a multiple (one in ten million) only waits longer.
+COARSE_SETTLED_NS = 3_000_000_000
+_COARSE_UNIT_NS = 10_000_000
 #: Entries kept, files and directories together. A file's entry takes about 620 bytes, so a full
 #: memo holds about 20 MiB (a directory's also holds its names): the writes of a few threads of
 #: thousands of turns.
@@ -48,6 +63,13 @@ MAX_ENTRIES = 1 << 15
 
 T = TypeVar("T")
 _Signature = tuple[int, int, int, int, int]
+
+
+def _settled(mtime_ns: int, ctime_ns: int, settled: int, coarse: int) -> bool:
+    """Both times at or before ``settled`` (``coarse`` if either looks coarsely stored)."""
+    if mtime_ns % _COARSE_UNIT_NS and ctime_ns % _COARSE_UNIT_NS:
+        return mtime_ns <= settled and ctime_ns <= settled
+    return mtime_ns <= coarse and ctime_ns <= coarse
 
 
 def _signature(st: os.stat_result) -> _Signature:
@@ -103,7 +125,7 @@ class StatMemo:
         instead of three took about a tenth off a 1,000-key listing of a long thread's writes
         (2026-12-03). The rest is the two ``stat`` calls themselves.
         """
-        kept_get, keep, settled = self._kept.get, self._max > 0, now - SETTLED_NS
+        kept_get, keep, settled, coarse = self._kept.get, self._max > 0, now - SETTLED_NS, now - COARSE_SETTLED_NS
         stat = os.stat
 
         def get(path: str) -> T | None:
@@ -127,7 +149,7 @@ class StatMemo:
                     self._drop(path, kept)
                 return None
             st, value = computed
-            if keep and st.st_mtime_ns <= settled and st.st_ctime_ns <= settled:
+            if keep and _settled(st.st_mtime_ns, st.st_ctime_ns, settled, coarse):
                 self._keep(path, (_signature(st), value))
             elif kept is not None:
                 self._drop(path, kept)

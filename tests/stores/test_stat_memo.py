@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from langgraph_handoff.stores import LocalStore, MemoryStore
-from langgraph_handoff.stores.stat_memo import SETTLED_NS, StatMemo
+from langgraph_handoff.stores.stat_memo import COARSE_SETTLED_NS, SETTLED_NS, StatMemo
 
 HOUR_NS = 3_600_000_000_000
 
@@ -250,6 +250,29 @@ def test_settled_means_older_than_the_window_by_the_given_clock(tmp_path: Path) 
     memo.get(str(path), _read)
     assert len(memo) == 0
     now[0] = newest + SETTLED_NS
+    memo.get(str(path), _read)
+    assert len(memo) == 1
+
+
+def test_a_coarsely_stored_time_waits_the_long_window(tmp_path: Path) -> None:
+    """A file system that stores whole seconds (or FAT's 2 s, exFAT's 10 ms) may stamp a change
+    up to that far behind the clock, so the short window is only for times finer than 10 ms."""
+    path = tmp_path / "k"
+    path.write_bytes(b"x")
+    st = os.stat(path)
+    whole = (st.st_ctime_ns // 1_000_000_000) * 1_000_000_000  # a whole second, before ctime
+    os.utime(path, ns=(whole, whole))  # mtime coarse; ctime is set to now by the kernel
+    st = os.stat(path)
+    assert st.st_mtime_ns % 10_000_000 == 0
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    now = [newest + SETTLED_NS]  # settled for fine times, not for this one
+    memo = StatMemo(clock=lambda: now[0])
+    memo.get(str(path), _read)
+    assert len(memo) == 0
+    now[0] = newest + COARSE_SETTLED_NS - 1
+    memo.get(str(path), _read)
+    assert len(memo) == 0
+    now[0] = newest + COARSE_SETTLED_NS
     memo.get(str(path), _read)
     assert len(memo) == 1
 
