@@ -9,6 +9,7 @@ import pytest
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
@@ -192,6 +193,50 @@ def test_every_walk_across_sealed_segments_and_snapshots_matches_the_base_walk(s
     saver = ObjectStoreSaver(store, layout=Layout(head_max_records=3, head_keep=1))
     _run(saver, "sealed")
     assert _every_walk_matches_the_base_walk(saver, "sealed") > 10
+
+
+class _CountingSerde(JsonPlusSerializer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[int] = []
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.loads.append(len(data[1]))
+        return super().loads_typed(data)
+
+
+class _Big(TypedDict, total=False):
+    items: Annotated[list[Any], DeltaChannel(_extend, snapshot_frequency=1000)]
+
+
+def test_a_walk_decodes_each_large_write_once_and_hands_out_copies(store: StoreBase) -> None:
+    """Issue 26's profile, 2026-12-03: a walk decoded every write since the last snapshot on
+    every turn, the same bytes each time, a third of a turn at turn 1,000. A write of 256 bytes
+    or more is decoded once per process; later walks get a copy of their own, so a node that
+    changes a value in place changes nothing the next walk reads."""
+    serde = _CountingSerde()
+    saver = ObjectStoreSaver(store, serde=serde)
+    g = StateGraph(_Big)
+    g.add_node("say", lambda s: {"items": [{"text": "word " * 80, "n": len(s.get("items", []))}]})
+    g.add_edge(START, "say")
+    g.add_edge("say", END)
+    graph = g.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "big"}}
+    for i in range(6):
+        graph.invoke({"items": [{"text": "ask " * 80, "n": i}]}, cfg)
+    latest = saver.get_tuple(cfg)
+    assert latest is not None
+    first = saver.get_delta_channel_history(config=latest.config, channels=["items"])
+    assert len(first["items"]["writes"]) == 12
+    serde.loads.clear()
+    again = saver.get_delta_channel_history(config=latest.config, channels=["items"])
+    assert again == first
+    assert not [n for n in serde.loads if n >= 256], serde.loads  # no large write decoded again
+    again["items"]["writes"][0][2][0]["text"] = "changed in place"
+    third = saver.get_delta_channel_history(config=latest.config, channels=["items"])
+    assert third == first and third["items"]["writes"][0][2][0]["text"] == "ask " * 80
+    fresh = ObjectStoreSaver(store)
+    assert fresh.get_delta_channel_history(config=latest.config, channels=["items"]) == first
 
 
 def test_the_immutable_cache_is_bounded_by_bytes() -> None:

@@ -461,7 +461,7 @@ def _delta_history_once(
         cursor.page_size = max(1, min(expected - older, reading.WRITES_PAGE))
     remaining = set(channels)
     collected: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
-    loads = saver.serde.loads_typed
+    loads = reading.write_loader(saver)
     for rec, table in chain:  # about a thousand a turn with a snapshot every 1,000: kept lean
         # (reading.writes_for, without creating a generator when the page in hand suffices)
         if cursor.need_more(rec.id):
