@@ -9,13 +9,15 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from langgraph_handoff import Layout, MemoryStore, ObjectStoreSaver
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
-from langgraph_handoff.checkpoint.plans import writing
+from langgraph_handoff.checkpoint.cache import MISS
+from langgraph_handoff.checkpoint.plans import reading, writing
 from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
@@ -254,3 +256,54 @@ def test_migrate_knows_which_bytes_a_tail_holds() -> None:
     assert not _holds(stored, ("json", grown))
     assert not _holds(stored, ("msgpack", msgpack.packb([*range(19), 99, 20, 21, 22])))  # base differs
     assert not _holds(stored, ("msgpack", msgpack.packb(list(range(24)))))
+
+
+class _OwnLoads(JsonPlusSerializer):
+    """LangGraph's serializer with ``loads_typed`` overridden: a tail is then decoded joined."""
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return super().loads_typed(data)
+
+
+def test_a_tail_reads_as_a_copy_of_its_decoded_base_plus_its_own_items(
+    store: StoreBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: every read of a plain list decoded the whole list, its base included (a
+    2,000-message ``get_state`` took 14 ms, as on SQLite). The base is decoded once per process
+    and read back as a copy of its own; only the tail's items are decoded. The values must be
+    what decoding the joined bytes gives, and a change to one read must not reach the next."""
+    ours = _chat(ObjectStoreSaver(store))
+    turns = 40
+    _talk(ours, range(1, turns + 1))
+    while not isinstance(_latest_payload(store), rec_io.Tail):  # a turn after a rebase
+        turns += 1
+        assert turns < 80, "the latest value never became a tail"
+        _talk(ours, range(turns, turns + 1))
+    over_copies: list[bool] = []
+    real = reading._tail_over_copy
+
+    def spy(*args: Any) -> Any:
+        value = real(*args)
+        over_copies.append(value is not MISS)
+        return value
+
+    monkeypatch.setattr(reading, "_tail_over_copy", spy)
+    first = ours.get_state(cfg()).values["messages"]
+    second = ours.get_state(cfg()).values["messages"]
+    assert over_copies and all(over_copies), over_copies
+    joined = _chat(ObjectStoreSaver(store, serde=_OwnLoads())).get_state(cfg()).values["messages"]
+    assert first == second == joined and len(first) == 2 * turns
+    second[0].content = "changed in place"
+    second.append(HumanMessage(content="appended in place"))
+    third = ours.get_state(cfg()).values["messages"]
+    assert third == first and third[0].content != "changed in place"
+    reference = _chat(InMemorySaver())
+    _talk(reference, range(1, turns + 1))
+    assert history(ours) == history(reference)
+
+
+def _latest_payload(store: StoreBase) -> rec_io.Payload | None:
+    head = rec_io.decode_head(store.get(keys.head_key("t", "")).body, key="h")
+    assert head.latest is not None
+    origin, _v = head.latest.values["messages"]
+    return head.payloads.get(origin, {}).get("messages")
