@@ -407,6 +407,15 @@ class HeadCache:
         self.immutable.clear()
 
 
+def _key_bytes(key: tuple[Hashable, ...]) -> int:
+    return sum(len(k) for k in key if isinstance(k, bytes))
+
+
+def _named(key: tuple[Hashable, ...]) -> str:
+    """A value key for a log line: its type and blob keys, never a write's bytes."""
+    return repr(tuple(f"<{len(k)} bytes>" if isinstance(k, bytes) else k for k in key[1:]))
+
+
 class ImmutableCache:
     """Decoded immutable objects by key (sealed segments, segment archives, blob contents, and
     values decoded from blobs), least recently used first out, bounded by the approximate bytes
@@ -471,8 +480,8 @@ class ImmutableCache:
         try:
             return pickle.loads(found.data)  # bytes this process pickled itself
         except Exception as exc:  # noqa: BLE001 - any class's __setstate__ may raise anything
-            _log.debug("not caching a decoded value of %r any more: %s", key[1:], exc)
-            self._put(key, _REFUSED, _VALUE_OVERHEAD)
+            _log.debug("not caching a decoded value of %s any more: %s", _named(key), exc)
+            self._put(key, _REFUSED, _VALUE_OVERHEAD + _key_bytes(key))
             return MISS
 
     def keep_value(self, key: tuple[Hashable, ...], value: Any) -> None:
@@ -484,16 +493,18 @@ class ImmutableCache:
         A copy is what a fresh decode would give, except for what decoding computes without
         storing it (a ``default_factory`` of a field the serializer leaves out, a
         ``__post_init__`` with side effects): the copy repeats the first decode's. A value pickle
-        cannot copy (or copy back) is decoded on every read, and not offered to pickle again."""
+        cannot copy (or copy back) is decoded on every read, and not offered to pickle again.
+        Bytes the key itself holds (a write's, see ``reading.write_loader``) count in the bound."""
         if self._get(key) is _REFUSED:
             return
+        key_bytes = _key_bytes(key)
         try:
             data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - any class's __reduce__ may raise anything
-            _log.debug("not caching a decoded value of %r: %s", key[1:], exc)
-            self._put(key, _REFUSED, _VALUE_OVERHEAD)
+            _log.debug("not caching a decoded value of %s: %s", _named(key), exc)
+            self._put(key, _REFUSED, _VALUE_OVERHEAD + key_bytes)
             return
-        self._put(key, _Pickled(data), _VALUE_OVERHEAD + len(data))
+        self._put(key, _Pickled(data), _VALUE_OVERHEAD + key_bytes + len(data))
 
     def put(self, key: str, value: Segment | Archive | bytes) -> None:
         if isinstance(value, bytes):

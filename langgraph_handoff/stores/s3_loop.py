@@ -120,11 +120,13 @@ _LIST_ROOT = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?<ListBucketResult(?:\s[^>]
 _LIST_KEY = re.compile(rb"<Key>([^<]*)</Key>")
 _LIST_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
 _LIST_SIZE = re.compile(rb"<Size>([0-9]{1,20})</Size>")
-#: one ``<Contents>`` entry in the form S3 servers write it (AWS, Ceph RGW, MinIO: the key
-#: first, then simple elements, the quoted ETag, maybe more simple elements, the size)
+#: one ``<Contents>`` entry in the form S3 servers write it (AWS, Ceph RGW, MinIO): the key, the
+#: time, the quoted ETag, maybe simple elements (checksums), the size, simple elements up to its
+#: own ``</Contents>``; an entry in any other form (a nested element) is read block by block
 _LIST_ENTRY = re.compile(
-    rb"<Contents><Key>([^<]*)</Key>(?:<[A-Za-z]+>[^<]*</[A-Za-z]+>)*?<ETag>&quot;([^<&]*)&quot;</ETag>"
-    rb"(?:<[A-Za-z]+>[^<]*</[A-Za-z]+>)*?<Size>([0-9]{1,20})</Size>"
+    rb"<Contents><Key>([^<]*)</Key>(?:<LastModified>[^<]*</LastModified>)?"
+    rb"<ETag>&quot;([^<&]*)&quot;</ETag>(?:<(?!ETag>|Size>)[A-Za-z]+>[^<]*</[A-Za-z]+>)*"
+    rb"<Size>([0-9]{1,20})</Size>(?:<[A-Za-z]+>[^<]*</[A-Za-z]+>)*</Contents>"
 )
 _TRUNCATED = re.compile(rb"<IsTruncated>\s*([A-Za-z]*)\s*</IsTruncated>")
 
@@ -153,6 +155,8 @@ def _parse_plain_list(body: bytes, strip: int) -> ListResult | None:
     try:
         # The usual form in one pass of one regular expression (C, not a Python loop per key);
         # kept only if it took every <Contents> block, else the block-by-block reading below.
+        # It cannot skip an ETag or Size to take a later one (the first is the one that counts)
+        # nor end an entry anywhere but at its own </Contents>.
         found = _LIST_ENTRY.findall(body)
         if len(found) == body.count(b"<Contents>"):
             items = [

@@ -7,29 +7,39 @@ of them meant 1,900 ``scandir`` calls and 1,900 files opened, read and hashed fo
 about 57 ms of CPU a turn at turn 950. A ``stat`` costs less than half of either.
 
 Why it is safe (the rule git's index uses for "racily clean" entries): a result is kept only for
-a path whose ``stat`` was *settled*, that is whose change and modification times are at least
-:data:`SETTLED_NS` older than the clock read before that ``stat`` (:data:`COARSE_SETTLED_NS` when
-either time is a whole multiple of 10 ms: a file system that stores times that coarsely, FAT's
-2 s, exFAT's 10 ms, may stamp a change that far behind the clock). Any later change to the path
-(a write in place, a rename over it, an entry added to or removed from a directory) sets its
-change time to the time of that change, so its ``stat`` can never again equal the one kept: the
-inode number, device, size and both times are compared. Without the rule, a file rewritten in
-place within one tick of the file system's clock, with the same size, would keep its old ETag.
-The kept signature is the ``fstat`` of the very file descriptor the result was read from, so a
-path re-pointed between a ``stat`` and a read (a directory renamed away and back) cannot pair
-one file's signature with another's content.
+a path whose ``stat`` was *settled*, that is whose change and modification times are at least a
+window older than the clock read before that ``stat``. Any later change to the path (a write in
+place, a rename over it, an entry added to or removed from a directory) sets its change time to
+the time of that change, so its ``stat`` can never again equal the one kept: the inode number,
+device, size and both times are compared. Without the rule, a file rewritten in place within one
+tick of the file system's clock, with the same size, would keep its old ETag. The kept signature
+is the ``fstat`` of the very file descriptor the result was read from, so a path re-pointed
+between a ``stat`` and a read (a directory renamed away and back) cannot pair one file's
+signature with another's content.
 
-The rule assumes the file system's timestamps come from this host's clock (a local disk does; a
-network file system whose server runs behind it by more than the window does not: pass
-``LocalStore(..., stat_memo=False)`` there), and that a change made after the clock stepped back
-does not land on the very nanosecond stamped on the kept ``stat`` (a step is not aligned to the
-file system clock's ticks).
+The window is :data:`SETTLED_NS` (250 ms) for a *file* whose two times both show a precision
+finer than 10 ms, and :data:`COARSE_SETTLED_NS` (3 s) for everything else:
 
-Why the window is short: a result is recomputed on every listing until its path settles. A
+* a **directory**: an entry added to it changes neither its inode nor (mostly) its size, so a
+  directory's names are the result that a stale match would get wrong for a key just written;
+  it keeps the long margin;
+* a time that is a whole multiple of 10 ms: a file system that stores times that coarsely
+  (FAT's 2 s, exFAT's 10 ms, whole seconds) may stamp a change that far behind the clock.
+
+A file changes only by a write in place from outside the store (the store's own writes rename a
+new file over it, a new inode), so the short window matters only for that case, and a file of
+the last 3 s is no longer opened, read and hashed again on every listing.
+
+The rule assumes that the file system stamps times from this host's clock, never more than the
+window behind the clock read by :meth:`now` (a local disk does; a network or FUSE file system
+whose server runs behind this host by more than 250 ms does not: pass
+``LocalStore(..., stat_memo=False)`` there), and that the wall clock does not step back by more
+than the window.
+
+Why the short window: a result is recomputed on every listing until its path settles. A
 ``DeltaChannel`` thread writes a writes directory and document every turn and lists them all on
-the next ones, so with a window of 3 s every file of the last 3 s was opened, read and hashed,
-and its directory read, on every listing: about 100 turns at turn 400 of the long-threads bench,
-4-5 ms of a 31 ms turn on ``file://`` (2026-12-03).
+the next ones, so with a window of 3 s every file of the last 3 s was opened, read and hashed on
+every listing: about 100 turns at turn 400 of the long-threads bench (2026-12-03).
 
 Hits take no lock: entries are immutable tuples and each dict operation is atomic under the GIL.
 Inserting and evicting take one. The memo is bounded: past :data:`MAX_ENTRIES` it drops its least
@@ -43,17 +53,19 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from stat import S_ISDIR
 from typing import TypeVar
 
 __all__ = ["COARSE_SETTLED_NS", "MAX_ENTRIES", "SETTLED_NS", "StatMemo"]
 
-#: How old a stat's times must be before a result is kept for it, when both show a precision
-#: finer than 10 ms: Linux's local file systems stamp times from the kernel's coarse clock, at
-#: most one tick (10 ms at HZ=100) behind the wall clock; this is 25 such ticks.
+#: How old a file's times must be before a result is kept for it, when both show a precision
+#: finer than 10 ms: Linux's local file systems stamp times from the kernel's coarse clock,
+#: normally one tick (10 ms at HZ=100) behind the wall clock; this is 25 such ticks.
 SETTLED_NS = 250_000_000
-#: The same when either time is a whole multiple of :data:`_COARSE_UNIT_NS` (FAT stores 2 s,
-#: exFAT 10 ms, some file systems whole seconds): far above any of those granularities. A fine
-#: time that happens to be such a multiple (one in ten million) only waits longer.
+#: The same for a directory, and when either time is a whole multiple of :data:`_COARSE_UNIT_NS`
+#: (FAT stores 2 s, exFAT 10 ms, some file systems whole seconds): far above any of those
+#: granularities. A fine time that happens to be such a multiple (one in ten million) only
+#: waits longer.
 COARSE_SETTLED_NS = 3_000_000_000
 _COARSE_UNIT_NS = 10_000_000
 #: Entries kept, files and directories together. A file's entry takes about 620 bytes, so a full
@@ -65,9 +77,10 @@ T = TypeVar("T")
 _Signature = tuple[int, int, int, int, int]
 
 
-def _settled(mtime_ns: int, ctime_ns: int, settled: int, coarse: int) -> bool:
-    """Both times at or before ``settled`` (``coarse`` if either looks coarsely stored)."""
-    if mtime_ns % _COARSE_UNIT_NS and ctime_ns % _COARSE_UNIT_NS:
+def _settled(st: os.stat_result, settled: int, coarse: int) -> bool:
+    """Both times at or before ``settled`` for a file with fine times, else at or before ``coarse``."""
+    mtime_ns, ctime_ns = st.st_mtime_ns, st.st_ctime_ns
+    if mtime_ns % _COARSE_UNIT_NS and ctime_ns % _COARSE_UNIT_NS and not S_ISDIR(st.st_mode):
         return mtime_ns <= settled and ctime_ns <= settled
     return mtime_ns <= coarse and ctime_ns <= coarse
 
@@ -149,7 +162,7 @@ class StatMemo:
                     self._drop(path, kept)
                 return None
             st, value = computed
-            if keep and _settled(st.st_mtime_ns, st.st_ctime_ns, settled, coarse):
+            if keep and _settled(st, settled, coarse):
                 self._keep(path, (_signature(st), value))
             elif kept is not None:
                 self._drop(path, kept)

@@ -239,6 +239,34 @@ def test_a_walk_decodes_each_large_write_once_and_hands_out_copies(store: StoreB
     assert fresh.get_delta_channel_history(config=latest.config, channels=["items"]) == first
 
 
+def _concat(state: bytes | None, writes: list[Any]) -> bytes:
+    return (state or b"") + b"".join(bytes(w) for w in writes)
+
+
+class _Bytes(TypedDict, total=False):
+    blob: Annotated[bytes, DeltaChannel(_concat, snapshot_frequency=1000)]
+
+
+def test_a_walk_over_a_bytearray_write_of_this_process_decodes_it(store: StoreBase) -> None:
+    """LangGraph's serializer keeps a ``bytearray`` write as that very (unhashable) object, and
+    this process's own writes reach the walk as stored: the walk decodes it, caching nothing
+    (a helper review of the write cache, 2026-12-03)."""
+    saver = ObjectStoreSaver(store)
+    g = StateGraph(_Bytes)
+    g.add_node("grow", lambda s: {"blob": bytearray(b"y" * 300)})
+    g.add_edge(START, "grow")
+    g.add_edge("grow", END)
+    graph = g.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "bytes"}}
+    for _ in range(3):
+        graph.invoke({"blob": bytearray(b"x" * 300)}, cfg)
+    assert graph.get_state(cfg).values["blob"] == (b"x" * 300 + b"y" * 300) * 3
+    latest = saver.get_tuple(cfg)
+    assert latest is not None
+    native = saver.get_delta_channel_history(config=latest.config, channels=["blob"])
+    assert native == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest.config, channels=["blob"])
+
+
 def test_the_immutable_cache_is_bounded_by_bytes() -> None:
     from langgraph_handoff._format.records import Inline, Record, Segment
     from langgraph_handoff.checkpoint.cache import ImmutableCache

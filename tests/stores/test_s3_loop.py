@@ -88,6 +88,10 @@ def _entry(key: bytes, etag: bytes = b"&quot;0123abcd&quot;", size: bytes = b"12
             _entry(b"p/a"),
             b"<Contents><Key>p/b</Key><Size>7</Size><ETag>&quot;size-first&quot;</ETag></Contents>",
         ),
+        # an element repeated within an entry: the first one counts, as for the XML parser
+        _listing(b"<Contents><Key>p/a</Key><ETag>first</ETag><ETag>&quot;second&quot;</ETag><Size>1</Size></Contents>"),
+        _listing(b"<Contents><Key>p/a</Key><ETag>&quot;e&quot;</ETag><Size>1</Size><Size>2</Size></Contents>"),
+        _listing(b"<Contents><Key>p/a</Key><Key>p/b</Key><ETag>&quot;e&quot;</ETag><Size>1</Size></Contents>"),
     ],
     ids=[
         "plain",
@@ -100,6 +104,9 @@ def _entry(key: bytes, etag: bytes = b"&quot;0123abcd&quot;", size: bytes = b"12
         "other-ns",
         "mixed-etags",
         "size-first",
+        "two-etags",
+        "two-sizes",
+        "two-keys",
     ],
 )
 def test_the_fast_listing_parser_reads_what_the_xml_parser_reads(body: bytes) -> None:
@@ -113,6 +120,36 @@ def test_the_fast_listing_parser_reads_what_the_xml_parser_reads(body: bytes) ->
     assert fast == _parse_list_tree(body, 2) == parse_list(body, 2)
 
 
+def test_a_listing_in_the_usual_form_is_read_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Ceph RGW and AWS send is taken by the one expression (a page of 1,000 keys in 2.1 ms
+    of CPU instead of 2.6, 2026-12-03), not left to the entry-by-entry reading."""
+    from langgraph_handoff.stores import s3_loop
+
+    rgw = (
+        b"<Contents><Key>p/k%d</Key><LastModified>2026-12-03T22:58:03.408Z</LastModified><ETag>&quot;8a48&quot;"
+        b"</ETag><Size>300</Size><StorageClass>STANDARD</StorageClass><Type>Normal</Type></Contents>"
+    )
+    aws = (
+        b"<Contents><Key>p/a%d</Key><LastModified>2026-12-03T22:58:03.000Z</LastModified><ETag>&quot;9b</ETag>"
+        b"<ChecksumAlgorithm>CRC32</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType><Size>7</Size>"
+        b"<StorageClass>STANDARD</StorageClass></Contents>"
+    ).replace(b"&quot;9b</ETag>", b"&quot;9b&quot;</ETag>")
+    body = _listing(*(form % i for i in range(3) for form in (rgw, aws)))
+    taken: list[int] = []
+    real = s3_loop._LIST_ENTRY
+
+    class Spy:
+        def findall(self, data: bytes) -> Any:
+            found = real.findall(data)
+            taken.append(len(found))
+            return found
+
+    monkeypatch.setattr(s3_loop, "_LIST_ENTRY", Spy())
+    page = s3_loop._parse_plain_list(body, 2)
+    assert taken == [6] and page is not None and len(page.items) == 6
+    assert page == s3_loop._parse_list_tree(body, 2)
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -124,9 +161,20 @@ def test_the_fast_listing_parser_reads_what_the_xml_parser_reads(body: bytes) ->
         b'<s3:ListBucketResult xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/"><s3:IsTruncated>false'
         b"</s3:IsTruncated></s3:ListBucketResult>",
         _listing(_entry(b"p/a"))[:-40],  # cut short
+        _listing(b"<Contents><Key>p/a</Key><ETag>&quot;e&quot;</ETag><Size>1</Size>"),  # never closed
         b"<Error><Code>InternalError</Code></Error>",
     ],
-    ids=["cdata", "comment", "attributes", "no-size", "no-truncated-flag", "prefixed", "cut-short", "error"],
+    ids=[
+        "cdata",
+        "comment",
+        "attributes",
+        "no-size",
+        "no-truncated-flag",
+        "prefixed",
+        "cut-short",
+        "unclosed",
+        "error",
+    ],
 )
 def test_the_fast_listing_parser_leaves_anything_unusual_to_the_xml_parser(body: bytes) -> None:
     from langgraph_handoff.stores.s3_loop import _parse_plain_list

@@ -277,6 +277,31 @@ def test_a_coarsely_stored_time_waits_the_long_window(tmp_path: Path) -> None:
     assert len(memo) == 1
 
 
+def test_a_directory_waits_the_long_window(tmp_path: Path) -> None:
+    """An entry added to a directory changes neither its inode nor, mostly, its size: its
+    names keep the long margin however fine its times are."""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    (directory / "a").write_bytes(b"x")
+    st = os.stat(directory)
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    now = [newest + SETTLED_NS]
+    memo = StatMemo(clock=lambda: now[0])
+
+    def names(path: str) -> tuple[os.stat_result, tuple[str, ...]]:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return os.fstat(fd), tuple(sorted(os.listdir(fd)))
+        finally:
+            os.close(fd)
+
+    assert memo.get(str(directory), names) == ("a",)
+    assert len(memo) == 0
+    now[0] = newest + COARSE_SETTLED_NS
+    memo.get(str(directory), names)
+    assert len(memo) == 1
+
+
 def test_a_vanished_path_is_not_kept(tmp_path: Path) -> None:
     memo = StatMemo(clock=_ahead)
     assert memo.get(str(tmp_path / "gone"), lambda p: None) is None

@@ -237,16 +237,22 @@ def _tail_over_copy(saver: SaverState, payload: rec_io.Tail, base: bytes, base_k
     """A tail's value as a copy of its base's decoded list (:meth:`ImmutableCache.value_copy`,
     kept the first time) extended by its own items, decoded alone; :data:`MISS` where that is
     not known to equal decoding the joined bytes: a serializer other than LangGraph's own
-    ``JsonPlusSerializer.loads_typed`` (msgpack decodes an array's items one by one, with no
-    state across them), a base in an ext frame, or anything that does not decode to lists.
+    ``JsonPlusSerializer.loads_typed`` with its own ext hook (msgpack decodes an array's items
+    one by one, with no state across them), a base in an ext frame or of another length than
+    the tail was written over, or anything that does not decode to lists.
 
     Why: a plain ``add_messages`` list is a tail over a base of up to 16 times its size, and
     every read decoded the whole list, base included: on a 2,000-message thread, every
     ``get_state`` and every run's first read. A copy costs about half of a decode."""
-    if payload.type != "msgpack" or getattr(type(saver.serde), "loads_typed", None) is not _JSONPLUS_LOADS:
+    serde = saver.serde
+    if (
+        payload.type != "msgpack"
+        or getattr(type(serde), "loads_typed", None) is not _JSONPLUS_LOADS
+        or getattr(serde, "_custom_unpack_ext_hook", True)  # a hook of the user's may keep state
+    ):
         return MISS
     frame = tails.framing(base)
-    if frame is None or frame[0] is not None or payload.count <= frame[1]:
+    if frame is None or frame[0] is not None or frame[1] != payload.base_count or payload.count <= frame[1]:
         return MISS
     memo = (ByIdentity(saver.serde), payload.type, base_key)  # as _value_key names the base blob's value
     value = saver._cache.immutable.value_copy(memo)
@@ -289,8 +295,9 @@ def write_loader(saver: SaverState) -> Callable[[tuple[str, bytes]], Any]:
     loads, cache, serde = saver.serde.loads_typed, saver._cache.immutable, ByIdentity(saver.serde)
 
     def load(typed: tuple[str, bytes]) -> Any:
-        if len(typed[1]) < _WRITE_COPY_MIN:
-            return loads(typed)
+        data = typed[1]
+        if type(data) is not bytes or len(data) < _WRITE_COPY_MIN:
+            return loads(typed)  # (a write this process made may hold a bytearray: not a key)
         key = (serde, "write", *typed)
         copy = cache.value_copy(key)
         if copy is not MISS:
