@@ -243,15 +243,22 @@ def test_what_is_kept_is_the_stat_of_what_was_read(tmp_path: Path) -> None:
 def test_settled_means_older_than_the_window_by_the_given_clock(tmp_path: Path) -> None:
     path = tmp_path / "k"
     path.write_bytes(b"x")
+    assert _kept_at(path, _read, SETTLED_NS - 1, SETTLED_NS) == [0, 1]
+
+
+def _kept_at(path: Path, compute: Any, *ages: int) -> list[int]:
+    """The entries a memo keeps after a ``get`` of ``path`` at each clock reading of its newest
+    time plus ``age``, in order."""
     st = os.stat(path)
     newest = max(st.st_mtime_ns, st.st_ctime_ns)
-    now = [newest + SETTLED_NS - 1]
+    now = [newest]
     memo = StatMemo(clock=lambda: now[0])
-    memo.get(str(path), _read)
-    assert len(memo) == 0
-    now[0] = newest + SETTLED_NS
-    memo.get(str(path), _read)
-    assert len(memo) == 1
+    kept = []
+    for age in ages:
+        now[0] = newest + age
+        memo.get(str(path), compute)
+        kept.append(len(memo))
+    return kept
 
 
 def test_a_coarsely_stored_time_waits_the_long_window(tmp_path: Path) -> None:
@@ -262,19 +269,9 @@ def test_a_coarsely_stored_time_waits_the_long_window(tmp_path: Path) -> None:
     st = os.stat(path)
     whole = (st.st_ctime_ns // 1_000_000_000) * 1_000_000_000  # a whole second, before ctime
     os.utime(path, ns=(whole, whole))  # mtime coarse; ctime is set to now by the kernel
-    st = os.stat(path)
-    assert st.st_mtime_ns % 10_000_000 == 0
-    newest = max(st.st_mtime_ns, st.st_ctime_ns)
-    now = [newest + SETTLED_NS]  # settled for fine times, not for this one
-    memo = StatMemo(clock=lambda: now[0])
-    memo.get(str(path), _read)
-    assert len(memo) == 0
-    now[0] = newest + COARSE_SETTLED_NS - 1
-    memo.get(str(path), _read)
-    assert len(memo) == 0
-    now[0] = newest + COARSE_SETTLED_NS
-    memo.get(str(path), _read)
-    assert len(memo) == 1
+    assert os.stat(path).st_mtime_ns % 10_000_000 == 0
+    # settled for fine times at the first reading, not for this one until the last
+    assert _kept_at(path, _read, SETTLED_NS, COARSE_SETTLED_NS - 1, COARSE_SETTLED_NS) == [0, 0, 1]
 
 
 def test_a_directory_waits_the_long_window(tmp_path: Path) -> None:
@@ -283,10 +280,6 @@ def test_a_directory_waits_the_long_window(tmp_path: Path) -> None:
     directory = tmp_path / "d"
     directory.mkdir()
     (directory / "a").write_bytes(b"x")
-    st = os.stat(directory)
-    newest = max(st.st_mtime_ns, st.st_ctime_ns)
-    now = [newest + SETTLED_NS]
-    memo = StatMemo(clock=lambda: now[0])
 
     def names(path: str) -> tuple[os.stat_result, tuple[str, ...]]:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -295,11 +288,8 @@ def test_a_directory_waits_the_long_window(tmp_path: Path) -> None:
         finally:
             os.close(fd)
 
-    assert memo.get(str(directory), names) == ("a",)
-    assert len(memo) == 0
-    now[0] = newest + COARSE_SETTLED_NS
-    memo.get(str(directory), names)
-    assert len(memo) == 1
+    assert StatMemo(clock=_ahead).get(str(directory), names) == ("a",)
+    assert _kept_at(directory, names, SETTLED_NS, COARSE_SETTLED_NS - 1, COARSE_SETTLED_NS) == [0, 0, 1]
 
 
 def test_a_vanished_path_is_not_kept(tmp_path: Path) -> None:
