@@ -484,6 +484,21 @@ class ImmutableCache:
             self._put(key, _REFUSED, _VALUE_OVERHEAD + _key_bytes(key))
             return MISS
 
+    def copy_or_decode(self, key: tuple[Hashable, ...], decode: Callable[[], Any]) -> Any:
+        """:meth:`value_copy` of ``key``; on a miss, ``decode()``, kept for the next call
+        (:meth:`keep_value`) and returned as it is.
+
+        >>> cache = ImmutableCache()
+        >>> cache.copy_or_decode(("serde", "msgpack", "k"), lambda: [1]), len(cache)
+        ([1], 1)
+        """
+        copy = self.value_copy(key)
+        if copy is not MISS:
+            return copy
+        value = decode()
+        self.keep_value(key, value)
+        return value
+
     def keep_value(self, key: tuple[Hashable, ...], value: Any) -> None:
         """Keep a copy of ``value``, just decoded from blobs that never change, for the next
         :meth:`value_copy`. The key must name everything the decoded value depends on: the

@@ -418,16 +418,15 @@ def _delta_history_once(
     records: Mapping[str, Record] = {}
     table: PayloadTable = {}
     while cur is not None and remaining:
-        rec_or_none = records.get(cur)  # a hit is a record stored under that very id
-        if rec_or_none is None:
+        rec = records.get(cur)  # a hit is a record stored under that very id
+        if rec is None:
             if not keys.is_checkpoint_id(cur):
                 break
             held = yield from reading.find_container(saver, thread_id, ns, head, cur)
             if held is None:
                 break
             records, table, head = held
-            rec_or_none = records[cur]
-        rec = rec_or_none
+            rec = records[cur]
         if rec.schema != saver._schema:
             # its stored value would seed the history unmigrated (a thread read lazily, then
             # written once by new code): refuse rather than undo the steps silently
@@ -469,8 +468,7 @@ def _delta_history_once(
         else:
             infos = cursor.take(rec.id)
         seeds = [ch for ch in remaining if ch in rec.values]
-        known = reading.folded_tasks(saver, thread_id, ns, rec, infos)
-        tasks, want = known
+        known = tasks, want = reading.folded_tasks(saver, thread_id, ns, rec, infos)
         if want or seeds:
             tasks, seed_values = yield from reading.fetch(saver, thread_id, ns, rec, table, infos, seeds, known)
             for ch in seeds:

@@ -254,16 +254,13 @@ def _tail_over_copy(saver: SaverState, payload: rec_io.Tail, base: bytes, base_k
     frame = tails.framing(base)
     if frame is None or frame[0] is not None or frame[1] != payload.base_count or payload.count <= frame[1]:
         return MISS
-    memo = (ByIdentity(saver.serde), payload.type, base_key)  # as _value_key names the base blob's value
-    value = saver._cache.immutable.value_copy(memo)
-    if value is MISS:
-        value = saver.serde.loads_typed((payload.type, base))
-        if not isinstance(value, list):
-            return MISS
-        saver._cache.immutable.keep_value(memo, value)
+    # the base blob's decoded value, under the key a value stored whole in that blob has
+    value = saver._cache.immutable.copy_or_decode(
+        _value_key(saver, payload, [base_key]), lambda: serde.loads_typed((payload.type, base))
+    )
     if not isinstance(value, list):
         return MISS
-    added = saver.serde.loads_typed((payload.type, tails.header_bytes(payload.count - frame[1]) + payload.data))
+    added = serde.loads_typed((payload.type, tails.header_bytes(payload.count - frame[1]) + payload.data))
     if not isinstance(added, list) or len(value) + len(added) != payload.count:
         return MISS
     value.extend(added)
@@ -298,13 +295,7 @@ def write_loader(saver: SaverState) -> Callable[[tuple[str, bytes]], Any]:
         data = typed[1]
         if type(data) is not bytes or len(data) < _WRITE_COPY_MIN:
             return loads(typed)  # (a write this process made may hold a bytearray: not a key)
-        key = (serde, "write", *typed)
-        copy = cache.value_copy(key)
-        if copy is not MISS:
-            return copy
-        value = loads(typed)
-        cache.keep_value(key, value)
-        return value
+        return cache.copy_or_decode((serde, "write", *typed), lambda: loads(typed))
 
     return load
 
