@@ -181,10 +181,15 @@ class WriteItem:
 
 
 @fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Folded:
     """A copy of one task's writes document kept inside the record of its checkpoint, tagged with
-    the document's ETag: readers that list the same ETag skip the GET."""
+    the document's ETag: readers that list the same ETag skip the GET.
+
+    Slotted, like :class:`Record`: a long ``DeltaChannel`` thread keeps thousands of both in
+    cached segments, and an instance ``__dict__`` holding containers is one more object that
+    every full collection walks (at turn 1,000 of the long-threads bench, 9,000 of the process's
+    144,000 tracked objects with the cached values' wrappers; 2026-12-04)."""
 
     etag: str
     task_path: str
@@ -192,7 +197,7 @@ class Folded:
 
 
 @fast_init
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     id: str
     parent: str | None

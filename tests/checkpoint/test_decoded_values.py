@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import pickle
 from typing import Annotated, Any
 
@@ -229,3 +230,20 @@ def test_kept_values_count_against_the_byte_budget() -> None:
     cache.keep_value(("serde", "t", "big"), ["x" * 60_000])  # larger than the budget: not kept
     assert cache.value_copy(("serde", "t", "big")) is MISS
     assert cache.get("k9") is None  # string keys and value keys never meet
+
+
+def test_a_kept_value_adds_no_object_for_the_collector_to_walk() -> None:
+    """A long ``DeltaChannel`` thread keeps thousands of decoded writes; every full collection
+    walks each tracked object of the process. A kept value is plain ``bytes`` in an entry of
+    ``bytes`` and ``int``: the collector tracks neither (a key holding a serializer is tracked)."""
+    cache = ImmutableCache(max_bytes=1_000_000)
+    cache.keep_value(("serde", "t", "k"), [{"role": "user"}])
+    cache.keep_value(("serde", "t", "refused"), [lambda: 1])
+    gc.collect()
+    for key in (("serde", "t", "k"), ("serde", "t", "refused")):
+        entry = cache._items[key]
+        assert type(entry[0]) is bytes and not gc.is_tracked(entry)
+    assert cache.value_copy(("serde", "t", "k")) == [{"role": "user"}]
+    assert cache.value_copy(("serde", "t", "refused")) is MISS
+    cache.put("data/t/=/b/k", b"a blob")  # a blob is bytes too, under a str key: never a value
+    assert cache.blob("data/t/=/b/k") == b"a blob" and cache.value_copy(("data/t/=/b/k",)) is MISS
