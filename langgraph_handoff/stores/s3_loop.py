@@ -97,10 +97,25 @@ def proxy_applies(url: str) -> bool:
     return not proxy_bypass(parts.hostname or "")
 
 
-def parse_list(body: bytes, strip: int) -> ListResult:
+#: entries a :class:`ListedMemo` holds before it starts again empty: a thread of 2,000 turns
+#: with a ``DeltaChannel`` lists about 2,000 writes keys a turn; at about 300 bytes an entry,
+#: 16,384 of them hold about 5 MiB
+LISTED_MAX = 1 << 14
+
+#: a listing entry as the regular expression found it (key, ETag and size, raw) -> what it reads as
+ListedMemo = dict[tuple[bytes, bytes, bytes], ObjectInfo]
+
+
+def parse_list(body: bytes, strip: int, memo: ListedMemo | None = None) -> ListResult:
     """A ListObjectsV2 response as a page of keys, ``strip`` leading characters (the store's
     prefix) removed from each. Anything but a ``ListBucketResult`` document is an error, never
     an empty page: an empty page would read as a thread without checkpoints.
+
+    ``memo``: the entries of earlier pages of the same store (same ``strip``), reused when an
+    entry's raw key, ETag and size are the very bytes listed before. A long ``DeltaChannel``
+    thread lists the same thousand writes keys on every turn; building a thousand new entries a
+    turn was a thousand objects more for Python's collector, and the decoding (turns 901-1000
+    of the long-threads bench on RGW: 12 % fewer young collections, 2026-12-04).
 
     >>> xml = (b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><IsTruncated>true'
     ...        b'</IsTruncated><Contents><Key>p/a</Key><ETag>&quot;e1&quot;</ETag><Size>3</Size></Contents>'
@@ -112,7 +127,7 @@ def parse_list(body: bytes, strip: int) -> ListResult:
     ...
     langgraph_handoff.errors.StoreError: not a ListObjectsV2 listing (root element 'Error')
     """
-    page = _parse_plain_list(body, strip)
+    page = _parse_plain_list(body, strip, memo)
     return page if page is not None else _parse_list_tree(body, strip)
 
 
@@ -142,7 +157,7 @@ def _listed_etag(raw: bytes) -> str:
     return strip_etag(_xml_text(raw))
 
 
-def _parse_plain_list(body: bytes, strip: int) -> ListResult | None:
+def _parse_plain_list(body: bytes, strip: int, memo: ListedMemo | None = None) -> ListResult | None:
     """:func:`parse_list` for a listing in the plain form S3 servers send (no CDATA, comments or
     prefixed element names), with byte searches: ElementTree took 9.7 ms of CPU for a page of
     1,000 keys, and a long ``DeltaChannel`` thread lists about 2,000 a turn. None for anything
@@ -159,14 +174,21 @@ def _parse_plain_list(body: bytes, strip: int) -> ListResult | None:
         # nor end an entry anywhere but at its own </Contents>.
         found = _LIST_ENTRY.findall(body)
         if len(found) == body.count(b"<Contents>"):
-            items = [
-                ObjectInfo(
-                    key=(k.decode("utf-8") if b"&" not in k else _xml_text(k))[strip:],
-                    etag=e.decode("utf-8"),
-                    size=int(n),
-                )
-                for k, e, n in found
-            ]
+            if memo is None:
+                memo = {}
+            elif len(memo) + len(found) > LISTED_MAX:
+                memo.clear()  # (one dict operation: safe beside another thread's page)
+            items = []
+            for entry in found:
+                info = memo.get(entry)
+                if info is None:
+                    k, e, n = entry
+                    info = memo[entry] = ObjectInfo(
+                        key=(k.decode("utf-8") if b"&" not in k else _xml_text(k))[strip:],
+                        etag=e.decode("utf-8"),
+                        size=int(n),
+                    )
+                items.append(info)
             flag = _TRUNCATED.search(body)
             if flag is None:
                 return None
@@ -301,6 +323,7 @@ class LoopS3:
         self._https = self.origin.scheme == "https"
         self._extra = {k.lower(): v for k, v in check_headers(headers).items()}
         self.pool = HttpPool(self.origin, max_connections=max_connections)
+        self._listed: ListedMemo = {}  # see parse_list
 
     def __repr__(self) -> str:
         return f"LoopS3(bucket={self.bucket!r}, prefix={self.prefix!r}, origin={self.origin.host_header!r})"
@@ -467,7 +490,7 @@ class LoopS3:
             f"LIST {self.prefix}{prefix}", lambda: self._send("GET", None, query=query), lambda r: r.status == 200
         )
         try:
-            return parse_list(response.body, len(self.prefix))
+            return parse_list(response.body, len(self.prefix), self._listed)
         except (ET.ParseError, ValueError) as exc:
             raise StoreError(f"S3 LIST {self.prefix}{prefix} returned an unreadable listing: {exc}") from None
 

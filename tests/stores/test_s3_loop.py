@@ -150,6 +150,44 @@ def test_a_listing_in_the_usual_form_is_read_in_one_pass(monkeypatch: pytest.Mon
     assert page == s3_loop._parse_list_tree(body, 2)
 
 
+def _rgw_entry(key: bytes, etag: bytes = b"8a48", size: bytes = b"300") -> bytes:
+    return (
+        b"<Contents><Key>" + key + b"</Key><LastModified>2026-12-03T22:58:03.408Z</LastModified><ETag>&quot;"
+        + etag + b"&quot;</ETag><Size>" + size + b"</Size><StorageClass>STANDARD</StorageClass></Contents>"
+    )  # fmt: skip
+
+
+def test_a_listing_reuses_the_entries_of_unchanged_keys() -> None:
+    """A long ``DeltaChannel`` thread lists the same thousand writes keys every turn: an entry
+    whose key, ETag and size are the bytes listed before is the object built then (no new
+    object for the collector), and any change in them builds a new one."""
+    from langgraph_handoff.stores import s3_loop
+
+    memo: s3_loop.ListedMemo = {}
+    first = s3_loop.parse_list(_listing(_rgw_entry(b"p/a"), _rgw_entry(b"p/b&amp;c")), 2, memo)
+    again = s3_loop.parse_list(_listing(_rgw_entry(b"p/a"), _rgw_entry(b"p/b&amp;c")), 2, memo)
+    assert [i.key for i in again.items] == ["a", "b&c"] and again == first
+    assert all(x is y for x, y in zip(first.items, again.items, strict=True))
+    changed = s3_loop.parse_list(
+        _listing(_rgw_entry(b"p/a", etag=b"ffff"), _rgw_entry(b"p/b&amp;c", size=b"301")), 2, memo
+    )
+    assert [(i.key, i.etag, i.size) for i in changed.items] == [("a", "ffff", 300), ("b&c", "8a48", 301)]
+    assert changed == s3_loop.parse_list(
+        _listing(_rgw_entry(b"p/a", etag=b"ffff"), _rgw_entry(b"p/b&amp;c", size=b"301")), 2
+    )
+
+
+def test_the_listing_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_handoff.stores import s3_loop
+
+    monkeypatch.setattr(s3_loop, "LISTED_MAX", 5)
+    memo: s3_loop.ListedMemo = {}
+    for page in range(4):
+        body = _listing(*(_rgw_entry(b"p/k%d-%d" % (page, i)) for i in range(3)))
+        assert [i.key for i in s3_loop.parse_list(body, 2, memo).items] == [f"k{page}-{i}" for i in range(3)]
+        assert len(memo) <= 5
+
+
 @pytest.mark.parametrize(
     "body",
     [
