@@ -6,6 +6,7 @@ can use it too."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field  # noqa: F401 - the doctests use them
 from typing import Any, TypeVar
 
@@ -62,8 +63,9 @@ def fast_init(cls: type[T]) -> type[T]:
         else:
             params.append(f.name)
             items.append((f.name, f.name))
-    if _slotted(cls):
-        body = "".join(f"    _set(self, {name!r}, {value})\n" for name, value in items) or "    pass\n"
+    if _slotted(cls):  # each slot's own setter: a third of the time of ``object.__setattr__``
+        scope.update(_slot_setters(cls))
+        body = "".join(f"    _set_{name}(self, {value})\n" for name, value in items) or "    pass\n"
     else:
         body = f"    _set(self, '__dict__', {{{', '.join(f'{name!r}: {value}' for name, value in items)}}})\n"
     source = f"def __init__(self, {', '.join(params)}):\n{body}"
@@ -93,25 +95,21 @@ def fast_replace(obj: T, **changes: Any) -> T:
     """
     cls = type(obj)
     try:
-        init_names, memo_names, memo_defaults = _FIELDS[cls]
+        init_names, memo_names, slotted = _FIELDS[cls]
     except KeyError:
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
         init_names = frozenset(f.name for f in fields if f.init)
         memo_names = tuple(f.name for f in fields if not f.init)
-        memo_defaults = tuple((f.name, f.default) for f in fields if not f.init)
-        _FIELDS[cls] = (init_names, memo_names, memo_defaults)
+        slotted = _slotted_replace(cls, fields) if _slotted(cls) else None
+        _FIELDS[cls] = (init_names, memo_names, slotted)
     if not init_names.issuperset(changes):
         raise TypeError(f"{cls.__name__} has no init field(s) {sorted(set(changes) - init_names)}")
-    new = object.__new__(cls)
-    if _slotted(cls):
-        for name in init_names:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
-        for name, default in memo_defaults:
-            object.__setattr__(new, name, default)
-        return new
+    if slotted is not None:
+        return slotted(obj, changes.get)  # type: ignore[no-any-return]
     state = {**obj.__dict__, **changes}
     for name in memo_names:
         state.pop(name, None)
+    new = object.__new__(cls)
     object.__setattr__(new, "__dict__", state)
     return new
 
@@ -121,4 +119,25 @@ def _slotted(cls: type) -> bool:
     return cls.__dictoffset__ == 0
 
 
-_FIELDS: dict[type, tuple[frozenset[str], tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
+def _slot_setters(cls: type) -> dict[str, Any]:
+    """``_set_{field}``: the setter of each slot's descriptor, which a frozen class's
+    ``__setattr__`` does not stand in front of."""
+    return {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in dataclasses.fields(cls)}
+
+
+def _slotted_replace(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., Any]:
+    """:func:`fast_replace` for a slotted class, written out field by field: ``replace(obj,
+    changes.get)`` copies each init field unless changed and resets each memo to its default."""
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, **_slot_setters(cls)}
+    lines = []
+    for f in fields:
+        if f.init:
+            lines.append(f"    _set_{f.name}(new, changed({f.name!r}, obj.{f.name}))\n")
+        else:
+            scope[f"_default_{f.name}"] = f.default
+            lines.append(f"    _set_{f.name}(new, _default_{f.name})\n")
+    exec(f"def replace(obj, changed):\n    new = _new(_cls)\n{''.join(lines)}    return new\n", scope)
+    return scope["replace"]  # type: ignore[no-any-return]
+
+
+_FIELDS: dict[type, tuple[frozenset[str], tuple[str, ...], Callable[..., Any] | None]] = {}
