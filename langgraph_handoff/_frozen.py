@@ -122,7 +122,15 @@ def _slotted(cls: type) -> bool:
 def _slot_setters(cls: type) -> dict[str, Any]:
     """``_set_{field}``: the setter of each slot's descriptor, which a frozen class's
     ``__setattr__`` does not stand in front of."""
-    return {f"_set_{f.name}": cls.__dict__[f.name].__set__ for f in dataclasses.fields(cls)}
+    return {f"_set_{f.name}": _slot(cls, f.name).__set__ for f in dataclasses.fields(cls)}
+
+
+def _slot(cls: type, name: str) -> Any:
+    """The descriptor of slot ``name``: on ``cls`` or the slotted base that declares it."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    raise TypeError(f"fast_init: {cls.__name__}.{name} has no slot")
 
 
 def _slotted_replace(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., Any]:
@@ -133,6 +141,8 @@ def _slotted_replace(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> C
     for f in fields:
         if f.init:
             lines.append(f"    _set_{f.name}(new, changed({f.name!r}, obj.{f.name}))\n")
+        elif f.default is dataclasses.MISSING:
+            raise TypeError(f"fast_replace: {cls.__name__}.{f.name} has no plain default")
         else:
             scope[f"_default_{f.name}"] = f.default
             lines.append(f"    _set_{f.name}(new, _default_{f.name})\n")

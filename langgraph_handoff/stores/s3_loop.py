@@ -176,12 +176,15 @@ def _parse_plain_list(body: bytes, strip: int, memo: ListedMemo | None = None) -
         if len(found) == body.count(b"<Contents>"):
             if memo is None:
                 memo = {}
-            elif len(memo) + len(found) > LISTED_MAX:
-                memo.clear()  # (one dict operation: safe beside another thread's page)
             items = []
+            room = False  # whether this page's new entries were given room
             for entry in found:
                 info = memo.get(entry)
                 if info is None:
+                    if not room:
+                        room = True
+                        if len(memo) + len(found) > LISTED_MAX:
+                            memo.clear()  # start again, keeping this page whole (one dict operation)
                     k, e, n = entry
                     info = memo[entry] = ObjectInfo(
                         key=(k.decode("utf-8") if b"&" not in k else _xml_text(k))[strip:],

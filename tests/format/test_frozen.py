@@ -72,3 +72,25 @@ def test_a_cached_record_is_one_tracked_object_not_two() -> None:
 def _tracked_referents(obj: object) -> list[object]:
     """What the collector walks from ``obj``, its class aside."""
     return [o for o in gc.get_referents(obj) if gc.is_tracked(o) and not isinstance(o, type)]
+
+
+def test_slotted_fields_of_a_base_and_memos_without_a_plain_default() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        x: int
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Child(Base):
+        y: int = 0
+
+    c = fast_replace(Child(1, 2), y=3)
+    assert (c.x, c.y) == (1, 3) and Child(1) == Child(x=1, y=0)
+
+    @dataclass(frozen=True, slots=True)
+    class Listy:
+        x: int
+        memo: list[int] = field(init=False, default_factory=list)
+
+    with pytest.raises(TypeError, match="no plain default"):
+        fast_replace(Listy(1), x=2)

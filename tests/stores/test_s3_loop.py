@@ -184,8 +184,31 @@ def test_the_listing_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     memo: s3_loop.ListedMemo = {}
     for page in range(4):
         body = _listing(*(_rgw_entry(b"p/k%d-%d" % (page, i)) for i in range(3)))
-        assert [i.key for i in s3_loop.parse_list(body, 2, memo).items] == [f"k{page}-{i}" for i in range(3)]
-        assert len(memo) <= 5
+        first = s3_loop.parse_list(body, 2, memo)
+        assert [i.key for i in first.items] == [f"k{page}-{i}" for i in range(3)]
+        assert 3 <= len(memo) <= 5  # this page's entries are kept whole, older ones dropped
+        assert all(x is y for x, y in zip(first.items, s3_loop.parse_list(body, 2, memo).items, strict=True))
+
+
+async def test_a_store_reuses_its_listing_entries_across_lists() -> None:
+    """``LoopS3.list_page`` hands its own memo to the parser: the same listing twice gives the
+    same entries (and another store's memo is its own)."""
+    body = _listing(_rgw_entry(b"p/a"), _rgw_entry(b"p/b"))
+
+    async def listing(request: bytes, writer: asyncio.StreamWriter) -> None:
+        await answer(writer, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    async with Scripted(listing) as server:
+        wire = LoopS3("b", "p/", endpoint_url=server.url, region="us-east-1", keys=StaticKeys(Keys("A", "s")),
+                      quoting=EtagQuoting())  # fmt: skip
+        other = LoopS3("b", "p/", endpoint_url=server.url, region="us-east-1", keys=StaticKeys(Keys("A", "s")),
+                       quoting=EtagQuoting())  # fmt: skip
+        one, two, three = await wire.list_page(""), await wire.list_page(""), await other.list_page("")
+        await wire.aclose()
+        await other.aclose()
+    assert [i.key for i in one.items] == ["a", "b"] and one == two == three
+    assert all(x is y for x, y in zip(one.items, two.items, strict=True))
+    assert not any(x is y for x, y in zip(one.items, three.items, strict=True))
 
 
 @pytest.mark.parametrize(
