@@ -43,12 +43,13 @@ def fast_init(cls: type[T]) -> type[T]:
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"fast_init: {cls.__name__} has a __post_init__, which it would skip")
     scope: dict[str, Any] = {"_set": object.__setattr__, "_FACTORY": object()}
+    slotted = _slotted(cls)
     params, items = [], []  # items: (field name, the expression of its value)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if not f.init:
             if f.default is dataclasses.MISSING:
                 raise TypeError(f"fast_init: {cls.__name__}.{f.name} has no plain default")
-            if _slotted(cls):  # no class attribute holds the default: set it
+            if slotted:  # no class attribute holds the default: set it
                 scope[f"_default_{f.name}"] = f.default
                 items.append((f.name, f"_default_{f.name}"))
             continue
@@ -63,7 +64,7 @@ def fast_init(cls: type[T]) -> type[T]:
         else:
             params.append(f.name)
             items.append((f.name, f.name))
-    if _slotted(cls):  # each slot's own setter: a third of the time of ``object.__setattr__``
+    if slotted:  # each slot's own setter: a third of the time of ``object.__setattr__``
         scope.update(_slot_setters(cls))
         body = "".join(f"    _set_{name}(self, {value})\n" for name, value in items) or "    pass\n"
     else:

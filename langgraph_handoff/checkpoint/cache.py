@@ -85,7 +85,7 @@ class ByIdentity:
 
 
 #: kept instead of a pickle for a value pickle could not copy: it is decoded on every read
-#: without trying to pickle it again. No pickle is empty.
+#: without trying to pickle it again (stored as this very object; no pickle is empty).
 #:
 #: A value's pickle is kept as plain ``bytes`` under its tuple key (segments, archives and blobs
 #: have ``str`` keys), in an entry tuple of ``bytes`` and ``int``: the collector tracks neither.
@@ -473,7 +473,7 @@ class ImmutableCache:
         True
         """
         found = self._get(key)
-        if type(found) is not bytes or not found:  # (not found: _REFUSED)
+        if type(found) is not bytes or found is _REFUSED:
             return MISS
         try:
             return pickle.loads(found)  # bytes this process pickled itself
@@ -508,8 +508,7 @@ class ImmutableCache:
         ``__post_init__`` with side effects): the copy repeats the first decode's. A value pickle
         cannot copy (or copy back) is decoded on every read, and not offered to pickle again.
         Bytes the key itself holds (a write's, see ``reading.write_loader``) count in the bound."""
-        found = self._get(key)
-        if type(found) is bytes and not found:  # _REFUSED
+        if self._get(key) is _REFUSED:
             return
         key_bytes = _key_bytes(key)
         try:
