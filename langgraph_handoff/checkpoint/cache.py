@@ -59,29 +59,16 @@ from langgraph_handoff._format.records import (
 from langgraph_handoff._frozen import fast_init, fast_replace
 from langgraph_handoff.stores.base import ListResult
 
-__all__ = ["MISS", "ByIdentity", "HeadCache", "ImmutableCache", "NsState"]
+__all__ = ["MISS", "HeadCache", "ImmutableCache", "NsState"]
 
 _log = logging.getLogger(__name__)
 
 #: what :meth:`ImmutableCache.value_copy` returns when it holds no copy
 MISS: Any = object()
 
-
-class ByIdentity:
-    """Wraps an object (a serializer) as a key part that is equal only to a wrapper of that very
-    object: a serializer need not be hashable, and two that compare equal may still decode
-    differently (another allow-list, another key)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: object) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ByIdentity) and other.obj is self.obj
+#: serializers an :class:`ImmutableCache` names by a tag at once (see
+#: :meth:`ImmutableCache.serializer_tag`); a saver and its ``with_allowlist`` copies use a few
+_SERIALIZERS = 64
 
 
 #: kept instead of a pickle for a value pickle could not copy: it is decoded on every read
@@ -440,6 +427,40 @@ class ImmutableCache:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._items: OrderedDict[Hashable, tuple[Segment | Archive | bytes, int]] = OrderedDict()
+        #: id(serializer) -> (that serializer, its tag); see :meth:`serializer_tag`
+        self._serializers: dict[int, tuple[object, int]] = {}
+        self._tags = 0
+
+    def serializer_tag(self, serde: object) -> int:
+        """A number naming ``serde`` in value keys (:meth:`keep_value`): two serializers that
+        compare equal may still decode differently (another allow-list), so a value key names the
+        very object, and need not hash it.
+
+        The cache holds each tagged serializer, so its ``id`` cannot pass to another object
+        while the tag is in use; past :data:`_SERIALIZERS` the oldest is let go, and a
+        serializer tagged again gets a new number (what its old tag keyed ages out unread). A
+        number, not a wrapper object, because a key of numbers and strings is one the garbage
+        collector stops tracking: a long ``DeltaChannel`` thread keeps thousands of keys, and
+        every full collection walks each tracked object of the process (about 3,000 objects at
+        turn 1,000 of the long-threads bench, and a Python-level ``__hash__`` and ``__eq__`` on
+        every lookup, 2026-12-04).
+
+        >>> cache, serde = ImmutableCache(), object()
+        >>> cache.serializer_tag(serde) == cache.serializer_tag(serde) != cache.serializer_tag(object())
+        True
+        """
+        held = self._serializers.get(id(serde))
+        if held is not None and held[0] is serde:
+            return held[1]
+        with self._lock:
+            held = self._serializers.get(id(serde))
+            if held is not None and held[0] is serde:
+                return held[1]
+            while len(self._serializers) >= _SERIALIZERS:
+                del self._serializers[next(iter(self._serializers))]
+            self._tags += 1
+            self._serializers[id(serde)] = (serde, self._tags)
+            return self._tags
 
     def get(self, key: str) -> Segment | Archive | bytes | None:
         return self._get(key)
@@ -500,7 +521,7 @@ class ImmutableCache:
     def keep_value(self, key: tuple[Hashable, ...], value: Any) -> None:
         """Keep a copy of ``value``, just decoded from blobs that never change, for the next
         :meth:`value_copy`. The key must name everything the decoded value depends on: the
-        serializer (wrapped in :class:`ByIdentity`: an allow-list decides what decodes), the
+        serializer (its :meth:`serializer_tag`: an allow-list decides what decodes), the
         payload type and the blob keys in order.
 
         A copy is what a fresh decode would give, except for what decoding computes without

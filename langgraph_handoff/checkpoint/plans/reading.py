@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._frozen import fast_replace
-from langgraph_handoff.checkpoint.cache import MISS, ByIdentity
+from langgraph_handoff.checkpoint.cache import MISS
 from langgraph_handoff.checkpoint.driver import Batch, Plan
 from langgraph_handoff.checkpoint.plans import manifest, upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
@@ -270,7 +270,7 @@ def _tail_over_copy(saver: SaverState, payload: rec_io.Tail, base: bytes, base_k
 def _value_key(saver: SaverState, payload: rec_io.Payload, blob_keys: list[str]) -> tuple[Any, ...]:
     """What a value decoded only from blobs depends on: the serializer (its allow-list decides
     what decodes), the payload's type and its blobs, which never change under their keys."""
-    return (ByIdentity(saver.serde), payload.type, *blob_keys)
+    return (saver._cache.immutable.serializer_tag(saver.serde), payload.type, *blob_keys)
 
 
 #: LangGraph's own decoder: a tail's items decode alone as they do in the joined list
@@ -289,13 +289,14 @@ def write_loader(saver: SaverState) -> Callable[[tuple[str, bytes]], Any]:
 
     With a snapshot every 1,000, the walk decodes about a thousand messages a turn at turn 1,000
     of the long-threads bench, a third of the turn on ``memory://`` (2026-12-03)."""
-    loads, cache, serde = saver.serde.loads_typed, saver._cache.immutable, ByIdentity(saver.serde)
+    loads, cache = saver.serde.loads_typed, saver._cache.immutable
+    tag = cache.serializer_tag(saver.serde)
 
     def load(typed: tuple[str, bytes]) -> Any:
         data = typed[1]
         if type(data) is not bytes or len(data) < _WRITE_COPY_MIN:
             return loads(typed)  # (a write this process made may hold a bytearray: not a key)
-        return cache.copy_or_decode((serde, "write", *typed), lambda: loads(typed))
+        return cache.copy_or_decode((tag, "write", *typed), lambda: loads(typed))
 
     return load
 
