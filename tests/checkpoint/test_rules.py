@@ -116,3 +116,29 @@ def test_a_rider_put_may_not_discard_an_input_that_has_not_run() -> None:
     assert check_put(head, PutIntent("t", "", C3, C2, "input")) is None  # plain LangGraph semantics
     ran = _head(_rec(C1, None), _rec(C2, C1))
     assert check_put(ran, PutIntent("t", "", C3, C2, "input", keeps_pending_input=True)) is None
+
+
+def test_a_listed_writes_document_finds_its_task_by_key_segment() -> None:
+    """A walk matches each listed writes document to the task whose copy is folded into the
+    record: by the task id itself when it is its own key segment (a UUID), else through the
+    escaping. A task id that looks like another's escaped segment (``a%2fb`` beside ``a/b``)
+    is never taken for it; an unknown or changed document is fetched."""
+    from langgraph_handoff import ObjectStoreSaver
+    from langgraph_handoff._format import keys
+    from langgraph_handoff._format.records import Folded, WriteItem
+    from langgraph_handoff.checkpoint.plans.reading import folded_tasks
+    from langgraph_handoff.stores.base import ObjectInfo
+
+    item = WriteItem(0, "ch", "null", b"")
+    ids = {"6f1c2d3e-aaaa-bbbb-cccc-0123456789ab": "e1", "a/b": "e2", "a%2fb": "e3"}
+    writes = {t: Folded(etag, f"~p, {t}", (item,)) for t, etag in ids.items()}
+    rec = Record(C1, None, ("null", b""), ("null", b""), {}, writes=writes)
+    prefix = keys.writes_prefix("t", "") + keys.invert_checkpoint_id(C1) + "/"
+    listed = [ObjectInfo(prefix + keys.encode_segment(t), etag, 1) for t, etag in ids.items()]
+    stranger = ObjectInfo(prefix + "someone-else", "e9", 1)
+    changed = ObjectInfo(prefix + "a%252fb", "rewritten", 1)  # a%2fb's document, written again
+    saver = ObjectStoreSaver.from_url("memory://")
+    tasks, want = folded_tasks(saver, "t", "", rec, [*listed, stranger])
+    assert [(t, path) for t, path, _ in tasks] == [(t, f"~p, {t}") for t in ids] and want == [stranger.key]
+    tasks, want = folded_tasks(saver, "t", "", rec, [listed[1], changed])
+    assert [t for t, _, _ in tasks] == ["a/b"] and want == [changed.key]

@@ -406,7 +406,8 @@ def _delta_history_once(
     if found is None:
         return result
     target, _, head = found
-    if target.schema != saver._schema:
+    schema = saver._schema  # (a property: read once, not per ancestor)
+    if target.schema != schema:
         raise _delta_refusal(saver, thread_id, target)
     # The ancestors the history needs, from the target's parent back to the checkpoint that
     # stores a value of every channel asked for (the last snapshot). Records only: they are in
@@ -427,7 +428,7 @@ def _delta_history_once(
                 break
             records, table, head = held
             rec = records[cur]
-        if rec.schema != saver._schema:
+        if rec.schema != schema:
             # its stored value would seed the history unmigrated (a thread read lazily, then
             # written once by new code): refuse rather than undo the steps silently
             raise _delta_refusal(saver, thread_id, rec)

@@ -316,16 +316,29 @@ def folded_tasks(
     saver: SaverState, thread_id: str, ns: str, rec: rec_io.Record, infos: Sequence[ObjectInfo]
 ) -> tuple[Tasks, list[str]]:
     """The tasks of ``rec``'s listed writes documents (``infos``) whose copy folded into the
-    record has the listed ETag, and the keys of the others (to fetch)."""
+    record has the listed ETag, and the keys of the others (to fetch).
+
+    A ``DeltaChannel`` walk asks this of every ancestor on every turn, so the common case goes
+    first: a task id that is its own key segment (LangGraph's are UUIDs), found in the record
+    by that segment, with no map of every task's segment built (:func:`keys.encode_segment` is
+    injective, so the segment names that task and no other)."""
     tasks: Tasks = []
     want: list[str] = []
     if not infos:
         return tasks, want
-    by_segment = {keys.encode_segment(t): (t, f) for t, f in rec.writes.items()}
+    writes = rec.writes
+    by_segment: dict[str, str] | None = None
     for info in infos:
-        hit = by_segment.get(info.key.rsplit("/", 1)[1])
-        if hit is not None and hit[1].etag == info.etag:
-            tasks.append((hit[0], hit[1].task_path, upgrading.current_items(saver, thread_id, ns, rec, hit[1].items)))
+        segment = info.key.rpartition("/")[2]
+        task: str | None = segment
+        folded = writes.get(segment)
+        if folded is None or keys.encode_segment(segment) != segment:
+            if by_segment is None:
+                by_segment = {keys.encode_segment(t): t for t in writes}
+            task = by_segment.get(segment)
+            folded = writes.get(task) if task is not None else None
+        if task is not None and folded is not None and folded.etag == info.etag:
+            tasks.append((task, folded.task_path, upgrading.current_items(saver, thread_id, ns, rec, folded.items)))
         else:
             want.append(info.key)
     return tasks, want

@@ -69,8 +69,12 @@ def current_items(
     """Pending writes addressed in this code's channel names. Each write is renamed from the
     schema of the code that wrote it (format 1 writes: that of their checkpoint)."""
     schema = saver._schema
-    if rec.schema == schema and all(w.schema is None or w.schema == schema for w in items):
-        return list(items)  # the common case: nothing to rename
+    if rec.schema == schema:
+        for w in items:
+            if w.schema is not None and w.schema != schema:
+                break
+        else:
+            return list(items)  # the common case: nothing to rename (a loop: no generator to make)
     out = []
     for w in items:
         since = rec.schema if w.schema is None else w.schema
