@@ -96,6 +96,9 @@ class NsState:
     unfolded: dict[str, dict[str, Folded]] = field(default_factory=dict)
     #: blob keys this process saw written successfully
     spilled: frozenset[str] = frozenset()
+    #: writes keys the last ``DeltaChannel`` history walk of a run here wanted listed, counted
+    #: from the latest checkpoint's own (see :meth:`HeadCache.note_walk`); 0 before any
+    walk_keys: int = 0
 
 
 #: Calibration of the estimate against what a cached thread really keeps alive, measured with
@@ -291,6 +294,19 @@ class HeadCache:
             return fast_replace(old, spilled=frozenset({k for k in old.spilled if k in pending} | set(blob_keys)))
 
         self._update(thread_id, ns, change)
+
+    def note_walk(self, thread_id: str, ns: str, wanted: int) -> None:
+        """Remember how many writes keys a run's ``DeltaChannel`` history walk of this namespace
+        wanted listed (the latest checkpoint's own, then its ancestors' up to the last
+        snapshot). The next run's read of the latest lists that many at once (up to a LIST's
+        1,000), so its walk goes on from that page without a LIST of its own: the walk grows by
+        a checkpoint or two a turn, and it asks for an eighth more than it expects.
+
+        >>> cache = HeadCache()
+        >>> cache.note_walk("t", "", 420); cache.get("t", "").walk_keys
+        420
+        """
+        self._update(thread_id, ns, lambda old: fast_replace(old, walk_keys=wanted))
 
     def note_branch_point(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         self._update(

@@ -509,6 +509,7 @@ def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages, layout=Layout(writes_page=4))
     graph, cfg, _ = _long_thread(saver, "short-page", 20)
+    saver._cache.clear()  # no walk of this namespace remembered: a page of writes_page keys
     pages.pages.clear()
     graph.invoke({"items": ["one more"]}, cfg)
     assert pages.pages[0] == 4 and len(pages.pages) == 2 and pages.pages[1] < 100, pages.pages
@@ -523,6 +524,32 @@ def test_a_run_goes_on_from_a_truncated_page(store: StoreBase) -> None:
     history = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
     assert len(pages.pages) == 1 and pages.pages[0] < 100, pages.pages
     assert history == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
+
+
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "network"])
+def test_a_run_reads_as_many_writes_keys_as_its_last_walk_wanted(store: StoreBase, in_process: bool) -> None:
+    """Issue 26: a run's read of the latest listed ``writes_page`` keys (100) and its history
+    walk, wanting more on a long thread, listed the rest: two LISTs a turn, and on ``file://``
+    two scans of a directory holding every checkpoint's writes. The read now lists as many keys
+    as the last walk of that namespace wanted (up to a LIST's 1,000), and the walk goes on from
+    that page alone; a direct read keeps its short page."""
+    pages = _Pages(store)
+    pages.lists_in_process = in_process
+    saver = ObjectStoreSaver(pages, layout=Layout(writes_page=4))
+    graph, cfg, _ = _long_thread(saver, "wanted", 20)
+    wanted = saver._cache.get("wanted", "").walk_keys
+    listed = len(store.list_page(keys.writes_prefix("wanted", ""), max_keys=1000).items)
+    assert listed < wanted < 100, (listed, wanted)
+    for turn in range(3):
+        pages.pages.clear()
+        graph.invoke({"items": [f"more{turn}"]}, cfg)
+        assert len(pages.pages) == 1 and pages.pages[0] >= wanted, pages.pages  # the read's; no second
+        wanted = saver._cache.get("wanted", "").walk_keys
+    assert _every_walk_matches_the_base_walk(saver, "wanted") > 40
+    assert graph.get_state(cfg).values["items"][-2:] == ["more2", "a45"]
+    pages.pages.clear()
+    saver.get_tuple(cfg)  # not a run: no walk follows
+    assert pages.pages == [4]  # writes_page (READ_WRITES_PAGE is not shorter)
 
 
 def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:

@@ -451,6 +451,7 @@ def _delta_history_once(
     page = None
     if made_by_run(config):
         saver._cache.delta_runs = True  # the next runs' reads list the page this walk goes on from
+        saver._cache.note_walk(thread_id, ns, len(target.writes) + expected)  # ...that long
         page = saver._cache.take_listing(thread_id, ns, head_etag, target_id)
     older = 0 if page is None else sum(1 for info in page.items if info.key > below)
     if page is None or (page.truncated and not older):

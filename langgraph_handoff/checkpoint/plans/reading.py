@@ -454,8 +454,11 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
     wprefix = keys.writes_prefix(thread_id, ns, cid)
     if cid is not None:
         page_size = WRITES_PAGE  # the listing starts at that checkpoint's own writes
-    elif not saver.store.lists_in_process or (made_by_run(config) and saver._cache.delta_runs):
-        page_size = saver.layout.writes_page  # a round trip saved; or the run's delta history goes on from it
+    elif made_by_run(config) and saver._cache.delta_runs:
+        # the run's delta history goes on from this page: as long as the last walk here wanted
+        page_size = max(saver.layout.writes_page, min(WRITES_PAGE, saver._cache.get(thread_id, ns).walk_keys))
+    elif not saver.store.lists_in_process:
+        page_size = saver.layout.writes_page  # a round trip saved
     else:
         page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)
     mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing

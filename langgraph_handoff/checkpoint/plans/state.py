@@ -57,6 +57,8 @@ class Layout:
             checkpoint. On a store that lists in process (memory, a local directory), only a
             run's read once a run of this saver walked a ``DeltaChannel`` history (the walk goes
             on from that page); other reads there ask for at most ``reading.READ_WRITES_PAGE``.
+            A run's read of a namespace whose history a run walked before asks for as many
+            keys as that walk wanted, if more (at most 1,000), so the next walk lists nothing.
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
         backoff: base of the jittered exponential back-off between attempts, in seconds.
         schema_version: the user state-schema version recorded in every object written.
