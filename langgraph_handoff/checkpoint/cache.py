@@ -97,7 +97,8 @@ class NsState:
     #: blob keys this process saw written successfully
     spilled: frozenset[str] = frozenset()
     #: writes keys the last ``DeltaChannel`` history walk of a run here wanted listed, counted
-    #: from the latest checkpoint's own (see :meth:`HeadCache.note_walk`); 0 before any
+    #: from its target's own (a run's target is the latest; see :meth:`HeadCache.note_walk`);
+    #: 0 before any
     walk_keys: int = 0
 
 

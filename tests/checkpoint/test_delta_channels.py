@@ -552,6 +552,35 @@ def test_a_run_reads_as_many_writes_keys_as_its_last_walk_wanted(store: StoreBas
     assert pages.pages == [4]  # writes_page (READ_WRITES_PAGE is not shorter)
 
 
+class _Snapped(TypedDict, total=False):
+    items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=20)]
+
+
+def test_a_run_page_that_stops_short_of_the_thread_still_holds_its_walk(store: StoreBase) -> None:
+    """A thread with snapshots holds more writes keys than a walk wants (those before the last
+    snapshot): the run's page is cut short of them, and the walk still lists nothing more, as
+    the page reaches past the oldest ancestor it reads."""
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages, layout=Layout(writes_page=4))
+    g = StateGraph(_Snapped)
+    g.add_node("say", lambda s: {"items": [f"a{len(s.get('items', []))}"]})
+    g.add_edge(START, "say")
+    g.add_edge("say", END)
+    graph = g.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "snapped"}}
+    for i in range(45):
+        graph.invoke({"items": [f"q{i}"]}, cfg)
+    listed = len(store.list_page(keys.writes_prefix("snapped", ""), max_keys=1000).items)
+    for turn in range(12):  # past the next snapshot too
+        wanted = saver._cache.get("snapped", "").walk_keys
+        assert 4 < wanted < listed, (wanted, listed)  # the page stops short of the thread's keys
+        pages.pages.clear()
+        graph.invoke({"items": [f"more{turn}"]}, cfg)
+        assert pages.pages == [wanted], pages.pages  # the read's LIST alone
+    assert _every_walk_matches_the_base_walk(saver, "snapped") > 100
+    assert graph.get_state(cfg).values["items"][-2:] == ["more11", "a113"]
+
+
 def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
     """On a store that lists in process, ``get_state`` wants only the latest checkpoint's own
     writes: its LIST asks for ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's

@@ -58,7 +58,8 @@ class Layout:
             run's read once a run of this saver walked a ``DeltaChannel`` history (the walk goes
             on from that page); other reads there ask for at most ``reading.READ_WRITES_PAGE``.
             A run's read of a namespace whose history a run walked before asks for as many
-            keys as that walk wanted, if more (at most 1,000), so the next walk lists nothing.
+            keys as that walk wanted, if more (at most 1,000), so the next walk usually lists
+            nothing (one that wants more than that, or over 1,000 keys, lists the rest).
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
         backoff: base of the jittered exponential back-off between attempts, in seconds.
         schema_version: the user state-schema version recorded in every object written.
