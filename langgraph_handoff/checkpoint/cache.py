@@ -454,8 +454,10 @@ class ImmutableCache:
         very object, and need not hash it.
 
         The cache holds each tagged serializer, so its ``id`` cannot pass to another object
-        while the tag is in use; past :data:`_SERIALIZERS` the oldest is let go, and a
-        serializer tagged again gets a new number (what its old tag keyed ages out unread). A
+        while the tag is in use; past :data:`_SERIALIZERS` the least recently asked for is let
+        go (a saver whose runs each make a serializer, ``with_allowlist`` under LangGraph's
+        strict msgpack mode, does not push out the saver's own), and a serializer tagged again
+        gets a new number (what its old tag keyed ages out unread). A
         number, not a wrapper object, because a key of numbers and strings is one the garbage
         collector stops tracking: a long ``DeltaChannel`` thread keeps thousands of keys, and
         every full collection walks each tracked object of the process (about 3,000 objects at
@@ -466,12 +468,10 @@ class ImmutableCache:
         >>> cache.serializer_tag(serde) == cache.serializer_tag(serde) != cache.serializer_tag(object())
         True
         """
-        held = self._serializers.get(id(serde))
-        if held is not None and held[0] is serde:
-            return held[1]
-        with self._lock:
-            held = self._serializers.get(id(serde))
-            if held is not None and held[0] is serde:
+        with self._lock:  # (once per walk or value read: a lock costs nothing here)
+            held = self._serializers.pop(id(serde), None)
+            if held is not None:  # held strongly, so this id is still that very object
+                self._serializers[id(serde)] = held  # the most recently asked for
                 return held[1]
             while len(self._serializers) >= _SERIALIZERS:
                 del self._serializers[next(iter(self._serializers))]

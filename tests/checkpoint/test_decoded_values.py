@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import gc
 import pickle
+import weakref
 from typing import Annotated, Any
 
 import pytest
@@ -275,8 +276,19 @@ def test_a_serializer_tag_names_that_very_object_while_the_cache_holds_it() -> N
     cache.keep_value((tag, "t", "k"), ["kept"])
     assert cache.value_copy((cache.serializer_tag(first), "t", "k")) == ["kept"]
     others = [object() for _ in range(100)]  # hold them: no id is reused meanwhile
-    tags = [cache.serializer_tag(o) for o in others]
+    tags = []
+    for other in others:  # the serializer asked for between them stays (least recently used out)
+        tags.append(cache.serializer_tag(other))
+        assert cache.serializer_tag(first) == tag
     assert len(set(tags)) == 100 and tag not in tags
+    more = [cache.serializer_tag(object()) for _ in range(64)]  # now first is not asked for
     again = cache.serializer_tag(first)  # let go meanwhile: a new tag
+    assert again not in more
     assert again not in (tag, *tags)
     assert cache.value_copy((again, "t", "k")) is MISS
+    held = JsonPlusSerializer()
+    alive = weakref.ref(held)
+    cache.serializer_tag(held)
+    del held
+    gc.collect()
+    assert alive() is not None  # kept while tagged: its id cannot pass to another serializer
