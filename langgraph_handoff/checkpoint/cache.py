@@ -298,8 +298,8 @@ class HeadCache:
 
     def note_walk(self, thread_id: str, ns: str, wanted: int) -> None:
         """Remember how many writes keys a run's ``DeltaChannel`` history walk of this namespace
-        wanted listed (the latest checkpoint's own, then its ancestors' up to the last
-        snapshot). The next run's read of the latest lists that many at once (up to a LIST's
+        wanted listed (its target's own, the latest for a run, then its ancestors' up to the
+        last snapshot). The next run's read of the latest lists that many at once (up to a LIST's
         1,000), so its walk goes on from that page without a LIST of its own: the walk grows by
         a checkpoint or two a turn, and it asks for an eighth more than it expects.
 
@@ -457,8 +457,9 @@ class ImmutableCache:
         while the tag is in use; past :data:`_SERIALIZERS` the least recently asked for is let
         go (a saver whose runs each make a serializer, ``with_allowlist`` under LangGraph's
         strict msgpack mode, does not push out the saver's own), and a serializer tagged again
-        gets a new number (what its old tag keyed ages out unread). A
-        number, not a wrapper object, because a key of numbers and strings is one the garbage
+        gets a new number (what its old tag keyed ages out unread).
+
+        A number, not a wrapper object, because a key of numbers and strings is one the garbage
         collector stops tracking: a long ``DeltaChannel`` thread keeps thousands of keys, and
         every full collection walks each tracked object of the process (about 3,000 objects at
         turn 1,000 of the long-threads bench, and a Python-level ``__hash__`` and ``__eq__`` on

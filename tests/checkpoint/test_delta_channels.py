@@ -322,10 +322,12 @@ class _Long(TypedDict, total=False):
     items: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=1000)]
 
 
-def _long_thread(saver: BaseCheckpointSaver, thread: str, turns: int) -> tuple[Any, dict[str, Any], Any]:
-    """A thread of ``turns`` questions and answers with no snapshot since its start: the graph,
-    the thread's config and its latest checkpoint's config."""
-    g = StateGraph(_Long)
+def _long_thread(
+    saver: BaseCheckpointSaver, thread: str, turns: int, state: type = _Long
+) -> tuple[Any, dict[str, Any], Any]:
+    """A thread of ``turns`` questions and answers (with ``_Long``, no snapshot since its start):
+    the graph, the thread's config and its latest checkpoint's config."""
+    g = StateGraph(state)
     g.add_node("say", lambda s: {"items": [f"a{len(s.get('items', []))}"]})
     g.add_edge(START, "say")
     g.add_edge("say", END)
@@ -562,14 +564,7 @@ def test_a_run_page_that_stops_short_of_the_thread_still_holds_its_walk(store: S
     the page reaches past the oldest ancestor it reads."""
     pages = _Pages(store)
     saver = ObjectStoreSaver(pages, layout=Layout(writes_page=4))
-    g = StateGraph(_Snapped)
-    g.add_node("say", lambda s: {"items": [f"a{len(s.get('items', []))}"]})
-    g.add_edge(START, "say")
-    g.add_edge("say", END)
-    graph = g.compile(checkpointer=saver)
-    cfg = {"configurable": {"thread_id": "snapped"}}
-    for i in range(45):
-        graph.invoke({"items": [f"q{i}"]}, cfg)
+    graph, cfg, _ = _long_thread(saver, "snapped", 45, state=_Snapped)
     listed = len(store.list_page(keys.writes_prefix("snapped", ""), max_keys=1000).items)
     for turn in range(12):  # past the next snapshot too
         wanted = saver._cache.get("snapped", "").walk_keys

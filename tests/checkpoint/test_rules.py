@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_handoff._format.records import Head, Record
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff._format import keys
+from langgraph_handoff._format.records import Folded, Head, Record, WriteItem
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put
+from langgraph_handoff.checkpoint.plans.reading import folded_tasks
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items, sorted_pending
 from langgraph_handoff.errors import CheckpointOrderError, StaleWriterError
+from langgraph_handoff.stores.base import ObjectInfo
 
 SERDE = JsonPlusSerializer()
 C1, C2, C3 = (f"1f0c0a2e-3b4d-6e5f-8a9b-0c1d2e3f4a5{i}" for i in (1, 2, 3))
@@ -123,12 +127,6 @@ def test_a_listed_writes_document_finds_its_task_by_key_segment() -> None:
     record: by the task id itself when it is its own key segment (a UUID), else through the
     escaping. A task id that looks like another's escaped segment (``a%2fb`` beside ``a/b``)
     is never taken for it; an unknown or changed document is fetched."""
-    from langgraph_handoff import ObjectStoreSaver
-    from langgraph_handoff._format import keys
-    from langgraph_handoff._format.records import Folded, WriteItem
-    from langgraph_handoff.checkpoint.plans.reading import folded_tasks
-    from langgraph_handoff.stores.base import ObjectInfo
-
     item = WriteItem(0, "ch", "null", b"")
     ids = {"6f1c2d3e-aaaa-bbbb-cccc-0123456789ab": "e1", "a/b": "e2", "a%2fb": "e3"}
     writes = {t: Folded(etag, f"~p, {t}", (item,)) for t, etag in ids.items()}
