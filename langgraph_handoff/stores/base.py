@@ -174,6 +174,11 @@ class StoreBase(ABC):
     #: a LIST is a walk in this process (memory, a local directory), not a round trip: paging on
     #: costs no latency, and every key listed costs CPU, so readers ask for short pages
     lists_in_process: bool = False
+    #: a LIST walks a file system's directories (a local directory): every directory it enters
+    #: costs a scan and every key a ``stat``, so a read that wants one checkpoint's writes reads
+    #: the head first and then lists that checkpoint's directory alone, rather than a page of
+    #: the namespace beside the head GET (``plans.reading``)
+    lists_scan_directories: bool = False
 
     @property
     def _ops_in_threads(self) -> bool:

@@ -53,7 +53,9 @@ class CountingStore(StoreBase):
 
     def __init__(self, inner: StoreBase) -> None:
         self.inner = inner
-        self.lists_in_process = inner.lists_in_process  # a wrapper lists as what it wraps
+        # a wrapper lists as what it wraps
+        self.lists_in_process = inner.lists_in_process
+        self.lists_scan_directories = inner.lists_scan_directories
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.round_trips = 0

@@ -107,6 +107,7 @@ class LocalStore(StoreBase):
     """
 
     lists_in_process = True  # see StoreBase
+    lists_scan_directories = True  # see StoreBase
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True, stat_memo: bool = True) -> None:
         self.root = Path(root).expanduser().resolve()

@@ -16,8 +16,9 @@ from typing_extensions import TypedDict
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
-from langgraph_handoff.checkpoint.plans.reading import READ_WRITES_PAGE
-from langgraph_handoff.stores import CountingStore, StoreBase
+from langgraph_handoff.checkpoint.plans import reading
+from langgraph_handoff.checkpoint.plans.reading import READ_WRITES_PAGE, WRITES_PAGE
+from langgraph_handoff.stores import CountingStore, LocalStore, MemoryStore, StoreBase
 from langgraph_handoff.stores.base import ListPage
 from tests.support.saver_helpers import HeadsWritten
 
@@ -346,9 +347,11 @@ class _Pages(CountingStore):
     def __init__(self, inner: StoreBase) -> None:
         super().__init__(inner)
         self.pages: list[int] = []
+        self.prefixes: list[str] = []
 
     def _note(self, ops: Any) -> None:
         self.pages += [op.max_keys for op in ops if isinstance(op, ListPage)]
+        self.prefixes += [op.prefix for op in ops if isinstance(op, ListPage)]
         super()._note(ops)
 
 
@@ -550,8 +553,13 @@ def test_a_run_reads_as_many_writes_keys_as_its_last_walk_wanted(store: StoreBas
     assert _every_walk_matches_the_base_walk(saver, "wanted") > 40
     assert graph.get_state(cfg).values["items"][-2:] == ["more2", "a45"]
     pages.pages.clear()
-    saver.get_tuple(cfg)  # not a run: no walk follows
-    assert pages.pages == [4]  # writes_page (READ_WRITES_PAGE is not shorter)
+    pages.prefixes.clear()
+    tup = saver.get_tuple(cfg)  # not a run: no walk follows
+    assert tup is not None
+    if in_process and pages.lists_scan_directories:  # the head first, then the latest's own writes
+        assert pages.prefixes == [keys.writes_prefix("wanted", "", tup.config["configurable"]["checkpoint_id"])]
+    else:
+        assert pages.pages == [4]  # writes_page (READ_WRITES_PAGE is not shorter)
 
 
 class _Snapped(TypedDict, total=False):
@@ -576,14 +584,14 @@ def test_a_run_page_that_stops_short_of_the_thread_still_holds_its_walk(store: S
     assert graph.get_state(cfg).values["items"][-2:] == ["more11", "a113"]
 
 
-def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
-    """On a store that lists in process, ``get_state`` wants only the latest checkpoint's own
-    writes: its LIST asks for ``READ_WRITES_PAGE`` keys, not a run's 100 (kept for the run's
-    delta history), and pages on when the latest holds more. A run's read asks for
+def test_a_read_outside_a_run_lists_a_short_page() -> None:
+    """On a store that lists in process (here ``memory://``), ``get_state`` wants only the latest
+    checkpoint's own writes: its LIST asks for ``READ_WRITES_PAGE`` keys, not a run's 100 (kept
+    for the run's delta history), and pages on when the latest holds more. A run's read asks for
     ``writes_page`` once a run of this saver walked a ``DeltaChannel`` history (a walk outside a
     run does not count), and for the short page before."""
-    pages = _Pages(store)
-    assert pages.lists_in_process
+    pages = _Pages(MemoryStore())
+    assert pages.lists_in_process and not pages.lists_scan_directories
     saver = ObjectStoreSaver(pages)
     saver.put(*_plain_checkpoint("plain"))
     pages.pages.clear()
@@ -606,6 +614,80 @@ def test_a_read_outside_a_run_lists_a_short_page(store: StoreBase) -> None:
     assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
     assert pages.pages[0] == READ_WRITES_PAGE and len(pages.pages) == 2, pages.pages
     assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
+
+
+def test_a_local_directory_lists_the_latest_checkpoints_own_writes(tmp_path: Any) -> None:
+    """In a local directory, ``get_state`` reads the head, then lists the latest checkpoint's own
+    writes alone, in one LIST up to a LIST's 1,000 keys: a page of the namespace beside the GET
+    saved no round trip there and walked into older checkpoints' writes (a scan of each one's
+    directory and two ``stat`` calls a key). A run's read lists the namespace's page beside the
+    head once a run of this saver walked a ``DeltaChannel`` history, and the latest's own writes
+    before."""
+    pages = _Pages(LocalStore(tmp_path / "store"))
+    assert pages.lists_in_process and pages.lists_scan_directories
+    saver = ObjectStoreSaver(pages)
+    saver.put(*_plain_checkpoint("plain"))
+    pages.pages.clear()
+    tup = saver.get_tuple(_run_config({"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}))
+    assert tup is not None and not saver._cache.delta_runs
+    assert pages.prefixes[-1:] == [keys.writes_prefix("plain", "", tup.config["configurable"]["checkpoint_id"])]
+    assert pages.pages == [WRITES_PAGE]
+    _, cfg, latest = _long_thread(ObjectStoreSaver(pages), "reads", 30)  # another saver's runs
+    own = keys.writes_prefix("reads", "", latest["configurable"]["checkpoint_id"])
+    saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
+    assert saver._cache.delta_runs
+    pages.pages.clear()
+    pages.prefixes.clear()
+    assert saver.get_tuple(cfg) is not None
+    saver.get_tuple(_run_config(cfg))
+    assert pages.prefixes == [own, keys.writes_prefix("reads", "")]
+    assert pages.pages == [WRITES_PAGE, Layout().writes_page]
+
+    for i in range(READ_WRITES_PAGE + 4):  # more pending writes than a short page holds
+        saver.put_writes(latest, [("items", [f"w{i}"])], f"task-{i:03d}")
+    pages.prefixes.clear()
+    tup = saver.get_tuple(cfg)
+    assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
+    assert pages.prefixes == [own], pages.prefixes
+    assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
+
+
+def test_a_local_read_pages_on_through_the_latests_own_writes(tmp_path: Any, monkeypatch: Any) -> None:
+    """More writes on the latest checkpoint than a LIST holds (pages of 3 here): the read pages
+    on under that checkpoint's own prefix and returns all of them and none of its parent's."""
+    monkeypatch.setattr(reading, "WRITES_PAGE", 3)
+    pages = _Pages(LocalStore(tmp_path / "store"))
+    saver = ObjectStoreSaver(pages)
+    parent = saver.put(*_plain_checkpoint("paged"))
+    for i in range(5):
+        saver.put_writes(parent, [("x", f"p{i}")], f"parent-task-{i}")
+    cp = empty_checkpoint()
+    latest = saver.put(parent, cp, {"source": "loop", "step": 1, "parents": {}}, {})
+    for i in range(10):
+        saver.put_writes(latest, [("x", f"w{i}")], f"task-{i:02d}")
+    pages.prefixes.clear()
+    tup = saver.get_tuple({"configurable": {"thread_id": "paged", "checkpoint_ns": ""}})
+    assert tup is not None and tup.config["configurable"]["checkpoint_id"] == cp["id"]
+    assert sorted(v for _, _, v in tup.pending_writes) == [f"w{i}" for i in range(10)]
+    own = keys.writes_prefix("paged", "", cp["id"])
+    assert pages.prefixes == [own] * 4, pages.prefixes  # 3 + 3 + 3 + 1 keys
+
+
+def test_a_run_walks_its_history_after_a_read_of_the_latests_own_writes(tmp_path: Any) -> None:
+    """A run's read that listed only the latest checkpoint's writes (a local directory, and no run
+    of this saver walked a history yet) leaves no page for the walk to go on from: that page
+    holds none of the ancestors' writes, so the walk lists the namespace itself and finds every
+    one of them."""
+    store = LocalStore(tmp_path / "store")
+    _, cfg, latest = _long_thread(ObjectStoreSaver(store), "first", 40)
+    pages = _Pages(store)
+    saver = ObjectStoreSaver(pages)  # nothing cached: its first run on this thread
+    assert saver.get_tuple(_run_config(cfg)) is not None
+    pages.prefixes.clear()
+    walked = saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
+    assert pages.prefixes == [keys.writes_prefix("first", "")]
+    assert walked == BaseCheckpointSaver.get_delta_channel_history(saver, config=latest, channels=["items"])
+    assert len(walked["items"]["writes"]) > 40
 
 
 def test_a_network_store_keeps_the_long_page(store: StoreBase) -> None:

@@ -30,9 +30,10 @@ Request budget per operation (S3 requests; counted by the tests):
                                 of a sealed segment every ``head_max_records``
                                 checkpoints. A cold cache adds 1 GET.
 ``put_writes``                  1 create-only PUT (a retried task: GET + CAS)
-``get_tuple`` (latest)          GET head + LIST writes, in one round trip; + 1 GET per
-                                pending-writes document and per blob value or tail base
-                                the process does not hold yet
+``get_tuple`` (latest)          GET head + LIST writes, in one round trip (``file://``:
+                                GET, then LIST of the latest's own writes; no LIST on a
+                                new thread); + 1 GET per pending-writes document and per
+                                blob value or tail base the process does not hold yet
 ``list`` / history of k         GET head + LIST writes (one round trip), + GETs only for
                                 writes documents not folded into the head and for sealed
                                 segments reached

@@ -1,7 +1,8 @@
 """Reading: ``get_tuple``, and the pieces every other reader builds on.
 
 The latest checkpoint costs one round trip: the head GET and the first page of its writes LIST go
-out together. A record is found in the head or in the sealed segment whose id range covers it;
+out together (in a local directory, where that saves no round trip, a read that wants only the
+latest's own writes reads the head first and then lists those alone). A record is found in the head or in the sealed segment whose id range covers it;
 its values come from the head (inline) or from blobs, its pending writes from the copies folded
 into the record when the listing shows the same ETag, else from the writes documents themselves.
 A value that vanished under a concurrent prune sends the reader back to a fresh head
@@ -37,12 +38,12 @@ Tasks = list[tuple[str, str, Iterable[rec_io.WriteItem]]]
 #: keys in a writes listing page after the first (S3's maximum)
 WRITES_PAGE = 1000
 #: the first page of a latest-checkpoint read that wants only the latest's own writes, on a
-#: store that lists in process (``StoreBase.lists_in_process``): ``get_state``, and a run's
-#: read while no run of this saver walked a ``DeltaChannel`` history. A finished run's latest
-#: has none or a few writes; each key listed costs two ``stat`` calls in a local directory, and
-#: a read and a hash for a file written in the last seconds. More writes (an interrupted
-#: fan-out) cost one more LIST, which there is no round trip. On a network store a LIST is a
-#: round trip, so reads keep ``Layout.writes_page``.
+#: store that lists in process (``StoreBase.lists_in_process``) without scanning directories
+#: (``memory://``): ``get_state``, and a run's read while no run of this saver walked a
+#: ``DeltaChannel`` history. A finished run's latest has none or a few writes; more (an
+#: interrupted fan-out) cost one more LIST, which there is no round trip. On a network store a
+#: LIST is a round trip, so reads keep ``Layout.writes_page``; a local directory lists the
+#: latest's own writes alone (``StoreBase.lists_scan_directories``).
 READ_WRITES_PAGE = 16
 
 
@@ -452,6 +453,7 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         return None  # no stored checkpoint can have this id
     hkey = keys.head_key(thread_id, ns)
     wprefix = keys.writes_prefix(thread_id, ns, cid)
+    own_only = False  # the head first, then the latest's own writes (see below)
     if cid is not None:
         page_size = WRITES_PAGE  # the listing starts at that checkpoint's own writes
     elif made_by_run(config) and saver._cache.delta_runs:
@@ -459,10 +461,21 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         page_size = max(saver.layout.writes_page, min(WRITES_PAGE, saver._cache.get(thread_id, ns).walk_keys))
     elif not saver.store.lists_in_process:
         page_size = saver.layout.writes_page  # a round trip saved
+    elif saver.store.lists_scan_directories:
+        # A read that wants only the latest's own writes, in a local directory: a page of the
+        # namespace beside the GET saved no round trip and walked into older checkpoints'
+        # writes (a finished run's latest has none or a few), a directory scan and two ``stat``
+        # calls a key, and a read and a hash of every file of the last moments: on a plain
+        # list, 96 ``stat``, 36 ``getdents`` and 61 ``open`` calls a turn, 12, 0 and 28 now
+        # (long-threads bench, turns 41-50, 2026-12-04).
+        own_only = True
     else:
         page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)
-    mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
-    head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
+    if own_only:
+        head_obj, page, mark = (yield Get(hkey)), None, 0
+    else:
+        mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
+        head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
     head, etag = head_from(saver, head_obj, thread_id, ns)
     empty = head is None or not head.records
     saver._cache.observe(thread_id, ns, head, etag, empty_read=cid is None and empty)
@@ -485,9 +498,12 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
             # A LangGraph run addressed at a superseded checkpoint: time travel. Its first put
             # may branch from here (fencing), unlike a run that lost a race for the latest.
             saver._cache.note_branch_point(thread_id, ns, cid)
+    if page is None:  # (own_only) the head named the latest: list its writes alone
+        wprefix = keys.writes_prefix(thread_id, ns, rec.id)
+        page = yield ListPage(wprefix, max_keys=WRITES_PAGE)
     infos = yield from writes_for(saver, WritesCursor(wprefix, page=page), rec.id)
     tasks, values = yield from fetch(saver, thread_id, ns, rec, table, infos, rec.values)
-    if cid is None and etag is not None and made_by_run(config):
+    if cid is None and etag is not None and made_by_run(config) and not own_only:
         saver._cache.keep_listing(thread_id, ns, etag, rec.id, page, mark)  # for the run's delta history
     return checkpoint_tuple(saver, thread_id, ns, rec, tasks, values)
 

@@ -56,7 +56,9 @@ class Layout:
         writes_page: LIST page size used next to the head GET when reading the latest
             checkpoint. On a store that lists in process (memory, a local directory), only a
             run's read once a run of this saver walked a ``DeltaChannel`` history (the walk goes
-            on from that page); other reads there ask for at most ``reading.READ_WRITES_PAGE``.
+            on from that page). Other reads there ask for at most ``reading.READ_WRITES_PAGE``
+            keys on ``memory://``, and in a local directory read the head first and then list
+            the latest checkpoint's own writes alone (``StoreBase.lists_scan_directories``).
             A run's read of a namespace whose history a run walked before asks for as many
             keys as that walk wanted, if more (at most 1,000), so the next walk usually lists
             nothing (one that wants more than that, or over 1,000 keys, lists the rest).
