@@ -52,7 +52,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from longwork import ALL_SAVERS, CHECKPOINTS, SAVERS, WORKLOADS, window  # noqa: E402 - stdlib-only at import time
+from longwork import (  # noqa: E402 - stdlib-only at import time
+    ALL_SAVERS,
+    CHECKPOINTS,
+    MESSAGES_PER_TURN,
+    SAVERS,
+    WORKLOADS,
+    window,
+)
 
 RESULTS = HERE / "long-threads-results.json"
 MARKDOWN = HERE / "LONG_THREADS.md"
@@ -576,6 +583,74 @@ def ratio_tables(data: dict) -> list[str]:
     return lines
 
 
+def snapshot_period(workload: str) -> int | None:
+    """Turns between two ``DeltaChannel`` snapshots of ``workload`` (None without one): every
+    message of a turn is one update of the channel (``snapshot_frequency`` counts updates).
+
+    >>> snapshot_period("delta-1000"), snapshot_period("tools"), snapshot_period("list")
+    (500, 25, None)
+    """
+    shape, channel, snapshot, _ = WORKLOADS[workload]
+    return snapshot // MESSAGES_PER_TURN[shape] if channel == "delta" and snapshot else None
+
+
+def period_bytes(run: dict, period: int) -> dict | None:
+    """Bytes written per turn (mean) over the target's first window (41-50), the first whole
+    snapshot period and the last whole one the run completed; None without enough turns."""
+    written = (run.get("series") or {}).get("written") or []
+    done = min(run.get("turns_done", 0), len(written))
+    last_end = done // period * period
+    if not run.get("ok") or last_end < 2 * period or done < 50 or not all(written[:last_end]):
+        return None
+
+    def per_turn(lo: int, hi: int) -> float:  # turns lo..hi, 1-based
+        return sum(written[lo - 1 : hi]) / (hi - lo + 1)
+
+    return {
+        "t50": per_turn(41, 50),
+        "first": per_turn(1, period),
+        "last": per_turn(last_end - period + 1, last_end),
+        "last_turns": [last_end - period + 1, last_end],
+    }
+
+
+def period_lines(data: dict) -> list[str]:
+    """Bytes per turn of the ``DeltaChannel`` workloads averaged over whole snapshot periods.
+
+    Why: a snapshot is one turn that writes the conversation's growth since the previous one, so
+    a window shorter than a period reads high or low depending on whether it holds one. With a
+    snapshot every 1,000 updates (every 500 turns here), the turn-1,000 window (901-1,000) holds
+    the second snapshot and the turn-50 window none, for every saver alike."""
+    meta = data.get("meta", {})
+    lines = [
+        "",
+        "### `DeltaChannel` bytes written per turn over whole snapshot periods",
+        "",
+        "KiB per turn: the turn-50 window, the first whole snapshot period and the last one the run completed, "
+        "and the last against each. A window shorter than a period holds a snapshot or not (see the notes).",
+        "",
+        "| workload | saver | period | turns 41-50 | first period | last period | last / turns 41-50 | last / first |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = 0
+    for wl in WORKLOADS:
+        period = snapshot_period(wl)
+        if period is None:
+            continue
+        for s in SAVERS:
+            r = run_for(data, wl, s)
+            b = period_bytes(r, period) if r is not None else None
+            if b is None:
+                continue
+            lo, hi = b["last_turns"]
+            lines.append(
+                f"| `{wl}` | {saver_cell(r, meta)} | {period} turns | {kib(b['t50'])} | {kib(b['first'])} (1-{period}) "
+                f"| {kib(b['last'])} ({lo}-{hi}) | {b['last'] / b['t50']:.2f}x | {b['last'] / b['first']:.2f}x |"
+            )
+            rows += 1
+    return lines if rows else []
+
+
 def short_lines(data: dict) -> list[str]:
     sh = data.get("short")
     if not sh:
@@ -810,7 +885,7 @@ def markdown(data: dict) -> str:
         *earlier_rows_line(data),
     ]
     lines += ["", "## Per workload", "", *tables(data)]
-    lines += ["", "## Target ratios", "", *ratio_tables(data)]
+    lines += ["", "## Target ratios", "", *ratio_tables(data), *period_lines(data)]
     lines += short_lines(data)
     lines += profile_lines(data)
     lines += ["", "## Notes", ""] + [f"* {n}" for n in NOTES]
