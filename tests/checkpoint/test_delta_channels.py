@@ -584,71 +584,51 @@ def test_a_run_page_that_stops_short_of_the_thread_still_holds_its_walk(store: S
     assert graph.get_state(cfg).values["items"][-2:] == ["more11", "a113"]
 
 
-def test_a_read_outside_a_run_lists_a_short_page() -> None:
-    """On a store that lists in process (here ``memory://``), ``get_state`` wants only the latest
-    checkpoint's own writes: its LIST asks for ``READ_WRITES_PAGE`` keys, not a run's 100 (kept
-    for the run's delta history), and pages on when the latest holds more. A run's read asks for
-    ``writes_page`` once a run of this saver walked a ``DeltaChannel`` history (a walk outside a
-    run does not count), and for the short page before."""
-    pages = _Pages(MemoryStore())
-    assert pages.lists_in_process and not pages.lists_scan_directories
-    saver = ObjectStoreSaver(pages)
-    saver.put(*_plain_checkpoint("plain"))
-    pages.pages.clear()
-    saver.get_tuple(_run_config({"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}))
-    assert pages.pages == [READ_WRITES_PAGE] and not saver._cache.delta_runs
-    _, cfg, latest = _long_thread(ObjectStoreSaver(pages), "reads", 30)  # another saver's runs
-    saver.get_delta_channel_history(config=latest, channels=["items"])  # not a run's walk
-    assert not saver._cache.delta_runs
-    saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
-    assert saver._cache.delta_runs
-    pages.pages.clear()
-    assert saver.get_tuple(cfg) is not None
-    saver.get_tuple(_run_config(cfg))
-    assert pages.pages == [READ_WRITES_PAGE, Layout().writes_page]
-
-    for i in range(READ_WRITES_PAGE + 4):  # more pending writes than the short page holds
-        saver.put_writes(latest, [("items", [f"w{i}"])], f"task-{i:03d}")
-    pages.pages.clear()
-    tup = saver.get_tuple(cfg)
-    assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
-    assert pages.pages[0] == READ_WRITES_PAGE and len(pages.pages) == 2, pages.pages
-    assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
-
-
-def test_a_local_directory_lists_the_latest_checkpoints_own_writes(tmp_path: Any) -> None:
-    """In a local directory, ``get_state`` reads the head, then lists the latest checkpoint's own
-    writes alone, in one LIST up to a LIST's 1,000 keys: a page of the namespace beside the GET
-    saved no round trip there and walked into older checkpoints' writes (a scan of each one's
-    directory and two ``stat`` calls a key). A run's read lists the namespace's page beside the
-    head once a run of this saver walked a ``DeltaChannel`` history, and the latest's own writes
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_a_read_outside_a_run_lists_only_the_latests_own_writes(kind: str, tmp_path: Any) -> None:
+    """On a store that lists in process, ``get_state`` wants only the latest checkpoint's own
+    writes, not a run's 100 keys (kept for the run's delta history). On ``memory://`` its LIST
+    asks for ``READ_WRITES_PAGE`` keys beside the head GET and pages on when the latest holds
+    more. In a local directory it reads the head, then lists the latest's own writes alone, up to
+    a LIST's 1,000 keys: a page of the namespace saved no round trip there and walked into older
+    checkpoints' writes (a scan of each one's directory and two ``stat`` calls a key). A run's
+    read lists ``writes_page`` keys of the namespace beside the head once a run of this saver
+    walked a ``DeltaChannel`` history (a walk outside a run does not count), as ``get_state``
     before."""
-    pages = _Pages(LocalStore(tmp_path / "store"))
-    assert pages.lists_in_process and pages.lists_scan_directories
+    local = kind == "local"
+    pages = _Pages(LocalStore(tmp_path / "store") if local else MemoryStore())
+    assert pages.lists_in_process and pages.lists_scan_directories == local
+    first = WRITES_PAGE if local else READ_WRITES_PAGE
     saver = ObjectStoreSaver(pages)
     saver.put(*_plain_checkpoint("plain"))
     pages.pages.clear()
     tup = saver.get_tuple(_run_config({"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}))
     assert tup is not None and not saver._cache.delta_runs
-    assert pages.prefixes[-1:] == [keys.writes_prefix("plain", "", tup.config["configurable"]["checkpoint_id"])]
-    assert pages.pages == [WRITES_PAGE]
+    assert pages.pages == [first]
+    if local:
+        assert pages.prefixes[-1:] == [keys.writes_prefix("plain", "", tup.config["configurable"]["checkpoint_id"])]
     _, cfg, latest = _long_thread(ObjectStoreSaver(pages), "reads", 30)  # another saver's runs
     own = keys.writes_prefix("reads", "", latest["configurable"]["checkpoint_id"])
+    saver.get_delta_channel_history(config=latest, channels=["items"])  # not a run's walk
+    assert not saver._cache.delta_runs
     saver.get_delta_channel_history(config=_run_config(latest), channels=["items"])
     assert saver._cache.delta_runs
     pages.pages.clear()
     pages.prefixes.clear()
     assert saver.get_tuple(cfg) is not None
     saver.get_tuple(_run_config(cfg))
-    assert pages.prefixes == [own, keys.writes_prefix("reads", "")]
-    assert pages.pages == [WRITES_PAGE, Layout().writes_page]
+    assert pages.pages == [first, Layout().writes_page]
+    assert pages.prefixes == [own if local else keys.writes_prefix("reads", ""), keys.writes_prefix("reads", "")]
 
-    for i in range(READ_WRITES_PAGE + 4):  # more pending writes than a short page holds
+    for i in range(READ_WRITES_PAGE + 4):  # more pending writes than the short page holds
         saver.put_writes(latest, [("items", [f"w{i}"])], f"task-{i:03d}")
+    pages.pages.clear()
     pages.prefixes.clear()
     tup = saver.get_tuple(cfg)
     assert tup is not None and len(tup.pending_writes) == READ_WRITES_PAGE + 4
-    assert pages.prefixes == [own], pages.prefixes
+    assert pages.pages == ([WRITES_PAGE] if local else [READ_WRITES_PAGE, WRITES_PAGE]), pages.pages
+    if local:
+        assert pages.prefixes == [own], pages.prefixes
     assert tup.pending_writes == saver.get_tuple(_run_config(cfg)).pending_writes
 
 
