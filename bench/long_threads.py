@@ -595,19 +595,21 @@ def snapshot_period(workload: str) -> int | None:
 
 
 def period_bytes(run: dict, period: int) -> dict | None:
-    """Bytes written per turn (mean) over the target's first window (41-50), the first whole
-    snapshot period and the last whole one the run completed; None without enough turns."""
+    """Bytes written per turn (mean) over the window of the first checkpoint turn (41-50, as in
+    :func:`at`), the first whole snapshot period and the last whole one the run completed; None
+    without enough turns."""
     written = (run.get("series") or {}).get("written") or []
     done = min(run.get("turns_done", 0), len(written))
     last_end = done // period * period
-    if not run.get("ok") or last_end < 2 * period or done < 50 or not all(written[:last_end]):
+    first_window = at(run, CHECKPOINTS[0])
+    if first_window is None or last_end < 2 * period or not all(written[:last_end]):
         return None
 
     def per_turn(lo: int, hi: int) -> float:  # turns lo..hi, 1-based
         return sum(written[lo - 1 : hi]) / (hi - lo + 1)
 
     return {
-        "t50": per_turn(41, 50),
+        "t50": first_window["written"],
         "first": per_turn(1, period),
         "last": per_turn(last_end - period + 1, last_end),
         "last_turns": [last_end - period + 1, last_end],

@@ -40,8 +40,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from longwork import CHECKPOINTS, window  # noqa: E402 - stdlib-only at import time
 
-WINDOWS = ((41, 50), (91, 100), (226, 250), (451, 500), (901, 1000))
+#: (first, last) turn of each window ``long_threads.py`` reports
+WINDOWS = tuple((turn - window(turn) + 1, turn) for turn in CHECKPOINTS)
 
 
 def worker(a: argparse.Namespace) -> None:
@@ -70,9 +72,7 @@ def worker(a: argparse.Namespace) -> None:
             if cmd[0] == "stop":
                 break
             turn = int(cmd[1])
-            c0, w0 = time.process_time(), time.perf_counter()
-            wl.graph.invoke(inputs[turn], cfg)
-            cpu, wall = (time.process_time() - c0) * 1000, (time.perf_counter() - w0) * 1000
+            _, cpu, wall = lw.timed(lambda t=turn: wl.graph.invoke(inputs[t], cfg))
             if turn in (2, a.turns):  # a saver that lost the conversation must not look fast (untimed)
                 wl.check(wl.graph.get_state(wl.state_config()).values, turn)
             print(f"{cpu:.4f} {wall:.4f}", flush=True)

@@ -2,9 +2,10 @@
 
 The latest checkpoint costs one round trip: the head GET and the first page of its writes LIST go
 out together (in a local directory, where that saves no round trip, a read that wants only the
-latest's own writes reads the head first and then lists those alone). A record is found in the head or in the sealed segment whose id range covers it;
-its values come from the head (inline) or from blobs, its pending writes from the copies folded
-into the record when the listing shows the same ETag, else from the writes documents themselves.
+latest's own writes reads the head first and then lists those alone). A record is found in the
+head or in the sealed segment whose id range covers it; its values come from the head (inline)
+or from blobs, its pending writes from the copies folded into the record when the listing shows
+the same ETag, else from the writes documents themselves.
 A value that vanished under a concurrent prune sends the reader back to a fresh head
 (:class:`~.state.Vanished`); one still missing then is real damage.
 """
@@ -471,10 +472,10 @@ def _get_tuple_once(saver: SaverState, config: RunnableConfig) -> Plan[Checkpoin
         own_only = True
     else:
         page_size = min(saver.layout.writes_page, READ_WRITES_PAGE)
+    mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
     if own_only:
-        head_obj, page, mark = (yield Get(hkey)), None, 0
+        head_obj, page = (yield Get(hkey)), None
     else:
-        mark = saver._cache.listing_mark()  # before the LIST: see HeadCache.keep_listing
         head_obj, page = yield Batch((Get(hkey), ListPage(wprefix, max_keys=page_size)))
     head, etag = head_from(saver, head_obj, thread_id, ns)
     empty = head is None or not head.records
