@@ -28,12 +28,14 @@ broadly or as narrowly as they need::
     │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
     │   ├── MigrationError               a state-schema migration step failed on a checkpoint
     │   ├── CorruptObjectError           truncated, damaged or not ours
+    │   │   └── UndecodableValueError    a stored value the serializer cannot read (wrong key?)
     │   └── DamagedObjectsError          a walk over many threads met damaged objects (the rest was done)
     └── InvalidInputError (ValueError)   a caller passed something we refuse to store
         ├── InvalidThreadIdError
         ├── InvalidCheckpointIdError
         ├── InvalidConfigError
         ├── InvalidKeyError
+        ├── ObjectTooLargeError          an object larger than any reader accepts (nothing stored)
         ├── InvalidRouteError            a router was built or asked with routes it does not have
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
         ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
@@ -76,6 +78,7 @@ __all__ = [
     "OwnershipLostError",
     "MigrationError",
     "MissingExtraError",
+    "ObjectTooLargeError",
     "PreconditionFailedError",
     "ReplyTimeoutError",
     "SchemaVersionError",
@@ -88,6 +91,7 @@ __all__ = [
     "ThreadExpiredError",
     "ThreadNotFoundError",
     "TransferError",
+    "UndecodableValueError",
     "UnknownOutcomeError",
     "UnknownRecipientError",
     "UnknownTeamError",
@@ -405,7 +409,17 @@ class MigrationError(EnvelopeError):
 
 #: What :attr:`CorruptObjectError.reason` can say, in a word (``DamagedObject.reason`` adds
 #: ``"newer_format"`` and ``"not_a_head"``, see :mod:`langgraph_handoff._format.damage`).
-CORRUPT_REASONS = ("empty", "truncated", "checksum", "not_ours", "malformed", "misplaced", "missing")
+CORRUPT_REASONS = (
+    "empty",
+    "truncated",
+    "checksum",
+    "not_ours",
+    "malformed",
+    "misplaced",
+    "missing",
+    "unsigned",
+    "undecodable",
+)
 
 
 class CorruptObjectError(EnvelopeError):
@@ -414,7 +428,8 @@ class CorruptObjectError(EnvelopeError):
     ``key`` names it, ``detail`` says what is wrong, and ``reason`` says it in one word of
     :data:`CORRUPT_REASONS` (``"empty"``, ``"truncated"``, ``"checksum"``, ``"not_ours"``,
     ``"malformed"``, ``"misplaced"``: a valid object under another thread's key, ``"missing"``:
-    an object another one references is absent).
+    an object another one references is absent, ``"unsigned"``: on a store with a signing key,
+    an object no known key signed, refused before anything in it was decoded).
 
     A thread whose head is damaged can still be deleted: ``delete_thread`` removes it without
     reading it (``langgraph-handoff delete URL THREAD --yes --force``).
@@ -438,6 +453,27 @@ def _repair_advice(key: str) -> str:
     if key == "meta/format":
         return f"{backup}, or delete this object and run `langgraph-handoff setup URL` to write it again."
     return f"{backup}, or delete it if what it holds is expendable."
+
+
+class UndecodableValueError(CorruptObjectError):
+    """A stored value of yours (a channel value, a checkpoint, metadata, a pending write) passed
+    every check of its object but the serializer could not read it: ``__cause__`` is what the
+    serializer raised. Nothing of the checkpoint was loaded.
+
+    Either this process's serializer is not the writer's (another ``EncryptedSerializer`` key,
+    a custom type it cannot build, ``LANGGRAPH_STRICT_MSGPACK`` blocking a type the writer
+    allowed), or the bytes were written by someone else. What to do: read with the writer's
+    serializer; if it is the same, treat the object as damaged."""
+
+    def __init__(self, key: str, what: str, cause: BaseException) -> None:
+        self.what = what
+        detail = f"{what} does not deserialize ({type(cause).__name__}: {cause})"
+        super().__init__(key, detail, "undecodable")
+        self.args = (
+            f"object {key!r}: {detail}. Nothing was loaded. Read it with the serializer (and encryption "
+            "key) that wrote it; if that is what this process uses, the object is damaged: "
+            f"{_repair_advice(key)}",
+        )
 
 
 class DamagedObjectsError(EnvelopeError):
@@ -536,6 +572,24 @@ class InvalidConfigError(InvalidInputError):
 
 class InvalidKeyError(InvalidInputError):
     """An object-store key outside the portable key alphabet."""
+
+
+class ObjectTooLargeError(InvalidInputError):
+    """An object this process was asked to store is larger than any reader accepts
+    (``LANGGRAPH_HANDOFF_MAX_OBJECT_BYTES``, 512 MiB by default): nothing was stored. Readers
+    refuse larger objects so that one object in the bucket cannot exhaust a worker's memory.
+
+    What to do: keep large state out of the checkpoint (store a reference to it), or raise the
+    limit on every reader and writer of the store alike."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"a {what} object of {size} bytes is larger than the {limit} bytes any reader accepts; "
+            "nothing was stored. Keep large values out of the state (store a reference), or raise "
+            "LANGGRAPH_HANDOFF_MAX_OBJECT_BYTES on every process that uses this store."
+        )
 
 
 class InvalidRouteError(InvalidInputError):

@@ -33,6 +33,8 @@ REASONS = {
     "misplaced": "a valid object stored under another thread's (or kind's) key",
     "missing": "an object another one references is absent",
     "newer_format": "written by a newer langgraph-handoff (upgrade this one to read it)",
+    "unsigned": "on a store with a signing key: an object no known key signed, refused unread",
+    "undecodable": "a stored value the serializer cannot read (another serializer or key, or damage)",
     "not_a_head": "a key under heads/ that no langgraph-handoff writes (a stray file): left as it is",
     "not_an_item": "a key under memory/ that is not a memory item's (a stray file): left as it is",
 }

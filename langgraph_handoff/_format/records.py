@@ -26,6 +26,8 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import math
+import re
 import secrets
 import struct
 from collections.abc import Callable
@@ -43,6 +45,7 @@ __all__ = [
     "Archive",
     "ArchiveRef",
     "BlobRef",
+    "Bookkeeping",
     "Folded",
     "Head",
     "Inline",
@@ -196,6 +199,37 @@ class Folded:
     items: tuple[WriteItem, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Bookkeeping:
+    r"""What the saver's own bookkeeping needs of a checkpoint's metadata, kept in clear beside
+    it: the run that wrote it (``delete_for_runs``) and the ``DeltaChannel``\ s counting updates
+    since their last snapshot (what a ``keep_latest`` prune or TTL sweep must keep of its
+    ancestors). The metadata itself is the user's, serialised by the user's serializer, which
+    may run code a stored object names (LangGraph's default imports what a msgpack ext type
+    says): bookkeeping that walks every thread of a store must never decode it.
+
+    Records written before format 4 have none (``Record.bookkeeping is None``)."""
+
+    run_id: str | None = None
+    delta: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, metadata: Any) -> Bookkeeping:
+        """From the metadata dict a put is given (before it is serialised).
+
+        >>> Bookkeeping.of({"run_id": "r1", "counters_since_delta_snapshot": {"messages": 3}})
+        Bookkeeping(run_id='r1', delta=('messages',))
+        >>> Bookkeeping.of({"source": "input"})
+        Bookkeeping(run_id=None, delta=())
+        """
+        if not isinstance(metadata, dict):
+            return cls()
+        run_id = metadata.get("run_id")
+        counters = metadata.get("counters_since_delta_snapshot")
+        delta = tuple(sorted(ch for ch in counters if type(ch) is str)) if isinstance(counters, dict) else ()
+        return cls(run_id if isinstance(run_id, str) else None, delta)
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -209,6 +243,8 @@ class Record:
     writes: dict[str, Folded] = field(default_factory=dict)
     #: version of the user's state schema the checkpoint was written in (see migrations.py)
     schema: int = 0
+    #: what bookkeeping needs of the metadata, in clear (None: written before format 4)
+    bookkeeping: Bookkeeping | None = None
     #: memo of this record's msgpack bytes: a head is rewritten whole on every put, and its
     #: older records are the same objects as in the head before (``replace`` resets it)
     _packed: bytes | None = field(default=None, init=False, compare=False, repr=False)
@@ -380,19 +416,126 @@ def _payload_out(p: Payload) -> Any:
 
 
 def _payload_in(raw: Any) -> Payload:
-    if isinstance(raw, list):
-        return Inline(str(raw[0]), bytes(raw[1]), str(raw[2]) if len(raw) > 2 else None)
+    if type(raw) is list:
+        if len(raw) not in (2, 3):
+            raise ValueError(f"an inline value has {len(raw)} fields, not 2 or 3")
+        return Inline(_str(raw[0]), _bytes(raw[1]), _digest(raw[2]) if len(raw) > 2 and raw[2] is not None else None)
+    if type(raw) is not dict:
+        raise TypeError(f"a value is stored as {type(raw).__name__}, not a list or a map")
     if "a" in raw:
-        base, digest, size, base_count, count = raw["a"]
-        return Tail(str(raw["t"]), str(base), str(digest), int(size), int(base_count), int(count), bytes(raw["d"]))
+        base, digest, size, base_count, count = _fields(raw["a"], 5, "a tail's base")
+        return Tail(
+            _str(raw["t"]),
+            _cid(base),
+            _digest(digest),
+            _size(size),
+            _count(base_count),
+            _count(count),
+            _bytes(raw["d"]),
+        )
     if "p" in raw:
-        parts = tuple(Piece(str(o), str(d), int(n), int(c)) for o, d, n, c in raw["p"])
+        parts = tuple(Piece(_cid(o), _digest(d), _size(n), _count(c)) for o, d, n, c in _list(raw["p"], PIECES_MAX))
         if not parts:
             raise ValueError("a value stored as pieces names no blob")
-        if any(p.size < 0 or not 0 <= p.count < 1 << 32 for p in parts):
-            raise ValueError("a part of a value stored as pieces has an impossible size or count")
-        return Pieces(str(raw["t"]), parts)
-    return BlobRef(str(raw["t"]), str(raw["b"]), int(raw["n"]))
+        if len({(p.owner, p.digest) for p in parts}) != len(parts):
+            raise ValueError("a value stored as pieces names the same blob twice")
+        if sum(p.size for p in parts) > envelope.MAX_OBJECT_BYTES:
+            raise ValueError(f"a value stored as pieces adds up to more than {envelope.MAX_OBJECT_BYTES} bytes")
+        return Pieces(_str(raw["t"]), parts)
+    return BlobRef(_str(raw["t"]), _digest(raw["b"]), _size(raw["n"]))
+
+
+# -- strict readers of stored fields ---------------------------------------------------------------
+# Whoever can write into the bucket can write any msgpack, with a valid checksum. So every field
+# is taken only in the type and range the writer stores it in: ``bytes(2**62)`` of an integer
+# where bytes belong, a size of ``inf``, a key of ``../../x`` or a part named 8,000 times must
+# be refused here, as a damaged object, not met later as MemoryError, OverflowError or
+# InvalidKeyError where the value is used.
+
+#: a value stored as pieces has at most this many parts (the writer's own bound, ``plans.writing``)
+PIECES_MAX = 16
+_DIGEST_RE = re.compile(r"^[0-9a-f]{16,64}$")
+#: what the key of a sealed segment or an archive may be, relative to its namespace's data
+#: prefix: one key segment of the portable alphabet under ``s/`` or ``m/`` (never ``..``)
+_SUFFIX_RE = re.compile(r"^[sm]/[a-z0-9_%~=-][a-z0-9_.%~=-]{0,199}$")
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, found {type(value).__name__}")
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    if type(value) is not bytes:
+        raise TypeError(f"expected bytes, found {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, low: int, high: int, what: str) -> int:
+    if type(value) is not int or not low <= value < high:
+        raise ValueError(f"{what} {value!r} is not a whole number in [{low}, {high})")
+    return value
+
+
+def _size(value: Any) -> int:
+    return _int(value, 0, envelope.MAX_OBJECT_BYTES + 1, "size")
+
+
+def _count(value: Any) -> int:
+    return _int(value, 0, 1 << 32, "item count")
+
+
+def _cid(value: Any) -> str:
+    if not keys.is_checkpoint_id(value):
+        raise ValueError(f"{value!r} is not a checkpoint id")
+    return value  # type: ignore[no-any-return]
+
+
+def _digest(value: Any) -> str:
+    if type(value) is not str or not _DIGEST_RE.match(value):
+        raise ValueError(f"{value!r} is not a value digest")
+    return value
+
+
+def _suffix(value: Any, kind: str) -> str:
+    if type(value) is not str or not _SUFFIX_RE.match(value) or not value.startswith(kind):
+        raise ValueError(f"{value!r} is not the key of a sealed {'segment' if kind == 's/' else 'archive'}")
+    return value
+
+
+def _version(value: Any) -> Version:
+    """A channel version: what LangGraph's ``get_next_version`` returns (a string, or a number)."""
+    if type(value) is str or type(value) is int:
+        return value
+    if type(value) is float and math.isfinite(value):
+        return value
+    raise TypeError(f"channel version {value!r} is not a string or a finite number")
+
+
+def _list(value: Any, limit: int | None = None) -> list[Any]:
+    if type(value) is not list:
+        raise TypeError(f"expected a list, found {type(value).__name__}")
+    if limit is not None and len(value) > limit:
+        raise ValueError(f"a list of {len(value)} where at most {limit} are written")
+    return value
+
+
+def _map(value: Any) -> dict[Any, Any]:
+    if type(value) is not dict:
+        raise TypeError(f"expected a map, found {type(value).__name__}")
+    return value
+
+
+def _fields(value: Any, n: int, what: str) -> list[Any]:
+    if type(value) is not list or len(value) != n:
+        raise ValueError(f"{what} is not a list of {n} fields")
+    return value
+
+
+def _typed(value: Any) -> Typed:
+    kind, data = _fields(value, 2, "a serialised value")
+    return _str(kind), _bytes(data)
 
 
 def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
@@ -400,17 +543,31 @@ def _items_out(items: tuple[WriteItem, ...]) -> list[Any]:
 
 
 def _items_in(raw: Any) -> tuple[WriteItem, ...]:
-    return tuple([WriteItem(int(i), str(c), str(t), bytes(d), None if z is None else int(z)) for i, c, t, d, z in raw])
+    return tuple(
+        [
+            WriteItem(_int(i, -(1 << 31), 1 << 31, "write index"), _str(c), _str(t), _bytes(d), _schema_or_none(z))
+            for i, c, t, d, z in (_fields(item, 5, "a write") for item in _list(raw))
+        ]
+    )
+
+
+def _schema_or_none(value: Any) -> int | None:
+    return None if value is None else _int(value, 0, 1 << 31, "state-schema version")
 
 
 def _decoded(data: bytes, key: str, kind: Kind, build: Callable[[Any, int], T]) -> T:
     """``build(body, format_version)`` over an object's msgpack body, upgraded to the current
-    format. A body that is not what its kind promises (a field missing, a wrong type) is a
-    :class:`CorruptObjectError` naming the key, never a bare ``KeyError`` from deep inside."""
+    format. A body that is not what its kind promises (a field missing, of a wrong type or out of
+    range) is a :class:`CorruptObjectError` naming the key, never a bare ``KeyError``,
+    ``MemoryError`` or ``OverflowError`` from deep inside: building never calls anything but
+    the strict readers above and constructors of frozen records, so any exception it raises
+    means the body is not ours."""
     obj, env = envelope.decode_msgpack(data, key=key, expect=kind)
     try:
         return build(upgrade_body(obj, kind, from_version=env.format_version, key=key), env.format_version)
-    except _MALFORMED as exc:
+    except CorruptObjectError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring: any failure here is the object's
         raise CorruptObjectError(key, f"malformed {kind.name.lower()} ({type(exc).__name__}: {exc})") from None
 
 
@@ -426,18 +583,30 @@ def _record_out(r: Record) -> dict[str, Any]:
         out["w"] = {t: [f.etag, f.task_path, _items_out(f.items)] for t, f in r.writes.items()}
     if r.schema:
         out["z"] = r.schema
+    if r.bookkeeping is not None:
+        out["k"] = [r.bookkeeping.run_id, list(r.bookkeeping.delta)]
     return out
 
 
-def _record_in(raw: dict[str, Any]) -> Record:
+def _bookkeeping_in(raw: Any) -> Bookkeeping | None:
+    if raw is None:
+        return None
+    run_id, delta = _fields(raw, 2, "a record's bookkeeping")
+    return Bookkeeping(None if run_id is None else _str(run_id), tuple(_str(ch) for ch in _list(delta)))
+
+
+def _record_in(raw: Any) -> Record:
+    raw = _map(raw)
+    parent = raw["p"]
     return Record(
-        str(raw["i"]),
-        None if raw["p"] is None else str(raw["p"]),
-        (str(raw["c"][0]), bytes(raw["c"][1])),
-        (str(raw["m"][0]), bytes(raw["m"][1])),
-        {str(ch): (str(o), v) for ch, (o, v) in raw["v"].items()},
-        {str(t): Folded(str(e), str(p), _items_in(items)) for t, (e, p, items) in raw.get("w", {}).items()},
-        int(raw.get("z", 0)),
+        _cid(raw["i"]),
+        None if parent is None else _cid(parent),
+        _typed(raw["c"]),
+        _typed(raw["m"]),
+        {_str(ch): (_cid(o), _version(v)) for ch, (o, v) in _map(raw["v"]).items()},
+        {_str(t): Folded(_str(e), _str(p), _items_in(items)) for t, (e, p, items) in _map(raw.get("w", {})).items()},
+        _int(raw.get("z", 0), 0, 1 << 31, "state-schema version"),
+        _bookkeeping_in(raw.get("k")),
     )
 
 
@@ -445,15 +614,12 @@ def _table_out(table: PayloadTable) -> dict[str, Any]:
     return {o: {ch: _payload_out(p) for ch, p in chs.items()} for o, chs in table.items()}
 
 
-def _table_in(raw: dict[str, Any]) -> PayloadTable:
-    return {str(o): {str(ch): _payload_in(p) for ch, p in chs.items()} for o, chs in raw.items()}
+def _table_in(raw: Any) -> PayloadTable:
+    return {_cid(o): {_str(ch): _payload_in(p) for ch, p in _map(chs).items()} for o, chs in _map(raw).items()}
 
 
 def _records_in(obj: dict[str, Any]) -> dict[str, Record]:
-    return {r.id: r for r in (_record_in(x) for x in obj["r"])}
-
-
-_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+    return {r.id: r for r in (_record_in(x) for x in _list(obj["r"]))}
 
 
 _HEAD_KEYS = {"t", "n", "r", "x", "s", "u", "a"}
@@ -583,7 +749,7 @@ def encode_archive(archive: Archive, *, schema_version: int = 0) -> bytes:
 
 
 def decode_archive(data: bytes, *, key: str) -> Archive:
-    return _decoded(data, key, Kind.ARCHIVE, lambda obj, _fmt: Archive(_refs_in(obj["s"])))
+    return _decoded(data, key, Kind.ARCHIVE, lambda obj, _fmt: Archive(_refs_in(_map(obj)["s"])))
 
 
 # A head lists every sealed segment of its namespace, and is rewritten on every put: on a
@@ -643,20 +809,21 @@ def _refs_out(refs: tuple[SegmentRef, ...]) -> bytes | list[list[Any]]:
 
 
 def _refs_in(wire: Any) -> tuple[SegmentRef, ...]:
-    if isinstance(wire, bytes):
+    if type(wire) is bytes:
         if len(wire) % _REF.size:
             raise ValueError(f"segment manifest of {len(wire)} bytes is not whole references")
         return tuple(_unpacked_ref(wire[i : i + _REF.size]) for i in range(0, len(wire), _REF.size))
-    return tuple(SegmentRef(str(k), str(a), str(b), int(c)) for k, a, b, c in wire)
+    return tuple(
+        SegmentRef(_suffix(k, "s/"), _cid(a), _cid(b), _count(c))
+        for k, a, b, c in (_fields(ref, 4, "a segment reference") for ref in _list(wire))
+    )
 
 
 def _archive_ref_in(wire: Any) -> ArchiveRef | None:
     if wire is None:
         return None
-    key, count, first_id, last_id = wire
-    if not (isinstance(key, str) and isinstance(count, int) and count > 0):
-        raise ValueError(f"archive reference {wire!r} is not [key, count, first id, last id]")
-    return ArchiveRef(key, count, str(first_id), str(last_id))
+    key, count, first_id, last_id = _fields(wire, 4, "an archive reference [key, count, first id, last id]")
+    return ArchiveRef(_suffix(key, "m/"), _int(count, 1, 1 << 32, "archived references"), _cid(first_id), _cid(last_id))
 
 
 def decode_head(data: bytes, *, key: str) -> Head:
@@ -665,9 +832,10 @@ def decode_head(data: bytes, *, key: str) -> Head:
 
 def _records_fields(obj: Any) -> dict[str, Any]:
     """The fields :func:`_records_out` wrote, as keyword arguments of a head or a segment."""
+    obj = _map(obj)
     return {
-        "thread_id": str(obj["t"]),
-        "checkpoint_ns": str(obj["n"]),
+        "thread_id": _str(obj["t"]),
+        "checkpoint_ns": _str(obj["n"]),
         "records": _records_in(obj),
         "payloads": _table_in(obj["x"]),
     }
@@ -713,12 +881,13 @@ def decode_writes(data: bytes, *, key: str) -> WritesDoc:
 
 
 def _writes_of(obj: Any, fmt: int) -> WritesDoc:
+    obj = _map(obj)
     return WritesDoc(
-        thread_id=str(obj["t"]),
-        checkpoint_ns=str(obj["n"]),
-        checkpoint_id=str(obj["c"]),
-        task_id=str(obj["k"]),
-        task_path=str(obj["p"]),
+        thread_id=_str(obj["t"]),
+        checkpoint_ns=_str(obj["n"]),
+        checkpoint_id=_cid(obj["c"]),
+        task_id=_str(obj["k"]),
+        task_path=_str(obj["p"]),
         items=_items_in(obj["i"]),
         format_version=fmt,
     )

@@ -26,6 +26,9 @@ Format history:
   bodies are valid format 3 bodies; the version says that readers older than this release
   cannot read the new payloads (they refuse the object with ``EnvelopeVersionError`` instead
   of calling it corrupt).
+* **4**: the envelope header records the length its body inflates to, checked before a byte is
+  inflated, and an object may carry a signature after its body (:mod:`.signing`). Bodies are
+  as in format 3.
 
 >>> body = {"t": "t1", "n": "", "c": "cid", "k": "task", "p": "", "i": [[0, "messages", "msgpack", b"x"]]}
 >>> upgrade_body(body, Kind.WRITES, from_version=1, key="example")["i"]
@@ -66,6 +69,11 @@ def _writes_schema(body: dict[str, Any], context: dict[str, Any]) -> None:
 @FORMAT_MIGRATIONS.register(3, "values may be stored as tails over an earlier value")
 def _tails(body: dict[str, Any], context: dict[str, Any]) -> None:
     """Nothing to rewrite: a format 2 body never holds a tail."""
+
+
+@FORMAT_MIGRATIONS.register(4, "envelopes record their plain length and may be signed")
+def _plain_length(body: dict[str, Any], context: dict[str, Any]) -> None:
+    """Nothing to rewrite: only the envelope's header changed."""
 
 
 assert FORMAT_MIGRATIONS.current == FORMAT_VERSION, "register the step of every format version"

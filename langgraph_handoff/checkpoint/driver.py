@@ -9,6 +9,9 @@ receives the outcome (httpx's one-core, two-front-ends model):
   store can (one round trip). With ``outcomes=True`` a failed operation's exception takes its
   place in the list instead of being thrown;
 * :class:`Sleep` -> back off before a retry;
+* :class:`Pause` -> nothing when run synchronously; under asyncio, let the event loop run other
+  tasks before the plan goes on (a walk over many objects pauses after each one it decodes, so
+  a sweep inside a server never holds the loop for longer than one object);
 * :class:`Emit` -> hand one item to the caller (streaming ``list``);
 * :class:`Call` -> run a function in the caller's own mode (``call()`` or ``await acall()``) and
   send back its result: work that must wait for other threads or tasks, which a plan cannot do
@@ -28,7 +31,7 @@ from typing import Any, TypeVar
 
 from langgraph_handoff.stores.base import Op, StoreBase
 
-__all__ = ["Batch", "Call", "Emit", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
+__all__ = ["PAUSE", "Batch", "Call", "Emit", "Pause", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
 
 R = TypeVar("R")
 
@@ -45,6 +48,14 @@ class Sleep:
 
 
 @dataclass(frozen=True)
+class Pause:
+    """Let other tasks of the event loop run (``asyncio.sleep(0)``); nothing in sync mode."""
+
+
+PAUSE = Pause()
+
+
+@dataclass(frozen=True)
 class Emit:
     item: Any
 
@@ -57,7 +68,7 @@ class Call:
     acall: Callable[[], Awaitable[Any]]
 
 
-Step = Any  # Op | Batch | Sleep | Emit | Call
+Step = Any  # Op | Batch | Sleep | Pause | Emit | Call
 Plan = Generator[Step, Any, R]
 
 
@@ -81,6 +92,8 @@ def _perform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Sleep):
         time.sleep(step.seconds)
         return None
+    if isinstance(step, Pause):
+        return None
     if isinstance(step, Call):
         return step.call()
     return store.run(step)
@@ -89,8 +102,8 @@ def _perform(store: StoreBase, step: Step) -> Any:
 async def _aperform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
         return await store.arun_many(step.ops, return_exceptions=step.outcomes)
-    if isinstance(step, Sleep):
-        await asyncio.sleep(step.seconds)
+    if isinstance(step, (Sleep, Pause)):
+        await asyncio.sleep(step.seconds if isinstance(step, Sleep) else 0)
         return None
     if isinstance(step, Call):
         return await step.acall()

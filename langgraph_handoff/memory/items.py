@@ -15,11 +15,11 @@ with the vectors of another version of it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import msgpack
 from langgraph.store.base import Item, SearchItem, TTLConfig
 
 from langgraph_handoff._format import envelope, keys
@@ -170,21 +170,24 @@ class Entry:
         try:
             if not isinstance(data["value"], dict):
                 raise TypeError("its value is not a map")
-            self.expires: float | None = None if data.get("expires_at") is None else float(data["expires_at"])
+            self.expires: float | None = None if data.get("expires_at") is None else _finite(data["expires_at"])
             self.updated = datetime.fromisoformat(data["updated_at"]).timestamp()
             vectors = data.get("vectors")
             #: ``(dims, how many, float32 little-endian bytes)`` or None (not indexed)
             self.vectors: tuple[int, int, bytes | memoryview] | None = None
             if vectors:
-                dims, count, blob = int(vectors["dims"]), len(vectors["paths"]), bytes(vectors["data"])
+                # taken only as written: ``bytes(n)`` of a stored integer would allocate n bytes
+                dims, count, blob = vectors["dims"], len(vectors["paths"]), vectors["data"]
+                if type(dims) is not int or type(blob) is not bytes:
+                    raise TypeError("vectors are not a whole number of dimensions and bytes")
                 if len(blob) != 4 * dims * count:
                     raise ValueError(f"{len(blob)} bytes of vectors for {count} of {dims} numbers")
                 # the same bytes inside the body this entry keeps anyway: a view, not a second copy
                 # (1.5 KB an item at 384 dimensions); equal bytes wherever ``find`` meets them
                 at = raw.find(blob)
                 self.vectors = (dims, count, memoryview(raw)[at : at + len(blob)] if at >= 0 else blob)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptObjectError(okey, f"malformed memory item ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with a stored body, it is the item's
+            raise CorruptObjectError(okey, f"malformed memory item ({type(exc).__name__}: {exc})") from None
 
     @classmethod
     def decode(cls, okey: str, etag: str, raw: bytes) -> Entry | None:
@@ -228,8 +231,8 @@ class Entry:
                 created_at=datetime.fromisoformat(data["created_at"]),
                 updated_at=datetime.fromisoformat(data["updated_at"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptObjectError(self.okey, f"malformed memory item ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with a stored body, it is the item's
+            raise CorruptObjectError(self.okey, f"malformed memory item ({type(exc).__name__}: {exc})") from None
 
     def search_item(self, score: float | None = None) -> SearchItem:
         i = self.item()
@@ -243,11 +246,14 @@ class Entry:
         )
 
 
+def _finite(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    return float(value)
+
+
 def unpack(okey: str, raw: bytes) -> dict[str, Any]:
-    try:
-        data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
-        raise CorruptObjectError(okey, f"body is not valid msgpack: {exc}") from None
+    data = envelope.unpackb(raw, key=okey)
     if not isinstance(data, dict):
         raise CorruptObjectError(okey, "malformed memory item (not a map)")
     return data

@@ -107,6 +107,9 @@ def decode_pack(data: bytes, key: str) -> list[tuple[str, str, bytes]]:
     body: Any
     body, _ = envelope.decode_msgpack(data, key=key, expect=Kind.MEMORY_PACK)
     try:
-        return [(str(s), str(t), bytes(b)) for s, t, b in body["e"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptObjectError(key, f"malformed memory pack ({exc})") from None
+        entries = [(s, t, b) for s, t, b in body["e"]]
+    except Exception as exc:  # noqa: BLE001 - whatever is wrong with a stored body, it is the pack's
+        raise CorruptObjectError(key, f"malformed memory pack ({type(exc).__name__}: {exc})") from None
+    if not all(type(s) is str and type(t) is str and type(b) is bytes for s, t, b in entries):
+        raise CorruptObjectError(key, "malformed memory pack (an entry is not a key segment, an ETag and bytes)")
+    return entries

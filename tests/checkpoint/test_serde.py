@@ -9,12 +9,14 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_handoff import MemoryStore, ObjectStoreSaver
 from langgraph_handoff._format import envelope
+from langgraph_handoff.errors import UndecodableValueError
 from tests.support.graph_scenarios import scenario_interrupt_resume, subgraph_with_interrupt
 
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -45,11 +47,9 @@ def test_encrypted_serializer_covers_values_writes_and_metadata() -> None:
     assert b"msgpack+aes" in at_rest
     # the wrong key cannot read it: a loud failure, never a silent empty state
     wrong = ObjectStoreSaver(store, serde=EncryptedSerializer.from_pycryptodome_aes(key=b"f" * 32))
-    try:
+    with pytest.raises(UndecodableValueError, match=r"MAC check failed.*serializer") as info:
         wrong.get_tuple(cfg)
-        raise AssertionError("decrypted with the wrong key")
-    except ValueError:
-        pass
+    assert isinstance(info.value.__cause__, ValueError) and info.value.reason == "undecodable"
 
 
 def test_unencrypted_store_does_hold_plaintext() -> None:

@@ -260,15 +260,17 @@ def test_async_snapshots_match_sync(store: StoreBase) -> None:
 
 
 def test_pieces_round_trip_through_a_head_and_refuse_impossible_parts() -> None:
-    parts = (rec_io.Piece("c1", "d" * 32, 40_000, 12), rec_io.Piece("c2", "e" * 32, 900, 14))
-    head = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", parts)}})
+    c1, c2 = "1f0c0001-aaaa-6bbb-8ccc-000000000001", "1f0c0002-aaaa-6bbb-8ccc-000000000002"
+    parts = (rec_io.Piece(c1, "d" * 32, 40_000, 12), rec_io.Piece(c2, "e" * 32, 900, 14))
+    head = rec_io.Head("t", "", {}, {c2: {"messages": rec_io.Pieces("msgpack", parts)}})
     back = rec_io.decode_head(rec_io.encode_head(head), key="h")
     assert back.payloads == head.payloads
-    empty = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", ())}})
+    empty = rec_io.Head("t", "", {}, {c2: {"messages": rec_io.Pieces("msgpack", ())}})
     with pytest.raises(CorruptObjectError):
         rec_io.decode_head(rec_io.encode_head(empty), key="h")
-    for bad in (rec_io.Piece("c1", "d", -1, 3), rec_io.Piece("c1", "d", 9, -1), rec_io.Piece("c1", "d", 9, 1 << 32)):
-        odd = rec_io.Head("t", "", {}, {"c2": {"messages": rec_io.Pieces("msgpack", (bad,))}})
+    d = "d" * 32
+    for bad in (rec_io.Piece(c1, d, -1, 3), rec_io.Piece(c1, d, 9, -1), rec_io.Piece(c1, d, 9, 1 << 32)):
+        odd = rec_io.Head("t", "", {}, {c2: {"messages": rec_io.Pieces("msgpack", (bad,))}})
         with pytest.raises(CorruptObjectError):
             rec_io.decode_head(rec_io.encode_head(odd), key="h")
 

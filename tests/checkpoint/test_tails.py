@@ -213,10 +213,10 @@ def test_migrate_rewrites_a_thread_with_tails_losslessly(store: StoreBase) -> No
 
 
 def test_a_tail_round_trips_through_a_head() -> None:
-    tail = rec_io.Tail("msgpack", "c1", "d" * 32, 40_000, 12, 14, b"\x92\xa1a\xa1b")
-    head = rec_io.Head("t", "", {}, {"c2": {"messages": tail}})
+    tail = rec_io.Tail("msgpack", "1f0c0001-aaaa-6bbb-8ccc-000000000001", "d" * 32, 40_000, 12, 14, b"\x92\xa1a\xa1b")
+    head = rec_io.Head("t", "", {}, {"1f0c0002-aaaa-6bbb-8ccc-000000000002": {"messages": tail}})
     back = rec_io.decode_head(rec_io.encode_head(head), key="h")
-    assert back.payloads == {"c2": {"messages": tail}}
+    assert back.payloads == {"1f0c0002-aaaa-6bbb-8ccc-000000000002": {"messages": tail}}
 
 
 def test_graph_scenarios_match_inmemory_with_every_list_a_tail(store: StoreBase) -> None:

@@ -75,7 +75,7 @@ def test_schema_migration_demo(tmp_path: Path) -> None:
         in (out.stdout)
     )
     assert '"summary": {"scanned": 3, "migrated": 0, "current": 3, "failed": 0' in out.stdout
-    assert "storage formats: {3: 9}, state schemas: {2: 9}" in out.stdout
+    assert "storage formats: {4: 9}, state schemas: {2: 9}" in out.stdout
     assert "'bot: your refund is on its way (en)']" in out.stdout
 
 

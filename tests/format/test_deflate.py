@@ -36,8 +36,9 @@ def test_a_value_carried_by_three_heads_and_its_blob_is_compressed_once(monkeypa
     real = deflate._deflate
     monkeypatch.setattr(deflate, "_deflate", lambda data: seen.append(len(data)) or real(data))
     value = _text(random.Random(1), 200_000)
-    rec = Record("1" * 32, None, ("msgpack", b"c"), ("msgpack", b"m"), {"messages": ("1" * 32, 1)})
-    for spill in (None, None, "d" * 64):  # the value's Inline is rebuilt when its spill starts
+    cid = "1f0c0001-aaaa-6bbb-8ccc-000000000001"
+    rec = Record(cid, None, ("msgpack", b"c"), ("msgpack", b"m"), {"messages": (cid, 1)})
+    for spill in (None, None, "d" * 32):  # the value's Inline is rebuilt when its spill starts
         head = Head("t", "", {rec.id: rec}, {rec.id: {"messages": Inline("msgpack", value, spill)}})
         body = records.encode_head(head)
         assert records.decode_head(body, key="h").payloads[rec.id]["messages"].data == value

@@ -53,9 +53,16 @@ def _head(n_records: int, n_channels: int) -> Head:
                   for t in range(i % 3)}  # fmt: skip
         recs[cid] = Record(cid, None, ("msgpack", b"c" * (i + 1)), ("json", b"{}"), values, writes, schema=i % 2)
         chs: dict[str, records.Payload] = {ch: Inline("msgpack", bytes([i]) * (c + 1)) for c, ch in enumerate(values)}
-        chs["str"] = Inline("msgpack", b"s" * 40, "digest") if i % 2 else BlobRef("msgpack", "d" * 64, 99_999)
+        chs["str"] = Inline("msgpack", b"s" * 40, "a" * 32) if i % 2 else BlobRef("msgpack", "d" * 64, 99_999)
         table[cid] = chs
-    return Head("thread", "ns", recs, table, (SegmentRef("seg", "a", "b", 3),), HeadMeta(newer={"e": {"k": 1}}))
+    return Head(
+        "thread",
+        "ns",
+        recs,
+        table,
+        (SegmentRef("s/seg", "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b", 3),),
+        HeadMeta(newer={"e": {"k": 1}}),
+    )
 
 
 def test_head_body_is_the_plain_msgpack_of_its_structure() -> None:

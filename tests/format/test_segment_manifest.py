@@ -41,8 +41,8 @@ def test_usual_references_are_40_bytes_each_and_read_back() -> None:
 @pytest.mark.parametrize(
     "odd",
     [
-        SegmentRef("s/custom-name", "a", "b", 3),  # a key this package never writes
-        _ref(5, nonce="ABCDEF00"),  # upper-case nonce: not what segment_suffix is given
+        SegmentRef("s/custom-name", _ref(4).first_id, _ref(4).last_id, 3),  # a key this package never writes
+        _ref(5, nonce="abcdef0"),  # a 7-digit nonce: not what segment_suffix is given
         SegmentRef("s/elsewhere-0a1b2c3d", _ref(6).first_id, _ref(6).last_id, 1),
     ],
 )

@@ -32,7 +32,7 @@ from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import ArchiveRef, Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
 from langgraph_handoff.checkpoint.plans import manifest, reading
-from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of
+from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, parent_cycle, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, MigrationError
 from langgraph_handoff.stores.base import Get, ListPage, ObjectInfo
@@ -221,8 +221,11 @@ def _list_thread(
         # (decoded before anything is fetched), an older one's after the same upgrade as its
         # values, since a step may derive metadata from them.
         current = rec.schema == saver._schema
-        if current and not query.accepts(saver.serde.loads_typed(rec.metadata)):
-            continue
+        if current:
+            with reading.user_data(keys.head_key(stream.thread_id, stream.ns), f"checkpoint {rec.id!r}"):
+                metadata = saver.serde.loads_typed(rec.metadata)
+            if not query.accepts(metadata):
+                continue
         infos = yield from reading.writes_for(saver, cursor, rec.id)
         try:
             tasks, values = yield from reading.fetch(saver, stream.thread_id, stream.ns, rec, table, infos, rec.values)
@@ -418,7 +421,11 @@ def _delta_history_once(
     # the head or segment that held the last ancestor: the next ones are mostly there too
     records: Mapping[str, Record] = {}
     table: PayloadTable = {}
+    seen: set[str] = {target.id}  # a parent chain written by someone hostile may loop
     while cur is not None and remaining:
+        if cur in seen:
+            raise parent_cycle(thread_id, ns, cur)
+        seen.add(cur)
         rec = records.get(cur)  # a hit is a record stored under that very id
         if rec is None:
             if not keys.is_checkpoint_id(cur):
@@ -476,7 +483,9 @@ def _delta_history_once(
             for ch in seeds:
                 result[ch]["seed"] = seed_values[ch]
         if tasks:
-            for write in reversed(sorted_pending(tasks, loads, remaining)):
+            with reading.user_data(keys.head_key(thread_id, ns), f"a pending write of checkpoint {rec.id!r}"):
+                pending = sorted_pending(tasks, loads, remaining)
+            for write in reversed(pending):
                 collected[write[1]].append(write)
         remaining.difference_update(seeds)
     for ch in channels:

@@ -32,7 +32,7 @@ from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff._format.records import Head, Record, blob_refs, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
-from langgraph_handoff.checkpoint.plans import listing, reading, rewriting
+from langgraph_handoff.checkpoint.plans import bookkeeping, listing, reading, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
 from langgraph_handoff.checkpoint.ttl import restamp
 from langgraph_handoff.errors import (
@@ -130,7 +130,8 @@ def plan_delete_for_runs(saver: SaverState, run_ids: Sequence[str]) -> Plan[None
         return None
 
     def choose(records: dict[str, Record]) -> set[str]:
-        return {i for i, r in records.items() if saver.serde.loads_typed(r.metadata).get("run_id") in wanted}
+        # the run id kept in clear, never the user's metadata decoded (see plans/bookkeeping.py)
+        return {i for i, r in records.items() if (b := bookkeeping.of_record(saver.serde, r)) and b.run_id in wanted}
 
     scanned = removed = 0
     scan = yield from listing.plan_heads_scan(saver, keys.heads_prefix())
@@ -178,7 +179,7 @@ def plan_prune(saver: SaverState, thread_ids: Sequence[str], strategy: str) -> P
             for _tid, ns in scan.ids:
                 try:
                     removed += yield from rewriting.plan_rewrite_namespace(
-                        saver, tid, ns, partial(rewriting.keep_latest_drop, saver)
+                        saver, tid, ns, partial(rewriting.keep_latest_drop, saver, tid, ns)
                     )
                 except listing.UNREADABLE as exc:  # reported at the end; the other namespaces go on
                     damaged.append(DamagedObject.from_error(exc))
@@ -200,7 +201,7 @@ def plan_prune_count(saver: SaverState, thread_id: str) -> Plan[int]:
         if head is None:
             continue
         everything = {i: r for seg in segments.values() for i, r in seg.records.items()} | dict(head.records)
-        removed += len(rewriting.keep_latest_drop(saver, everything))
+        removed += len(rewriting.keep_latest_drop(saver, thread_id, ns, everything))
     return removed
 
 

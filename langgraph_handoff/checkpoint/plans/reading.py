@@ -13,7 +13,8 @@ A value that vanished under a concurrent prune sends the reader back to a fresh 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -29,7 +30,13 @@ from langgraph_handoff.checkpoint.plans import manifest, upgrading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import restamp, wants_refresh
 from langgraph_handoff.checkpoint.writes import sorted_pending
-from langgraph_handoff.errors import CorruptObjectError, PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    LangGraphHandoffError,
+    PreconditionFailedError,
+    UndecodableValueError,
+    UnknownOutcomeError,
+)
 from langgraph_handoff.stores.base import Get, ListPage, ListResult, ObjectInfo, Put, StoredObject
 
 #: a record's pending writes as :func:`fetch` returns them: (task id, task path, items) per task
@@ -197,6 +204,23 @@ def writes_for(saver: SaverState, cursor: WritesCursor, checkpoint_id: str) -> P
     while cursor.need_more(checkpoint_id):
         cursor.feed((yield ListPage(cursor.prefix, start_after=cursor.after, max_keys=cursor.page_size)))
     return cursor.take(checkpoint_id)
+
+
+@contextmanager
+def user_data(key: str, what: str) -> Iterator[None]:
+    """Decoding of the user's own values (by ``saver.serde``) in this block fails only with a
+    typed error: anything the serializer raises on stored bytes (a msgpack error, a
+    ``RecursionError`` on nesting deeper than Python's stack, an ext type that does not build)
+    is an :class:`~langgraph_handoff.errors.UndecodableValueError` (a ``CorruptObjectError``,
+    so walks report it and go on) naming ``key``, with the serializer's exception chained. Bytes
+    under a valid checksum that the serializer cannot read were written by someone else, or by a
+    serializer configured otherwise (a wrong encryption key: the chained cause says which)."""
+    try:
+        yield
+    except LangGraphHandoffError:
+        raise
+    except Exception as exc:
+        raise UndecodableValueError(key, what, exc) from exc
 
 
 def decode_writes_doc(
@@ -410,7 +434,10 @@ def fetch(
         blobs[key] = rec_io.decode_blob(obj.body, key=key)
         saver._cache.immutable.put(key, blobs[key])
     for ch, (payload, refs, memo) in wanted.items():
-        values[ch] = _value(saver, payload, blobs, refs)
+        with user_data(
+            refs[0] if refs else keys.head_key(thread_id, ns), f"the value of {ch!r} in checkpoint {rec.id!r}"
+        ):
+            values[ch] = _value(saver, payload, blobs, refs)
         if memo is not None:
             saver._cache.immutable.keep_value(memo, values[ch])
     return tasks, {ch: values[ch] for ch in channels}
@@ -421,10 +448,11 @@ def checkpoint_tuple(
 ) -> CheckpointTuple:
     """The tuple LangGraph gets for ``rec``, from what :func:`fetch` read for all its channels
     (upgraded when it was written under an older state schema)."""
-    checkpoint = saver.serde.loads_typed(rec.checkpoint)
-    checkpoint["channel_values"] = values
-    metadata = saver.serde.loads_typed(rec.metadata)
-    pending = sorted_pending(tasks, saver.serde.loads_typed)
+    with user_data(keys.head_key(thread_id, ns), f"checkpoint {rec.id!r}"):
+        checkpoint = saver.serde.loads_typed(rec.checkpoint)
+        checkpoint["channel_values"] = values
+        metadata = saver.serde.loads_typed(rec.metadata)
+        pending = sorted_pending(tasks, saver.serde.loads_typed)
     if rec.schema != saver._schema:
         checkpoint, metadata = upgrading.upgrade_checkpoint(saver, thread_id, ns, rec, checkpoint, metadata)
     return CheckpointTuple(

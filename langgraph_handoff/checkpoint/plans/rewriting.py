@@ -15,9 +15,9 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.records import Head, PayloadTable, Record, Segment, SegmentRef, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
-from langgraph_handoff.checkpoint.plans import listing, manifest, reading
+from langgraph_handoff.checkpoint.plans import bookkeeping, listing, manifest, reading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys
-from langgraph_handoff.checkpoint.plans.state import SaverState, backoff
+from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, parent_cycle
 from langgraph_handoff.errors import ConflictError, PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.stores.base import DeleteMany, Get, Put
 
@@ -230,7 +230,7 @@ def _landed_under(
     return not any(s.covers(d) for s in sealed_since for d in drop)
 
 
-def keep_latest_drop(saver: SaverState, records: dict[str, Record]) -> set[str]:
+def keep_latest_drop(saver: SaverState, thread_id: str, ns: str, records: dict[str, Record]) -> set[str]:
     """Everything but the latest checkpoint, except the ancestors a DeltaChannel still needs:
     from the latest back to (and including) the nearest one holding a value for each delta
     channel the latest stores no value for (the history ``get_delta_channel_history`` walks)."""
@@ -238,10 +238,14 @@ def keep_latest_drop(saver: SaverState, records: dict[str, Record]) -> set[str]:
         return set()
     latest = records[max(records)]
     keep = {latest.id}
-    counters = saver.serde.loads_typed(latest.metadata).get("counters_since_delta_snapshot") or {}
-    need = {ch for ch in counters if ch not in latest.values}
+    kept = bookkeeping.of_record(saver.serde, latest)
+    if kept is None:
+        return set()  # which ancestors a DeltaChannel needs is not known: keep them all
+    need = {ch for ch in kept.delta if ch not in latest.values}
     cur = latest.parent
     while need and cur is not None and cur in records:
+        if cur in keep:
+            raise parent_cycle(thread_id, ns, cur)
         rec = records[cur]
         keep.add(cur)
         need -= set(rec.values)

@@ -176,6 +176,17 @@ class Vanished(Exception):
         )
 
 
+def parent_cycle(thread_id: str, ns: str, checkpoint_id: str) -> CorruptObjectError:
+    """What a walk up a namespace's parents raises on meeting a checkpoint twice. LangGraph never
+    writes a checkpoint that is its own ancestor, and this saver refuses a put that would; a
+    chain that loops was written by someone else, and a walk that followed it would never end."""
+    return CorruptObjectError(
+        keys.head_key(thread_id, ns),
+        f"checkpoint {checkpoint_id!r} is its own ancestor (its parent chain loops)",
+        "malformed",
+    )
+
+
 def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]

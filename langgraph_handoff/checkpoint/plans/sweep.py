@@ -69,14 +69,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from langgraph_handoff._format import keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
-from langgraph_handoff._format.records import Head, Record
+from langgraph_handoff._format.records import Head
 from langgraph_handoff._frozen import fast_replace
-from langgraph_handoff.checkpoint.driver import Batch, Plan
+from langgraph_handoff.checkpoint.driver import PAUSE, Batch, Plan
 from langgraph_handoff.checkpoint.fencing import released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState
@@ -131,7 +132,7 @@ def _seen(head: Head, etag: str, saver: SaverState | None = None) -> _Seen:
     prunable = bool(head.segments) or len(head.records) > 1
     if prunable and not head.segments and saver is not None:
         try:  # a DeltaChannel's ancestors stay: whether keep_latest would drop anything
-            prunable = bool(rewriting.keep_latest_drop(saver, dict(head.records)))
+            prunable = bool(rewriting.keep_latest_drop(saver, head.thread_id, head.checkpoint_ns, dict(head.records)))
         except Exception:  # noqa: BLE001 - undecodable metadata: decided (and reported) when swept
             prunable = True
     return _Seen(
@@ -277,6 +278,7 @@ def plan_sweep(
         if want:
             objs = yield Batch(tuple(Get(k) for k in want), outcomes=True)
             for key, obj in zip(want, objs, strict=True):
+                yield PAUSE  # under asyncio, a server's other requests run between two heads
                 if obj is None:
                     continue  # deleted since the listing
                 try:
@@ -296,6 +298,7 @@ def plan_sweep(
                 later = pending[start + i :]
                 result.limited = not all(_nothing_to_do(saver, memo, g, reads, result, default_ttl) for g in later)
                 return result
+            yield PAUSE
             try:
                 outcome = yield from _sweep_group(saver, group, reads, result, default_ttl)
             except LangGraphHandoffError as exc:  # reported; the other threads are still swept
@@ -513,15 +516,14 @@ def _sweep_keep_latest(
     outcome = ThreadSweep(thread_id, "kept", expires_at=expires, latest_only=True)
     moved = []
     for ns, (head, etag) in sorted(heads.items()):
-        if not head.segments and not rewriting.keep_latest_drop(saver, dict(head.records)):
+        if not head.segments and not rewriting.keep_latest_drop(saver, thread_id, ns, dict(head.records)):
             continue  # nothing older to drop
         outcome.latest_only = False
         if dry_run:
             outcome.status = "would prune"
             continue
 
-        def choose(records: dict[str, Record]) -> set[str]:
-            return rewriting.keep_latest_drop(saver, records)
+        choose = partial(rewriting.keep_latest_drop, saver, thread_id, ns)
 
         # the decision sticks as a delete's does: only on the head version it was taken on (a
         # writer or a refreshing reader that moved the head since keeps the thread whole)

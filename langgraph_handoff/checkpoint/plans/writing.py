@@ -25,7 +25,9 @@ from langgraph_handoff._format import keys, tails
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff._format.records import (
+    PIECES_MAX,
     BlobRef,
+    Bookkeeping,
     Folded,
     Head,
     Inline,
@@ -109,6 +111,7 @@ def _build_record(
     cp_typed: tuple[str, bytes],
     md_typed: tuple[str, bytes],
     memo: dict[str, tuple[str, bytes]],
+    bookkeeping: Bookkeeping,
 ) -> tuple[Record, dict[str, Payload], list[tuple[str, bytes, bytes]]]:
     """The record for ``checkpoint``, the payloads it stores, and the blobs to write first, as
     ``(key, envelope, value bytes)``.
@@ -165,7 +168,8 @@ def _build_record(
         else:
             payloads[ch] = Inline(typ, data)
     parent_id = parent.id if parent is not None else None
-    return Record(cid, parent_id, cp_typed, md_typed, values, schema=saver._schema), payloads, blobs
+    record = Record(cid, parent_id, cp_typed, md_typed, values, schema=saver._schema, bookkeeping=bookkeeping)
+    return record, payloads, blobs
 
 
 #: a tail longer than this and than 1/16 of its base is stored whole instead (a "rebase"): each
@@ -240,7 +244,6 @@ def _as_tail(
 #: snapshot doubles its first, as ``snapshot_frequency=1000`` on a 1,000-turn thread does, would
 #: otherwise store it whole.)
 PIECES_GROWTH = 2
-PIECES_MAX = 16
 #: How far back :func:`_previous_snapshot` walks the parents (a ``DeltaChannel`` stores its
 #: snapshot every ``snapshot_frequency`` updates; the walk only looks at records in memory).
 SNAPSHOT_WALK_MAX = 4096
@@ -580,6 +583,7 @@ def plan_put(
     md = get_checkpoint_metadata(config, metadata)
     cp_typed = saver.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"})
     md_typed = saver.serde.dumps_typed(md)
+    bookkeeping = Bookkeeping.of(md)
     source = md.get("source")
     hkey = keys.head_key(thread_id, ns)
     state = saver._cache.get(thread_id, ns)
@@ -623,7 +627,7 @@ def plan_put(
             raise conflict
         parent = head.records.get(parent_id) if head is not None and parent_id else None
         record, payloads, blobs = _build_record(
-            saver, thread_id, ns, checkpoint, new_versions, parent, head, cp_typed, md_typed, memo,
+            saver, thread_id, ns, checkpoint, new_versions, parent, head, cp_typed, md_typed, memo, bookkeeping,
         )  # fmt: skip
         if parent is None and parent_id is not None:
             record = fast_replace(record, parent=parent_id)
