@@ -6,6 +6,7 @@ import asyncio
 import builtins
 import copy
 import itertools
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -31,6 +32,7 @@ from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
+from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.checkpoint.ttl import (
     DEFAULT_SWEEP_INTERVAL_MINUTES,
     BackgroundSweeper,
@@ -45,6 +47,8 @@ from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreSaver"]
+
+log = logging.getLogger("langgraph_handoff")
 
 
 class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
@@ -207,11 +211,22 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         Optional: without it, the saver runs the same check before its first write to a store
         (once per process; :mod:`langgraph_handoff.checkpoint.trust`). Calling it at startup
         moves that cost, and any refusal, to startup.
+
+        It also logs a WARNING when this saver's serializer would import and call what a stored
+        object names (LangGraph's default does): whoever can write into the store could then run
+        code in this process (:mod:`langgraph_handoff.checkpoint.serde_policy` says how to stop it).
         """
         trust.setup(self.store)
+        self._warn_named_code()
 
     async def asetup(self) -> None:
         await trust.asetup(self.store)
+        self._warn_named_code()
+
+    def _warn_named_code(self) -> None:
+        risk = named_code_risk(self.serde)
+        if risk is not None:
+            log.warning("%r: %s: whoever can write into the store can run code here; %s", self, risk, HOW_TO_STOP)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

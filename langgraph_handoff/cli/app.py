@@ -28,6 +28,7 @@ from typing import Annotated, Any, Optional
 from urllib.parse import unquote, urlparse
 
 import typer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -50,7 +51,19 @@ from langgraph_handoff.errors import (
 )
 from langgraph_handoff.migrations import SchemaMigrations
 
-__all__ = ["Json", "Migrations", "Ns", "Url", "app", "load_migrations", "main", "next_step", "open_saver"]
+__all__ = [
+    "AllowTypes",
+    "Json",
+    "Migrations",
+    "Ns",
+    "Url",
+    "app",
+    "load_migrations",
+    "main",
+    "next_step",
+    "open_saver",
+    "reading_serializer",
+]
 
 app = typer.Typer(
     name="langgraph-handoff",
@@ -81,6 +94,41 @@ Migrations = Annotated[
     ),
 ]
 Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
+AllowTypes = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+    typer.Option(
+        "--allow-type",
+        metavar="MODULE:NAME",
+        help="build stored values of this type as your workers do (repeatable); values of any other type a "
+        "stored object names are shown as the arguments they were stored with, never imported",
+    ),
+]
+
+
+def reading_serializer(allow_types: Sequence[str] | None = None) -> JsonPlusSerializer:
+    """The serializer the command line reads your values with: LangGraph's own, in its strict
+    mode. LangGraph's default imports and calls whatever module and type a stored msgpack ext
+    value names; on a worker that is the price of your own types, but the command line runs on
+    an operator's machine, over threads nobody vouched for. So it builds only LangGraph's safe
+    types (messages, dates, ids...) and those ``--allow-type`` names; any other shows as the
+    arguments it was stored with.
+
+    >>> reading_serializer(["myapp.models:Order"])._allowed_msgpack_modules
+    {('myapp.models', 'Order')}
+    >>> reading_serializer(["no-colon"])
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: --allow-type 'no-colon': give MODULE:NAME, a dotted module path and a type name (e.g. myapp.models:Order)
+    """
+    allowed = []
+    for spec in allow_types or ():
+        module, _, name = spec.partition(":")
+        if not name.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+            raise InvalidConfigError(
+                f"--allow-type {spec!r}: give MODULE:NAME, a dotted module path and a type name (e.g. myapp.models:Order)"
+            )
+        allowed.append((module, name))
+    return JsonPlusSerializer(allowed_msgpack_modules=allowed or None)
 
 
 def load_migrations(spec: str | None) -> SchemaMigrations | None:
@@ -177,16 +225,28 @@ def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None) -> s
 
 
 @contextmanager
-def open_saver(url: str, migrations: str | None, *, create: bool = False) -> Iterator[ObjectStoreSaver]:
+def open_saver(
+    url: str,
+    migrations: str | None,
+    *,
+    create: bool = False,
+    allow_types: Sequence[str] | None = None,
+    rewrites_values: bool = False,
+) -> Iterator[ObjectStoreSaver]:
     """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
     would otherwise create an empty store and report nothing to do), except for ``setup``. A
-    typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints."""
+    typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints.
+
+    Values are read with :func:`reading_serializer` (strict), except by a command that
+    ``rewrites_values`` (``migrate --migrations``): a value read strictly and written back would
+    lose its type, so that command builds them as your workers do."""
     parsed = urlparse(url)
     if parsed.scheme.lower() == "file" and not create:
         path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
         if not path.is_dir():
             raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
-    with ObjectStoreSaver.from_url(url, migrations=load_migrations(migrations)) as saver:
+    serde = None if rewrites_values else reading_serializer(allow_types)
+    with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations)) as saver:
         try:
             yield saver
         except LangGraphHandoffError as exc:
@@ -219,13 +279,14 @@ def report_damaged(as_json: bool, damaged: Sequence[DamagedObject], console: Con
 
 @contextmanager
 def progress_pass(
-    url: str, migrations: str | None, what: str, as_json: bool
+    url: str, migrations: str | None, what: str, as_json: bool, *, rewrites_values: bool = False
 ) -> Iterator[tuple[ObjectStoreSaver, Progress, TaskID]]:
     """The saver and a progress bar on stderr for a pass over every thread (``sweep``,
     ``migrate``); the bar's total is set once the pass knows how many threads there are. Hidden
     with ``--json``."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with open_saver(url, migrations) as saver, Progress(*columns, console=Console(stderr=True), disable=as_json) as bar:
+    opened = open_saver(url, migrations, rewrites_values=rewrites_values)
+    with opened as saver, Progress(*columns, console=Console(stderr=True), disable=as_json) as bar:
         yield saver, bar, bar.add_task(what, total=None)
 
 

@@ -267,7 +267,11 @@ def migrate(
     thread failed (one that cannot be read is left as it was) or a key under heads/ is not a
     head's; the other threads are still migrated.
     """
-    with progress_pass(url, migrations, "checking" if dry_run else "migrating", as_json) as (saver, progress, bar):
+    # with --migrations your steps rewrite your values: they are built as your workers build them
+    passing = progress_pass(
+        url, migrations, "checking" if dry_run else "migrating", as_json, rewrites_values=bool(migrations)
+    )
+    with passing as (saver, progress, bar):
 
         def reported(result: ThreadMigration) -> None:
             progress.advance(bar)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_handoff._format import envelope
+from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.cli.app import Json, Migrations, Url, app, open_saver, out
 
 __all__ = ["doctor", "setup"]
@@ -19,11 +21,24 @@ def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> Non
     """Check a store is reachable and write its format marker."""
     with open_saver(url, migrations, create=True) as saver:
         saver.setup()
+        serializer, line = _serializer_report()
         out(
             as_json,
-            {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
-            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
+            {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION, "serializer": serializer},
+            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})\n{line}",
         )
+
+
+def _serializer_report() -> tuple[dict[str, object], str]:
+    """Whether the serializer a process of this environment builds by default (what your
+    workers use unless they pass their own) would run code a stored object names."""
+    risk = named_code_risk(JsonPlusSerializer())
+    line = "serializer: " + (
+        f"{risk}: whoever can write into the store can run code in the processes that read it; {HOW_TO_STOP}"
+        if risk
+        else "builds only LangGraph's safe types and those allowed (LANGGRAPH_STRICT_MSGPACK)"
+    )
+    return {"runs_code_named_by_stored_objects": risk is not None, "detail": risk}, line
 
 
 @app.command()
@@ -65,6 +80,11 @@ def doctor(
         )
         + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(problems))
     )
-    out(as_json, {**report.to_dict(), **({"race": raced.to_dict()} if raced else {})}, text)
+    serializer, line = _serializer_report()
+    out(
+        as_json,
+        {**report.to_dict(), **({"race": raced.to_dict()} if raced else {}), "serializer": serializer},
+        f"{text}\n{line}",
+    )
     if problems:
         raise typer.Exit(1)

@@ -14,7 +14,18 @@ import typer
 from langgraph_handoff._format import keys, records
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
-from langgraph_handoff.cli.app import Json, Migrations, Ns, Url, app, document, open_saver, out, report_damaged
+from langgraph_handoff.cli.app import (
+    AllowTypes,
+    Json,
+    Migrations,
+    Ns,
+    Url,
+    app,
+    document,
+    open_saver,
+    out,
+    report_damaged,
+)
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 
 __all__ = ["diff", "history", "show", "threads", "verify"]
@@ -52,6 +63,7 @@ def history(
     ] = None,
     as_json: Json = False,
     migrations: Migrations = None,
+    allow_types: AllowTypes = None,
 ) -> None:
     """List a thread's checkpoints, namespace by namespace (the root graph's first), each newest
     first; --limit N keeps each namespace's N newest.
@@ -61,7 +73,7 @@ def history(
     """
     from langgraph_handoff.inspection import thread_heads
 
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, allow_types=allow_types) as saver:
         present = thread_heads(saver, thread_id).require()
         if ns is not None and ns not in present.namespaces:
             for d in present.unreadable:
@@ -116,11 +128,15 @@ def show(
     raw: Annotated[bool, typer.Option("--raw", help="the stored head as it is (records, references, lease)")] = False,
     as_json: Json = False,
     migrations: Migrations = None,
+    allow_types: AllowTypes = None,
 ) -> None:
-    """One checkpoint's values, metadata and pending writes as JSON (the latest by default)."""
+    """One checkpoint's values, metadata and pending writes as JSON (the latest by default).
+
+    Values are built strictly: LangGraph's safe types and those --allow-type names; any other
+    type a stored value names shows as the arguments it was stored with (never imported)."""
     from langgraph_handoff.inspection import show_checkpoint, thread_heads
 
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, allow_types=allow_types) as saver:
         if not raw:
             document(as_json, show_checkpoint(saver, thread_id, checkpoint, ns))
             return
@@ -162,12 +178,13 @@ def diff(
     ns: Ns = "",
     as_json: Json = False,
     migrations: Migrations = None,
+    allow_types: AllowTypes = None,
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (items appended to a
-    list are shown as appended)."""
+    list are shown as appended). Values are built as `show` builds them."""
     from langgraph_handoff.inspection import diff_checkpoints
 
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, allow_types=allow_types) as saver:
         document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
 
 
