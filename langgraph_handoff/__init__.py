@@ -4,6 +4,7 @@
 >>> saver = ObjectStoreSaver.from_url("memory://")
 """
 
+from langgraph_handoff._format.signing import SigningKey, SigningKeys
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import Layout, ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -26,6 +27,8 @@ __all__ = [
     "ObjectStoreSaver",
     "ObstoreS3Store",
     "S3Store",
+    "SigningKey",
+    "SigningKeys",
     "StaleWriterError",
     "__version__",
 ]

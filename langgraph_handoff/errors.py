@@ -34,6 +34,7 @@ broadly or as narrowly as they need::
         ├── InvalidThreadIdError
         ├── InvalidCheckpointIdError
         ├── InvalidConfigError
+        │   └── SigningKeyRequiredError  a store that requires signed objects, and no key to sign with
         ├── InvalidKeyError
         ├── ObjectTooLargeError          an object larger than any reader accepts (nothing stored)
         ├── InvalidRouteError            a router was built or asked with routes it does not have
@@ -82,6 +83,7 @@ __all__ = [
     "PreconditionFailedError",
     "ReplyTimeoutError",
     "SchemaVersionError",
+    "SigningKeyRequiredError",
     "StaleWriterError",
     "StoreError",
     "StoreNotFoundError",
@@ -439,7 +441,16 @@ class CorruptObjectError(EnvelopeError):
         self.key = key
         self.detail = detail
         self.reason = reason if reason in CORRUPT_REASONS else "malformed"
-        super().__init__(f"object {key!r} is corrupt: {detail}. It was not loaded. {_repair_advice(key)}")
+        advice = _UNSIGNED_ADVICE if self.reason == "unsigned" else _repair_advice(key)
+        super().__init__(f"object {key!r} is corrupt: {detail}. It was not loaded. {advice}")
+
+
+_UNSIGNED_ADVICE = (
+    "If the store was written before its readers had a signing key, sign it: run `langgraph-handoff "
+    "migrate URL` with LANGGRAPH_HANDOFF_SIGNING_KEYS set (readers may set LANGGRAPH_HANDOFF_ACCEPT_UNSIGNED=true "
+    "meanwhile). If a key you retired signed it, add that key to the verifying keys. Otherwise someone without "
+    "the key wrote it: restore it from a backup, or delete it."
+)
 
 
 def _repair_advice(key: str) -> str:
@@ -589,6 +600,21 @@ class ObjectTooLargeError(InvalidInputError):
             f"a {what} object of {size} bytes is larger than the {limit} bytes any reader accepts; "
             "nothing was stored. Keep large values out of the state (store a reference), or raise "
             "LANGGRAPH_HANDOFF_MAX_OBJECT_BYTES on every process that uses this store."
+        )
+
+
+class SigningKeyRequiredError(InvalidConfigError):
+    """The store's format marker says its objects must be signed, and this process has no signing
+    key: it would write objects every reader refuses. Nothing was written.
+
+    What to do: give this process the store's keys (``LANGGRAPH_HANDOFF_SIGNING_KEYS``, or
+    ``signing_key=``)."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        super().__init__(
+            f"{store} requires signed objects (its format marker says so) and this process has no signing key: "
+            "nothing was written. Set LANGGRAPH_HANDOFF_SIGNING_KEYS (or pass signing_key=) to the store's keys."
         )
 
 

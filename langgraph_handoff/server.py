@@ -96,6 +96,7 @@ from urllib.parse import urlparse
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, signed_store
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
@@ -254,9 +255,10 @@ class ServerSettings:
     def object_store(self) -> StoreBase:
         """A new client on :attr:`url`; a bad URL is reported against ``LANGGRAPH_HANDOFF_URL``."""
         try:
-            return store_from_url(self.url)
+            store = store_from_url(self.url)
         except InvalidConfigError as exc:
             raise InvalidConfigError(f"{ENV_URL}: {exc}") from None
+        return signed_store(store, FROM_ENVIRONMENT)  # LANGGRAPH_HANDOFF_SIGNING_KEYS
 
 
 def _env_minutes(env: Mapping[str, str], name: str) -> float | None:

@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format import envelope, keys, signing
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint import driver, trust
@@ -32,7 +32,9 @@ from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
+from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
+from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import (
     DEFAULT_SWEEP_INTERVAL_MINUTES,
     BackgroundSweeper,
@@ -81,6 +83,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             are deleted by :meth:`sweep`; see :mod:`langgraph_handoff.checkpoint.ttl`.
         clock: seconds since the epoch for TTL stamps and sweeps (default ``time.time``; tests
             pass their own).
+        signing_key: sign every object written and refuse every object read that no key held
+            signed (:mod:`langgraph_handoff.checkpoint.signed_store`): a ``SigningKey``, several (the
+            first signs, all verify), ``SigningKeys``, or their text form ``"ID:SECRET,..."``.
+            ``from_url`` takes them from ``LANGGRAPH_HANDOFF_SIGNING_KEYS`` by default.
 
     For langgraph-handoff's own layers (not a user API, it may change with any release):
     :attr:`heads` reads and compare-and-swaps heads, lists threads and namespaces and counts a
@@ -116,6 +122,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         migrations: SchemaMigrations | None = None,
         ttl: Mapping[str, Any] | TTLSettings | None = None,
         clock: Callable[[], float] | None = None,
+        signing_key: SigningKeyArg = None,
     ) -> None:
         super().__init__(serde=serde)
         self.ttl = TTLSettings.parse(ttl)
@@ -127,7 +134,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self.migrations = migrations
         if not isinstance(store, StoreBase):
             raise TypeError(f"store must be a langgraph_handoff.stores store, got {type(store).__name__}")
-        self.store = store
+        self.store = signed_store(store, signing_key)
         self.layout = layout or Layout()
         self._cache = HeadCache(cache_size, cache_bytes)
 
@@ -147,6 +154,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         migrations: SchemaMigrations | None = None,
         ttl: Mapping[str, Any] | TTLSettings | None = None,
         clock: Callable[[], float] | None = None,
+        signing_key: SigningKeyArg = FROM_ENVIRONMENT,
         **store_kwargs: Any,
     ) -> ObjectStoreSaver:
         """Build a saver from a URL; use it directly or as a (async) context manager.
@@ -164,8 +172,9 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
           ``endpoint_url`` (an emulator) and ``project``.
 
         ``store_kwargs`` go to the store's constructor (``transport="boto3"`` picks the transport);
-        ``serde``, ``layout``, ``cache_size``, ``cache_bytes``, ``migrations``, ``ttl`` and ``clock``
-        to the saver's. An unknown query parameter or keyword argument raises
+        ``serde``, ``layout``, ``cache_size``, ``cache_bytes``, ``migrations``, ``ttl``, ``clock`` and
+        ``signing_key`` to the saver's (``signing_key`` defaults to the keys in
+        ``LANGGRAPH_HANDOFF_SIGNING_KEYS``, none when it is unset; ``None`` signs nothing). An unknown query parameter or keyword argument raises
         :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones: a typo
         such as ``?endpoint=`` must not send the saver to AWS (:mod:`langgraph_handoff.stores.urls`).
 
@@ -173,7 +182,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         ...     saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         True
         """
-        store = store_from_url(url, **store_kwargs)
+        store = signed_store(store_from_url(url, **store_kwargs), signing_key)
         return cls(
             store,
             serde=serde,
@@ -599,6 +608,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         marker (:meth:`mark_format`), when it met no stray key either. This is what
         ``langgraph-handoff migrate`` runs."""
         started = time.monotonic()
+        signs = self._sign_store(dry_run) if thread_ids is None else None  # first: see plans/signing.py
+        signed = driver.run(*signs) if signs is not None else None
         targets, foreign = driver.run(self.store, self._plan_migration_targets(thread_ids))
         if on_start is not None:
             on_start(len(targets))
@@ -646,9 +657,9 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
                         break
             raise
         pool.shutdown(wait=True)
-        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign)
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign, signing=signed)
         if thread_ids is None and not dry_run and not summary.failed and not foreign:
-            self.mark_format()
+            self.mark_format(require_signing=signed is not None and not signed.damaged)
             summary.marked = True
         return summary
 
@@ -662,6 +673,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         on_start: Callable[[int], None] | None = None,
     ) -> MigrationSummary:
         started = time.monotonic()
+        signs = self._sign_store(dry_run) if thread_ids is None else None
+        signed = await driver.arun(*signs) if signs is not None else None
         targets, foreign = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
         if on_start is not None:
             on_start(len(targets))
@@ -688,26 +701,42 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign)
+        summary = MigrationSummary(results, dry_run, time.monotonic() - started, foreign=foreign, signing=signed)
         if thread_ids is None and not dry_run and not summary.failed and not foreign:
-            await self.amark_format()
+            await self.amark_format(require_signing=signed is not None and not signed.damaged)
             summary.marked = True
         return summary
 
-    def mark_format(self) -> bool:
+    def mark_format(self, *, require_signing: bool = False) -> bool:
         """After every thread was migrated: stamp the store's format marker with the current
-        storage format (so a later release can tell the store holds nothing older). Returns
-        whether the marker changed."""
-        return driver.run(self.store, trust.gated(self.store, self._plan_mark_format()))
+        storage format (so a later release can tell the store holds nothing older), keeping what
+        else it records; with ``require_signing`` (a signing ``migrate`` that left nothing
+        unsigned), record that the store's objects must be signed. Returns whether the marker
+        changed."""
+        return driver.run(self.store, trust.gated(self.store, self._plan_mark_format(require_signing)))
 
-    async def amark_format(self) -> bool:
-        return await driver.arun(self.store, trust.gated(self.store, self._plan_mark_format()))
+    async def amark_format(self, *, require_signing: bool = False) -> bool:
+        return await driver.arun(self.store, trust.gated(self.store, self._plan_mark_format(require_signing)))
 
-    def _plan_mark_format(self) -> driver.Plan[bool]:
+    def _sign_store(self, dry_run: bool) -> tuple[StoreBase, driver.Plan[SigningPass]] | None:
+        """The signing pass of ``migrate`` and the raw store it runs on; None when this saver
+        does not sign."""
+        if not isinstance(self.store, SigningStore):
+            return None
+        raw = self.store.inner
+        return raw, trust.gated(raw, plan_sign_store(self.store.keys, dry_run))
+
+    def _plan_mark_format(self, require_signing: bool) -> driver.Plan[bool]:
         obj = yield Get(keys.FORMAT_MARKER_KEY)
-        if obj is not None and envelope.decode(obj.body, key=obj.key).format_version == envelope.FORMAT_VERSION:
-            return False
-        marker = envelope.encode_msgpack(envelope.Kind.MARKER, {"package": "langgraph-handoff"})
+        record: dict[str, Any] = {"package": "langgraph-handoff"}
+        if obj is not None:
+            old, env = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+            if env.format_version == envelope.FORMAT_VERSION and (not require_signing or signing.required_by(old)):
+                return False
+            record = {**(old if isinstance(old, dict) else {}), **record}
+        if require_signing:
+            record["signing"] = "required"
+        marker = envelope.encode_msgpack(envelope.Kind.MARKER, record)
         try:
             if obj is None:
                 yield Put(keys.FORMAT_MARKER_KEY, marker, if_none_match=True)

@@ -51,10 +51,15 @@ from collections.abc import Hashable
 from typing import Any, TypeVar
 
 from langgraph_handoff import probe
-from langgraph_handoff._format import envelope, keys
+from langgraph_handoff._format import envelope, keys, signing
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint import driver
-from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError, UnsafeStoreError
+from langgraph_handoff.errors import (
+    PreconditionFailedError,
+    SigningKeyRequiredError,
+    UnknownOutcomeError,
+    UnsafeStoreError,
+)
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put, StoreBase
 
 R = TypeVar("R")
@@ -76,8 +81,12 @@ _GUARD = threading.Lock()
 _WRITES = (Put, Delete, DeleteMany)
 
 
-def plan_setup(store_name: str) -> driver.Plan[None]:
+def plan_setup(store_name: str, *, signs: bool = False, accept_unsigned: bool = False) -> driver.Plan[None]:
     """``setup()``: probe the store unless its format marker records a pass, then record it.
+
+    ``signs``: the store signs what it writes (``SigningStore``); without, a marker that says a
+    key is required raises :class:`~langgraph_handoff.errors.SigningKeyRequiredError` before
+    anything is written. With it (and not ``accept_unsigned``), the marker is made to say so.
 
     The marker keeps the storage format version it had: recording a probe migrates nothing
     (only ``mark_format``, after a full ``migrate``, moves it). A concurrent setup that wrote the
@@ -89,11 +98,20 @@ def plan_setup(store_name: str) -> driver.Plan[None]:
     if obj is not None:
         marker, env = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
         version = env.format_version
-    if isinstance(marker, dict) and marker.get("probe"):
+    if signing.required_by(marker) and not signs:
+        raise SigningKeyRequiredError(store_name)
+    # a store whose writers sign and refuse what is not signed says so in its marker, so that no
+    # writer without the key adds an unsigned object, and readers still accepting unsigned ones
+    # (while a store is being signed) stop
+    require = signs and not accept_unsigned and not signing.required_by(marker)
+    if isinstance(marker, dict) and marker.get("probe") and not require:
         return None
-    yield from probe.plan_check(store_name)
+    if not (isinstance(marker, dict) and marker.get("probe")):
+        yield from probe.plan_check(store_name)
     base = marker if isinstance(marker, dict) else {"package": "langgraph-handoff"}
-    record = {**base, "probe": {"passed": int(time.time()), "by": __version__}}
+    record = {**base, "probe": base.get("probe") or {"passed": int(time.time()), "by": __version__}}
+    if require:
+        record["signing"] = "required"
     body = envelope.encode(envelope.Kind.MARKER, envelope.packb(record), format_version=version)
     try:
         if obj is None:
@@ -106,6 +124,12 @@ def plan_setup(store_name: str) -> driver.Plan[None]:
             raise
         envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
     return None
+
+
+def _plan_setup_of(store: StoreBase) -> driver.Plan[None]:
+    keys_held = getattr(store, "keys", None) if store.signs else None
+    accept = bool(getattr(keys_held, "accept_unsigned", False))
+    return plan_setup(repr(store), signs=store.signs, accept_unsigned=accept)
 
 
 def _lock_key(scope: Hashable) -> Hashable:
@@ -172,7 +196,7 @@ def _record(scope: Hashable | None, failure: UnsafeStoreError | None, *, keep: b
 def setup(store: StoreBase) -> None:
     """Run :func:`plan_setup` now and keep its verdict for the store's scope (``saver.setup()``)."""
     try:
-        driver.run(store, plan_setup(repr(store)))
+        driver.run(store, _plan_setup_of(store))
     except UnsafeStoreError as exc:
         _record(store.trust_scope(), exc)
         raise
@@ -181,7 +205,7 @@ def setup(store: StoreBase) -> None:
 
 async def asetup(store: StoreBase) -> None:
     try:
-        await driver.arun(store, plan_setup(repr(store)))
+        await driver.arun(store, _plan_setup_of(store))
     except UnsafeStoreError as exc:
         _record(store.trust_scope(), exc)
         raise

@@ -35,6 +35,7 @@ from langgraph.store.base import (
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.envelope import Kind
+from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import DEFAULT_SWEEP_INTERVAL_MINUTES, BackgroundSweeper, log_damage
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -132,8 +133,9 @@ class ObjectStoreMemory(BaseStore):
         ttl: TTLConfig | None = None,
         clock: Callable[[], float] | None = None,
         cache_items: int = CACHE_MAX_ITEMS,
+        signing_key: SigningKeyArg = None,
     ) -> None:
-        self.store = store
+        self.store = signed_store(store, signing_key)
         self.ttl_config = check_ttl(ttl)
         self._index = parse_index(index)
         #: the ``IndexConfig`` as given (None without an index), as LangGraph's stores expose it
@@ -159,12 +161,15 @@ class ObjectStoreMemory(BaseStore):
         ttl: TTLConfig | None = None,
         clock: Callable[[], float] | None = None,
         cache_items: int = CACHE_MAX_ITEMS,
+        signing_key: SigningKeyArg = FROM_ENVIRONMENT,
         **store_kwargs: Any,
     ) -> ObjectStoreMemory:
         """The same URLs as :meth:`ObjectStoreSaver.from_url`: ``memory://``, ``file://``, ``s3://``,
         ``az://`` and ``gs://``. An unknown query parameter or keyword argument raises
-        :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones."""
-        return cls(store_from_url(url, **store_kwargs), index=index, ttl=ttl, clock=clock, cache_items=cache_items)
+        :class:`~langgraph_handoff.errors.InvalidConfigError` naming the accepted ones. Signing keys
+        as there: ``LANGGRAPH_HANDOFF_SIGNING_KEYS`` by default."""
+        store = signed_store(store_from_url(url, **store_kwargs), signing_key)
+        return cls(store, index=index, ttl=ttl, clock=clock, cache_items=cache_items)
 
     @classmethod
     def from_conn_string(cls, conn_string: str, **kwargs: Any) -> ObjectStoreMemory:
@@ -345,7 +350,8 @@ class ObjectStoreMemory(BaseStore):
     def _sweep(self, stop: threading.Event | None) -> MemorySweep:
         """The sweep; with ``stop`` set it ends before its next round trip (``asweep``)."""
         now = self._clock()
-        conditional_delete = isinstance(self.store, (MemoryStore, LocalStore))
+        raw = self.store.inner if isinstance(self.store, SigningStore) else self.store  # (signing changes no condition)
+        conditional_delete = isinstance(raw, (MemoryStore, LocalStore))
         result = MemorySweep()
         seen = self._seen_expiry
         listing = []

@@ -179,6 +179,8 @@ class StoreBase(ABC):
     #: the head first and then lists that checkpoint's directory alone, rather than a page of
     #: the namespace beside the head GET (``plans.reading``)
     lists_scan_directories: bool = False
+    #: every object written is signed and every object read checked (``SigningStore``)
+    signs: bool = False
 
     @property
     def _ops_in_threads(self) -> bool:

@@ -285,7 +285,7 @@ def test_the_async_sweep_ends_on_a_parent_loop(store: StoreBase) -> None:
     answering."""
     import asyncio
 
-    saver = _cyclic(store, delta=True)
+    _cyclic(store, delta=True)
     fresh = ObjectStoreSaver(store, clock=lambda: 4e9)
     how, swept = _finishes(lambda: asyncio.run(fresh.asweep(default_ttl=1, strategy="keep_latest")))
     assert how == "returned" and [d.key for d in swept.damaged] == [BAD], swept
@@ -360,7 +360,9 @@ def test_records_written_before_format_4_are_read_as_plain_data(store: StoreBase
         del rec["k"]  # as format 3 wrote it
     _put_body(store, keys.head_key("t", ""), body)
     fresh = ObjectStoreSaver(store)
-    assert [r.bookkeeping for r in rec_io.decode_head(store.get(keys.head_key("t", "")).body, key="h").records.values()] == [None, None]  # type: ignore[union-attr]
+    assert [
+        r.bookkeeping for r in rec_io.decode_head(store.get(keys.head_key("t", "")).body, key="h").records.values()
+    ] == [None, None]  # type: ignore[union-attr]
     fresh.delete_for_runs(["run-1"])
     assert [t.metadata["run_id"] for t in fresh.list({"configurable": {"thread_id": "t"}})] == ["run-0"]
 
@@ -404,7 +406,12 @@ def test_a_layout_that_seals_still_reads_and_writes_after_the_checks(store: Stor
     saver = ObjectStoreSaver(store, layout=layout)
     cfg: dict[str, Any] = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
     for step in range(40):
-        cfg = saver.put(cfg, _cp(log=["entry"] * (step + 1), big="z" * 300 * (step % 3)), {"source": "loop", "step": step}, {"log": 1, "big": 1})
+        cfg = saver.put(
+            cfg,
+            _cp(log=["entry"] * (step + 1), big="z" * 300 * (step % 3)),
+            {"source": "loop", "step": step},
+            {"log": 1, "big": 1},
+        )
     fresh = ObjectStoreSaver(store, layout=layout)
     history = list(fresh.list({"configurable": {"thread_id": "long"}}))
     assert len(history) == 40 and history[0].checkpoint["channel_values"]["log"] == ["entry"] * 40

@@ -47,6 +47,7 @@ from langgraph_handoff._format.envelope import FORMAT_VERSION
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.plans import listing, manifest, reading, rewriting, upgrading
 from langgraph_handoff.checkpoint.plans.blobs import blob_keys, content_digest
+from langgraph_handoff.checkpoint.plans.signing import SigningPass
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff
 from langgraph_handoff.errors import CorruptObjectError
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
@@ -100,14 +101,18 @@ class MigrationSummary:
     #: keys under ``heads/`` that are not head keys, and hashed heads that could not be read for
     #: their thread id: reported, never read further (the threads they belong to are unknown)
     foreign: list[DamagedObject] = field(default_factory=list)
+    #: what signing the store did, when the saver signs (:mod:`.signing`)
+    signing: SigningPass | None = None
 
     def count(self, *statuses: str) -> int:
         return sum(r.status in statuses for r in self.results)
 
     @property
     def damaged(self) -> list[DamagedObject]:
-        """Every object the run could not read: ``foreign`` and each failed thread's."""
-        return [*self.foreign, *(d for r in self.results for d in r.damaged)]
+        """Every object the run could not read: ``foreign``, each failed thread's, and those the
+        signing pass left unsigned."""
+        unsigned = self.signing.damaged if self.signing is not None else []
+        return [*self.foreign, *(d for r in self.results for d in r.damaged), *unsigned]
 
     @property
     def failed(self) -> int:
@@ -126,6 +131,7 @@ class MigrationSummary:
             "damaged": len(self.damaged),
             "dry_run": self.dry_run,
             "seconds": round(self.seconds, 3),
+            **({"signing": self.signing.as_dict()} if self.signing is not None else {}),
         }
 
 
