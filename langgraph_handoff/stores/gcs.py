@@ -83,6 +83,7 @@ from langgraph_handoff.stores.base import (
     ObjectInfo,
     StoreBase,
     StoredObject,
+    checked_page,
     validate_key,
     validate_prefix,
     validate_start_after,
@@ -450,7 +451,7 @@ class GCSStore(StoreBase):
             raise self._failure(exc, f"LIST {full}") from None
         n = len(self.prefix)
         items = [ObjectInfo(key=b.name[n:], etag=str(b.generation or ""), size=int(b.size or 0)) for b in blobs]
-        return ListResult(items=items, truncated=more)
+        return checked_page(ListResult(items=items, truncated=more), max_keys, f"GCS LIST {full}")
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

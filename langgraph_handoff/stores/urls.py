@@ -50,7 +50,8 @@ SCHEMES = ("memory", "file", "s3", "az", "gs")
 TRANSPORTS = ("obstore", "boto3")
 
 #: the query parameters each scheme reads, and the constructor argument each one sets
-#: (``transport`` picks the class; ``async_io`` and ``idle_timeout`` are the obstore transport's only)
+#: (``transport`` picks the class; ``async_io``, ``idle_timeout`` and ``max_object_bytes`` are the
+#: obstore transport's only)
 QUERY_PARAMETERS: dict[str, dict[str, str]] = {
     "memory": {},
     "file": {},
@@ -60,6 +61,7 @@ QUERY_PARAMETERS: dict[str, dict[str, str]] = {
         "transport": "transport",
         "async_io": "async_io",
         "idle_timeout": "idle_timeout",
+        "max_object_bytes": "max_object_bytes",
     },
     "az": {"account_name": "account_name", "account": "account_name", "endpoint_url": "endpoint_url"},
     "gs": {"endpoint_url": "endpoint_url", "project": "project"},
@@ -108,7 +110,7 @@ def parse(url: str) -> StoreUrl:
     >>> parse("s3://agents/prod?endpoint=http://127.0.0.1:7480")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, region, transport
+    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, max_object_bytes, region, transport
     >>> parse("file:///var/lib/agents?fsync=0")
     Traceback (most recent call last):
     ...
@@ -238,6 +240,11 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
             raise InvalidConfigError(
                 f"{parsed.shown!r}: idle_timeout applies to the obstore transport only (boto3 keeps its "
                 "connections as urllib3 does): drop it, or use transport=obstore"
+            )
+        if chosen == "boto3" and "max_object_bytes" in query:
+            raise InvalidConfigError(
+                f"{parsed.shown!r}: max_object_bytes applies to the obstore transport only (the limit of its "
+                "event-loop client): drop it, or use transport=obstore"
             )
         if chosen == "obstore":
             from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store as cls

@@ -57,6 +57,7 @@ PUBLIC: dict[str, set[str]] = {
         "OwnershipLostError",
         "PreconditionFailedError",
         "ReplyTimeoutError",
+        "ResponseTooLargeError",
         "SchemaVersionError",
         "StaleWriterError",
         "StoreError",
