@@ -104,7 +104,7 @@ class BotoCredentials:
 
         >>> import boto3
         >>> BotoCredentials(boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="s")).keys()
-        Keys(access_key='AKID', secret_key='s', token=None)
+        Keys(access_key='AKID', secret_key=<hidden>, token=None)
         """
         cached = self.cached()
         if cached is None:

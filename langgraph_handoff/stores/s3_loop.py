@@ -297,7 +297,7 @@ class StaticKeys:
     """Fixed credentials as a :class:`KeySource`.
 
     >>> StaticKeys(Keys("AKID", "secret")).cached()
-    Keys(access_key='AKID', secret_key='secret', token=None)
+    Keys(access_key='AKID', secret_key=<hidden>, token=None)
     """
 
     def __init__(self, keys: Keys) -> None:
