@@ -49,6 +49,8 @@ from langgraph_handoff.errors import (
     ThreadNotFoundError,
 )
 from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.stores import urls
+from langgraph_handoff.stores.redact import redact_url
 
 __all__ = ["Json", "Migrations", "Ns", "Url", "app", "load_migrations", "main", "next_step", "open_saver"]
 
@@ -142,7 +144,9 @@ def _cmd(*words: str) -> str:
 
 def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None) -> str | None:
     """The command to run after ``exc``, on the store at ``url`` (None when the message says
-    all there is to say)."""
+    all there is to say). The URL is shown redacted: a query value or user info in it is ``***``
+    (the reader has the URL; the terminal's scrollback and a CI log need not)."""
+    url = redact_url(url)
     if isinstance(exc, CorruptObjectError):
         thread = keys.thread_of_key(exc.key)
         if thread is not None:
@@ -181,6 +185,7 @@ def open_saver(url: str, migrations: str | None, *, create: bool = False) -> Ite
     """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
     would otherwise create an empty store and report nothing to do), except for ``setup``. A
     typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints."""
+    urls.parse(url)  # a malformed URL (user info, a repeated parameter) is refused before any message shows it
     parsed = urlparse(url)
     if parsed.scheme.lower() == "file" and not create:
         path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it

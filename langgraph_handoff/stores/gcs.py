@@ -89,6 +89,7 @@ from langgraph_handoff.stores.base import (
     validate_start_after,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
+from langgraph_handoff.stores.redact import redact_url, redact_urls
 
 __all__ = ["GCSStore", "import_gcs"]
 
@@ -131,7 +132,7 @@ def _status(exc: BaseException) -> int | None:
 
 def _brief(exc: BaseException) -> str:
     """The first line of an SDK error (its messages can carry whole response bodies)."""
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    return redact_urls(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
 
 
 class GCSStore(StoreBase):
@@ -228,7 +229,7 @@ class GCSStore(StoreBase):
             self.ensure_bucket()
 
     def __repr__(self) -> str:
-        where = f", endpoint={self.endpoint_url!r}" if self.endpoint_url else ""
+        where = f", endpoint={redact_url(self.endpoint_url)!r}" if self.endpoint_url else ""
         return f"GCSStore(bucket={self.bucket_name!r}, prefix={self.prefix!r}{where})"
 
     def trust_scope(self) -> tuple[str, ...]:
@@ -255,7 +256,7 @@ class GCSStore(StoreBase):
     def _no_bucket(self) -> StoreNotFoundError:
         return StoreNotFoundError(
             f"the GCS bucket {self.bucket_name!r} does not exist"
-            + (f" at {self.endpoint_url}" if self.endpoint_url else "")
+            + (f" at {redact_url(self.endpoint_url)}" if self.endpoint_url else "")
             + ": create it (gcloud storage buckets create gs://NAME), or pass create_bucket=True"
         )
 

@@ -180,8 +180,8 @@ class Origin:
         as boto3 does, then the system's, which ``SSL_CERT_FILE`` can point elsewhere)."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
-        if scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        if scheme not in ("http", "https") or not parts.hostname:  # the URL itself may hold a secret: not shown
+            raise ValueError(f"not an http(s) URL with a host (scheme {scheme!r})")
         default = 443 if scheme == "https" else 80
         port = parts.port or default
         host = parts.hostname
