@@ -10,6 +10,7 @@ import typer
 
 from langgraph_handoff._format import envelope
 from langgraph_handoff.cli.app import Json, Migrations, Url, app, open_saver, out
+from langgraph_handoff.cli.safe_text import shown, shown_message
 
 __all__ = ["doctor", "setup"]
 
@@ -22,7 +23,7 @@ def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> Non
         out(
             as_json,
             {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION},
-            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})",
+            f"ok: {shown(repr(saver.store))} is ready (envelope format {envelope.FORMAT_VERSION})",
         )
 
 
@@ -50,7 +51,7 @@ def doctor(
     latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
     problems = report.problems + (raced.problems if raced else [])
     text = (
-        f"{report.store}\n"
+        f"{shown(report.store)}\n"
         f"  create-only PUT (If-None-Match: *): {report.create_only}\n"
         f"  compare-and-swap PUT (If-Match):    {report.compare_and_swap}\n"
         f"  ETag quoting in If-Match:           {report.etag_quoting}\n"
@@ -63,7 +64,7 @@ def doctor(
             if raced
             else ""
         )
-        + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(problems))
+        + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(map(shown_message, problems)))
     )
     out(as_json, {**report.to_dict(), **({"race": raced.to_dict()} if raced else {})}, text)
     if problems:
