@@ -22,7 +22,8 @@ broadly or as narrowly as they need::
     │   ├── UnknownOutcomeError          a conditional write may or may not have happened
     │   ├── StoreUnavailableError        throttled or unreachable after retries
     │   ├── StoreNotFoundError           the bucket or container does not exist
-    │   └── UnsafeStoreError             the store ignores or refuses conditional writes
+    │   ├── UnsafeStoreError             the store ignores or refuses conditional writes
+    │   └── ResponseTooLargeError        an answer larger than asked for (a body, a listing page)
     ├── EnvelopeError                    a stored object cannot be read
     │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
     │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
@@ -82,6 +83,7 @@ __all__ = [
     "ObjectTooLargeError",
     "PreconditionFailedError",
     "ReplyTimeoutError",
+    "ResponseTooLargeError",
     "SchemaVersionError",
     "SigningKeyRequiredError",
     "StaleWriterError",
@@ -329,6 +331,18 @@ class StoreNotFoundError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store kept refusing (throttling, timeouts, connection errors) after all retries."""
+
+
+class ResponseTooLargeError(StoreError):
+    """The store answered with more than the request asked for: a body over the client's limit
+    (an object over ``max_object_bytes``, a listing or an error document over what one holds), or
+    a listing page with more keys than ``max_keys``.
+
+    Refused, never truncated and never retried: a server that answers more than it was asked is
+    misbehaving (a proxy or an emulator that ignores the limit) or hostile, and the same request
+    would get the same answer. The message says which limit, and how to raise it where a
+    legitimate object can be that large.
+    """
 
 
 class UnsafeStoreError(StoreError):

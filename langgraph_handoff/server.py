@@ -102,6 +102,7 @@ from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.stores import urls
 from langgraph_handoff.stores.base import StoreBase
+from langgraph_handoff.stores.redact import redact_url
 from langgraph_handoff.stores.urls import SCHEMES, store_from_url
 
 __all__ = [
@@ -209,12 +210,12 @@ class ServerSettings:
         parsed = urlparse(url)
         if parsed.scheme.lower() not in SCHEMES:
             raise InvalidConfigError(
-                f"{ENV_URL}={url!r} is not a store URL: use s3://bucket/prefix?endpoint_url=..., "
+                f"{ENV_URL}={redact_url(url)!r} is not a store URL: use s3://bucket/prefix?endpoint_url=..., "
                 "az://container/prefix, gs://bucket/prefix, file:///abs/dir or memory://NAME"
             )
         if parsed.scheme.lower() == "memory" and not (parsed.netloc + parsed.path).strip("/"):
             raise InvalidConfigError(
-                f"{ENV_URL}={url!r} would give every event loop of the server its own empty store: "
+                f"{ENV_URL}={redact_url(url)!r} would give every event loop of the server its own empty store: "
                 "use s3://bucket/prefix or file:///dir, or memory://NAME (one store per process, for tests)"
             )
         try:

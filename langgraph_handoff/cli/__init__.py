@@ -44,12 +44,10 @@ the issue named: both are small, typed and widely kept up.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 # The commands register themselves on `app` when their modules are imported; `--help` lists them
@@ -77,6 +75,7 @@ from langgraph_handoff.cli.app import (
     progress_pass,
     summary_table,
 )
+from langgraph_handoff.cli.safe_text import cell, json_text, shown
 from langgraph_handoff.cli.team import TeamId
 from langgraph_handoff.cli.team import register as register_team_commands
 from langgraph_handoff.errors import InvalidConfigError
@@ -111,12 +110,16 @@ def sessions(
         if reclaim_as is not None:
             for lease in manager.reclaim_expired(reclaim_as, ttl):
                 row = {"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}
-                _out(as_json, row, f"reclaimed {lease.thread_id}\towner {lease.owner}\tepoch {lease.epoch}")
+                text = f"reclaimed {shown(lease.thread_id)}\towner {shown(lease.owner)}\tepoch {lease.epoch}"
+                _out(as_json, row, text)
         infos = manager.sessions()
     for info in infos:
         if info.needs_attention or not attention:
             row = info.as_dict()
-            _out(as_json, row, f"{row['thread_id']}\t{row['status']}\towner {row['owner']}\tepoch {row['epoch']}")
+            text = (
+                f"{shown(row['thread_id'])}\t{shown(row['status'])}\towner {shown(row['owner'])}\tepoch {row['epoch']}"
+            )
+            _out(as_json, row, text)
     if any(i.needs_attention for i in infos):
         raise typer.Exit(1)
 
@@ -141,11 +144,11 @@ def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migra
         rows = Team(saver, team).status()
     if as_json:
         for r in rows:
-            print(json.dumps(r.as_dict(), ensure_ascii=False))
+            print(json_text(r.as_dict()))
     else:
         table = Table("member", "role", "status", "owner", "epoch", "inbox", "reason")
         for r in rows:
-            table.add_row(r.name, r.role, r.status, r.owner or "-", str(r.epoch), str(r.pending), escape(r.reason))
+            table.add_row(*map(cell, (r.name, r.role, r.status, r.owner or "-", r.epoch, r.pending, r.reason)))
         Console(width=140).print(table)
     if any(r.status in ATTENTION for r in rows):
         raise typer.Exit(1)
@@ -170,7 +173,11 @@ def team_inbox(url: Url, team: TeamId, member: str, as_json: Json = False, migra
     for e in entries:
         m = e.message
         row = {"state": e.state, **m.model_dump(mode="json")}
-        _out(as_json, row, f"{e.state}\t#{m.id}\t{m.type}\tfrom {m.sender}\t{m.content[:80]!r}")
+        _out(
+            as_json,
+            row,
+            f"{shown(e.state)}\t#{shown(m.id)}\t{shown(m.type)}\tfrom {shown(m.sender)}\t{m.content[:80]!r}",
+        )
 
 
 @team_app.command("send")
@@ -205,7 +212,7 @@ def team_send(
             idempotency_key=key,
             kind=kind,  # type: ignore[arg-type]
         )
-    _out(as_json, msg.model_dump(mode="json"), f"sent #{msg.id} to {to}")
+    _out(as_json, msg.model_dump(mode="json"), f"sent #{shown(msg.id)} to {shown(to)}")
 
 
 @team_app.command("dead")
@@ -219,8 +226,8 @@ def team_dead(url: Url, team: TeamId, as_json: Json = False, migrations: Migrati
     for d in letters:
         m = d.message
         row = {"member": d.member, "where": d.where, "key": d.key, "message": m.model_dump(mode="json") if m else None}
-        text = f"{d.where}\t{d.member}\t" + (
-            f"#{m.id} from {m.sender}: {m.content[:80]!r}" if m else f"unreadable {d.key}"
+        text = f"{shown(d.where)}\t{shown(d.member)}\t" + (
+            f"#{shown(m.id)} from {shown(m.sender)}: {m.content[:80]!r}" if m else f"unreadable {shown(d.key)}"
         )
         _out(as_json, row, text)
     if letters:

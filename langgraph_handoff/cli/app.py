@@ -8,6 +8,13 @@ The commands themselves live by concern: :mod:`langgraph_handoff.cli.threads` (r
 (``team spawn``, ``remove``, ``revive``, ``discard``) and :mod:`langgraph_handoff.cli` (the entry
 point, ``sessions`` and the other ``team`` commands).
 
+**What a store holds is printed escaped.** Thread ids, keys, metadata and names come from whoever
+can write to the store, and some characters make a terminal act (ESC sequences, CR, bidi
+overrides): every field goes out through :mod:`langgraph_handoff.cli.safe_text` (``shown`` in
+text, ``json_text`` for ``--json``, ``cell`` for rich), and every line through ``shown_lines``.
+An error's message is printed with ``shown_message``, and the store URL in its next step as
+:func:`~langgraph_handoff.stores.redact.redact_url` shows it (no query values, no user info).
+
 **Errors name the next step.** A typed error raised while a command works on a store gets the
 command to run next printed under it, with the store's URL and the thread filled in
 (:func:`next_step`): the ``delete --force`` that removes a thread whose head cannot be read, the
@@ -17,7 +24,6 @@ command to run next printed under it, with the store's URL and the thread filled
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import shlex
 import sys
@@ -30,7 +36,6 @@ from urllib.parse import unquote, urlparse
 import typer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -38,6 +43,7 @@ from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._version import __version__
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
+from langgraph_handoff.cli.safe_text import cell, json_text, shown, shown_lines, shown_message, styled
 from langgraph_handoff.errors import (
     CorruptObjectError,
     DamagedObjectsError,
@@ -50,6 +56,8 @@ from langgraph_handoff.errors import (
     ThreadNotFoundError,
 )
 from langgraph_handoff.migrations import SchemaMigrations
+from langgraph_handoff.stores import urls
+from langgraph_handoff.stores.redact import redact_url
 
 __all__ = [
     "AllowTypes",
@@ -190,7 +198,9 @@ def _cmd(*words: str) -> str:
 
 def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None) -> str | None:
     """The command to run after ``exc``, on the store at ``url`` (None when the message says
-    all there is to say)."""
+    all there is to say). The URL is shown redacted: a query value or user info in it is ``***``
+    (the reader has the URL; the terminal's scrollback and a CI log need not)."""
+    url = redact_url(url)
     if isinstance(exc, CorruptObjectError):
         thread = keys.thread_of_key(exc.key)
         if thread is not None:
@@ -240,6 +250,7 @@ def open_saver(
     Values are read with :func:`reading_serializer` (strict), except by a command that
     ``rewrites_values`` (``migrate --migrations``): a value read strictly and written back would
     lose its type, so that command builds them as your workers do."""
+    urls.parse(url)  # a malformed URL (user info, a repeated parameter) is refused before any message shows it
     parsed = urlparse(url)
     if parsed.scheme.lower() == "file" and not create:
         path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
@@ -256,11 +267,14 @@ def open_saver(
 
 
 def out(as_json: bool, obj: Any, text: str) -> None:
-    print(json.dumps(obj, ensure_ascii=False, default=str) if as_json else text)
+    """One result: ``obj`` as a JSON line with ``--json``, else ``text``, whose fields the
+    command escaped with :func:`~langgraph_handoff.cli.safe_text.shown` (and whose other
+    unprintable characters are escaped here)."""
+    print(json_text(obj) if as_json else shown_lines(text))
 
 
 def document(as_json: bool, obj: Any) -> None:
-    print(json.dumps(obj, indent=None if as_json else 2, ensure_ascii=False, default=str))
+    print(json_text(obj, indent=None if as_json else 2))
 
 
 def report_damaged(as_json: bool, damaged: Sequence[DamagedObject], console: Console | None = None) -> None:
@@ -269,12 +283,17 @@ def report_damaged(as_json: bool, damaged: Sequence[DamagedObject], console: Con
     each on stderr (or ``console``: a progress bar's)."""
     for d in damaged:
         if as_json:
-            print(json.dumps({"damaged": d.as_dict()}, ensure_ascii=False), flush=True)
+            print(json_text({"damaged": d.as_dict()}), flush=True)
             continue
         if console is not None:
-            console.print(f"[red]skipped[/red] {escape(d.key)} ({d.reason}): {escape(d.detail)}")
+            console.print(
+                styled(("skipped", "red"), " ", cell(d.key), " (", cell(d.reason), "): ", shown_message(d.detail))
+            )
         else:
-            print(f"langgraph-handoff: skipped {d.key} ({d.reason}): {d.detail}", file=sys.stderr)
+            print(
+                f"langgraph-handoff: skipped {shown(d.key)} ({shown(d.reason)}): {shown_message(d.detail)}",
+                file=sys.stderr,
+            )
 
 
 @contextmanager
@@ -294,12 +313,12 @@ def summary_table(as_json: bool, summary: dict[str, Any], title: str, columns: d
     """A pass's summary: one JSON line with ``--json``, else a one-row table of ``columns``
     (summary field -> column name)."""
     if as_json:
-        print(json.dumps({"summary": summary}))
+        print(json_text({"summary": summary}))
         return
     table = Table(title=title)
     for name in columns.values():
         table.add_column(name, justify="right")
-    table.add_row(*(str(summary[field]) for field in columns))
+    table.add_row(*(cell(summary[field]) for field in columns))
     Console(width=140).print(table)
 
 
@@ -325,9 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # typer ends every run this way, with the command's exit code
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except LangGraphHandoffError as exc:
-        print(f"langgraph-handoff: {exc}", file=sys.stderr)
+        print(f"langgraph-handoff: {shown_message(exc)}", file=sys.stderr)
         hint = getattr(exc, "next_step", None)
         if hint:
-            print(f"langgraph-handoff: next: {hint}", file=sys.stderr)
+            print(f"langgraph-handoff: next: {shown_message(hint)}", file=sys.stderr)
         return 2
     return 0

@@ -9,13 +9,11 @@ and exits 1 at the end. ``delete`` removes a thread whose heads cannot be read o
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format.damage import DamagedObject
@@ -34,6 +32,7 @@ from langgraph_handoff.cli.app import (
     report_damaged,
     summary_table,
 )
+from langgraph_handoff.cli.safe_text import cell, json_text, shown, shown_message, styled
 from langgraph_handoff.errors import CorruptObjectError, DamagedObjectsError, LangGraphHandoffError
 
 __all__ = ["copy", "delete", "migrate", "prune", "sweep"]
@@ -114,7 +113,7 @@ def prune(
     if damaged:
         plan["damaged"] = [d.as_dict() for d in damaged]
     verb = "would prune" if dry_run else "pruned"
-    out(as_json, plan, f"{verb} ({plan['strategy']}): {', '.join(plan['threads']) or 'nothing'}")
+    out(as_json, plan, f"{verb} ({plan['strategy']}): {', '.join(shown(t) for t in plan['threads']) or 'nothing'}")
     if damaged:
         if not as_json:
             report_damaged(False, damaged)
@@ -183,7 +182,7 @@ def delete(
     note = ""
     if unreadable:
         row["unread"] = [d.as_dict() for d in unreadable]
-        note = f" (without reading {len(unreadable)} damaged head(s): {', '.join(d.key for d in unreadable)})"
+        note = f" (without reading {len(unreadable)} damaged head(s): {', '.join(shown(d.key) for d in unreadable)})"
     elif not present.exists:
         row["leftovers"] = leftovers
         note = f" (it held no checkpoints; {leftovers} leftover data object(s) removed)"
@@ -220,12 +219,15 @@ def sweep(
         def reported(outcome: ThreadSweep) -> None:
             progress.advance(bar)
             if as_json:
-                print(json.dumps(outcome.as_dict()), flush=True)
+                print(json_text(outcome.as_dict()), flush=True)
             elif outcome.status == "failed":
-                progress.console.print(f"[red]failed[/red] {escape(outcome.thread_id)}: {escape(outcome.error or '')}")
+                line = styled(("failed", "red"), " ", cell(outcome.thread_id), ": ", shown_message(outcome.error or ""))
+                progress.console.print(line)
             elif outcome.error is not None:
                 progress.console.print(
-                    f"[yellow]cleanup pending[/yellow] {escape(outcome.thread_id)}: {escape(outcome.error)}"
+                    styled(
+                        ("cleanup pending", "yellow"), " ", cell(outcome.thread_id), ": ", shown_message(outcome.error)
+                    )
                 )
 
         result = saver.sweep(
@@ -276,11 +278,15 @@ def migrate(
         def reported(result: ThreadMigration) -> None:
             progress.advance(bar)
             if as_json:
-                print(json.dumps(result.as_dict()), flush=True)
+                print(json_text(result.as_dict()), flush=True)
             elif result.status in ("failed", "not found"):
                 progress.console.print(
-                    f"[red]{result.status}[/red] {escape(result.thread_id)}"
-                    + (f": {escape(result.error)}" if result.error else "")
+                    styled(
+                        (result.status, "red"),
+                        " ",
+                        cell(result.thread_id),
+                        f": {shown_message(result.error)}" if result.error else "",
+                    )
                 )
 
         outcome = saver.migrate(

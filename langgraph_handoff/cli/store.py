@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_handoff._format import envelope
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.cli.app import Json, Migrations, Url, app, open_saver, out
+from langgraph_handoff.cli.safe_text import shown, shown_message
 
 __all__ = ["doctor", "setup"]
 
@@ -25,8 +26,13 @@ def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> Non
         out(
             as_json,
             {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION, "serializer": serializer},
-            f"ok: {saver.store!r} is ready (envelope format {envelope.FORMAT_VERSION})\n{line}",
+            f"ok: {shown(repr(saver.store))} is ready (envelope format {envelope.FORMAT_VERSION})\n{line}",
         )
+
+
+def _before_last_line(text: str, line: str) -> str:
+    head, _, last = text.rpartition("\n")
+    return f"{head}\n{line}\n{last}" if head else f"{line}\n{last}"
 
 
 def _serializer_report() -> tuple[dict[str, object], str]:
@@ -65,7 +71,7 @@ def doctor(
     latency = ", ".join(f"{op} {ms:g} ms" for op, ms in report.latency_ms.items())
     problems = report.problems + (raced.problems if raced else [])
     text = (
-        f"{report.store}\n"
+        f"{shown(report.store)}\n"
         f"  create-only PUT (If-None-Match: *): {report.create_only}\n"
         f"  compare-and-swap PUT (If-Match):    {report.compare_and_swap}\n"
         f"  ETag quoting in If-Match:           {report.etag_quoting}\n"
@@ -78,13 +84,13 @@ def doctor(
             if raced
             else ""
         )
-        + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(problems))
+        + ("ok: the saver can use this store" if not problems else "UNSAFE: " + "; ".join(map(shown_message, problems)))
     )
     serializer, line = _serializer_report()
     out(
         as_json,
         {**report.to_dict(), **({"race": raced.to_dict()} if raced else {}), "serializer": serializer},
-        f"{text}\n{line}",
+        _before_last_line(text, line),  # the verdict stays the last line
     )
     if problems:
         raise typer.Exit(1)

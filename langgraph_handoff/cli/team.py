@@ -27,6 +27,7 @@ import typer
 
 # the arguments every command shares, declared once in cli/app.py
 from langgraph_handoff.cli.app import Json, Migrations, Url
+from langgraph_handoff.cli.safe_text import shown
 
 __all__ = ["register"]
 
@@ -57,7 +58,11 @@ def register(
         """Add a member (the first one creates the team and is its lead)."""
         with saver(url, migrations) as s:
             member = Team(s, team).spawn(name, role=role, description=description, lead=lead)
-        out(as_json, member.model_dump(mode="json"), f"spawned {member.name} ({member.role}) on team {team}")
+        out(
+            as_json,
+            member.model_dump(mode="json"),
+            f"spawned {shown(member.name)} ({shown(member.role)}) on team {shown(team)}",
+        )
 
     @team_app.command("remove")
     def team_remove(url: Url, team: TeamId, name: Name, as_json: Json = False, migrations: Migrations = None) -> None:
@@ -67,7 +72,7 @@ def register(
             t.require(name)
             moved = t.remove(name)
         out(as_json, {"member": name, "dead_letters": moved},
-            f"removed {name} from team {team}; {len(moved)} pending message(s) kept as dead letters")  # fmt: skip
+            f"removed {shown(name)} from team {shown(team)}; {len(moved)} pending message(s) kept as dead letters")  # fmt: skip
 
     @team_app.command("revive")
     def team_revive(url: Url, team: TeamId, name: Name, as_json: Json = False, migrations: Migrations = None) -> None:
@@ -76,7 +81,7 @@ def register(
             t = Team(s, team)
             t.require(name)
             member = t.revive(name)
-        out(as_json, member.model_dump(mode="json"), f"revived {name}: {member.state}")
+        out(as_json, member.model_dump(mode="json"), f"revived {shown(name)}: {shown(member.state)}")
 
     @team_app.command("discard")
     def team_discard(
@@ -94,6 +99,6 @@ def register(
             t.require(name)
             member = t.discard(name, reason=reason, by=by)
         record = member.discard or {}
-        dropped = ", ".join("#" + i for i in record.get("messages") or []) or "no message"
+        dropped = ", ".join("#" + shown(i) for i in record.get("messages") or []) or "no message"
         out(as_json, member.model_dump(mode="json"),
-            f"discarded step {record.get('checkpoint')} of {name} ({dropped}); it is active again")  # fmt: skip
+            f"discarded step {shown(record.get('checkpoint'))} of {shown(name)} ({dropped}); it is active again")  # fmt: skip

@@ -26,6 +26,7 @@ from langgraph_handoff.cli.app import (
     out,
     report_damaged,
 )
+from langgraph_handoff.cli.safe_text import shown, shown_message
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 
 __all__ = ["diff", "history", "show", "threads", "verify"]
@@ -46,7 +47,8 @@ def threads(url: Url, as_json: Json = False, migrations: Migrations = None) -> N
     with open_saver(url, migrations) as saver:
         found = list_threads(saver)
     for row in found.rows:
-        out(as_json, row, f"{row['thread_id']}\t{len(row['namespaces'])} namespace(s)\tlatest {row['latest']}")
+        text = f"{shown(row['thread_id'])}\t{len(row['namespaces'])} namespace(s)\tlatest {shown(row['latest'])}"
+        out(as_json, row, text)
     report_damaged(as_json, found.damaged)
     if found.damaged:
         raise typer.Exit(1)
@@ -113,8 +115,8 @@ def _history_row(as_json: bool, tup: Any) -> None:
         "pending_writes": len(tup.pending_writes or []),
     }
     text = (
-        f"{row['checkpoint_ns'] or '(root)'}  {row['checkpoint_id']}  step {row['step']!s:>3}  "
-        f"{row['source']!s:<6}  {', '.join(row['channels'])}"
+        f"{shown(row['checkpoint_ns']) or '(root)'}  {shown(row['checkpoint_id'])}  step {shown(row['step']):>3}  "
+        f"{shown(row['source']):<6}  {', '.join(shown(c) for c in row['channels'])}"
     )
     out(as_json, row, text)
 
@@ -207,10 +209,14 @@ def verify(
     text = (
         f"checked {report.heads} heads, {report.segments} segments, {report.writes} writes, {report.blobs} blobs: "
         + ("ok" if not report.problems else f"{len(report.problems)} problem(s)")
-        + "".join(f"\n  {p.kind}: {p.key}: {p.detail}" for p in report.problems)
-        + f"\nstorage formats: {dict(sorted(report.formats.items()))}, "
-        f"state schemas: {dict(sorted(report.schemas.items()))}"
-        + (f", format marker: format {marker['format']}" if marker else ", format marker: none (`setup` writes one)")
+        + "".join(f"\n  {shown(p.kind)}: {shown(p.key)}: {shown_message(p.detail)}" for p in report.problems)
+        + f"\nstorage formats: {shown(dict(sorted(report.formats.items())))}, "
+        f"state schemas: {shown(dict(sorted(report.schemas.items())))}"
+        + (
+            f", format marker: format {shown(marker['format'])}"
+            if marker
+            else ", format marker: none (`setup` writes one)"
+        )
         + (
             f"\n{len(report.unreferenced)} unreferenced object(s) (harmless; delete_thread removes them)"
             if report.unreferenced

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langgraph_handoff._frozen import fast_init
-from langgraph_handoff.errors import InvalidKeyError
+from langgraph_handoff.errors import InvalidKeyError, ResponseTooLargeError
 from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Put",
     "StoreBase",
     "StoredObject",
+    "checked_page",
     "validate_key",
     "validate_start_after",
 ]
@@ -107,6 +108,29 @@ class ListResult:
     items: list[ObjectInfo]
     #: True when more keys may follow the last item (ask again with ``start_after``).
     truncated: bool
+
+
+def checked_page(page: ListResult, max_keys: int, where: str) -> ListResult:
+    """``page``, if it holds at most the ``max_keys`` entries the request asked for.
+
+    A server that answers a LIST with more keys than ``max-keys`` is not one to keep reading
+    from: a proxy or an emulator that ignores the limit, or a hostile endpoint (2,000,000 keys
+    for ``max-keys=1000`` were accepted before). Truncating would hide that, and the entries cut
+    off would be listed again by the next page only if the server's order can be trusted; so the
+    page is refused with :class:`~langgraph_handoff.errors.ResponseTooLargeError`.
+
+    >>> checked_page(ListResult(items=[ObjectInfo("a", "e", 1)] * 3, truncated=False), 2, "S3 LIST p/")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.ResponseTooLargeError: S3 LIST p/ answered 3 keys for a page of at most 2: ...
+    """
+    if len(page.items) > max_keys:
+        raise ResponseTooLargeError(
+            f"{where} answered {len(page.items)} keys for a page of at most {max_keys}: the server ignores "
+            "max-keys, so its listings cannot be trusted. Check that the endpoint is the store's own server, "
+            "not a proxy or an emulator that drops the page size"
+        )
+    return page
 
 
 # --------------------------------------------------------------------------------------------------

@@ -83,11 +83,13 @@ from langgraph_handoff.stores.base import (
     ObjectInfo,
     StoreBase,
     StoredObject,
+    checked_page,
     validate_key,
     validate_prefix,
     validate_start_after,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
+from langgraph_handoff.stores.redact import redact_url, redact_urls
 
 __all__ = ["GCSStore", "import_gcs"]
 
@@ -130,7 +132,7 @@ def _status(exc: BaseException) -> int | None:
 
 def _brief(exc: BaseException) -> str:
     """The first line of an SDK error (its messages can carry whole response bodies)."""
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    return redact_urls(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
 
 
 class GCSStore(StoreBase):
@@ -227,7 +229,7 @@ class GCSStore(StoreBase):
             self.ensure_bucket()
 
     def __repr__(self) -> str:
-        where = f", endpoint={self.endpoint_url!r}" if self.endpoint_url else ""
+        where = f", endpoint={redact_url(self.endpoint_url)!r}" if self.endpoint_url else ""
         return f"GCSStore(bucket={self.bucket_name!r}, prefix={self.prefix!r}{where})"
 
     def trust_scope(self) -> tuple[str, ...]:
@@ -254,7 +256,7 @@ class GCSStore(StoreBase):
     def _no_bucket(self) -> StoreNotFoundError:
         return StoreNotFoundError(
             f"the GCS bucket {self.bucket_name!r} does not exist"
-            + (f" at {self.endpoint_url}" if self.endpoint_url else "")
+            + (f" at {redact_url(self.endpoint_url)}" if self.endpoint_url else "")
             + ": create it (gcloud storage buckets create gs://NAME), or pass create_bucket=True"
         )
 
@@ -450,7 +452,7 @@ class GCSStore(StoreBase):
             raise self._failure(exc, f"LIST {full}") from None
         n = len(self.prefix)
         items = [ObjectInfo(key=b.name[n:], etag=str(b.generation or ""), size=int(b.size or 0)) for b in blobs]
-        return ListResult(items=items, truncated=more)
+        return checked_page(ListResult(items=items, truncated=more), max_keys, f"GCS LIST {full}")
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

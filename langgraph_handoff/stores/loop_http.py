@@ -25,7 +25,16 @@ It does exactly what the S3 store needs and no more:
   headers fit in :data:`MAX_HEAD` bytes. Anything else fails the request with
   :class:`MalformedResponse` and closes the connection: a lenient parser and the server can
   disagree on where a response ends, and the rest would be read as the *next* request's answer.
-  Header values are sent as UTF-8, the bytes SigV4 signs (and what boto3 and obstore send).
+  Header values are sent as UTF-8, the bytes SigV4 signs (and what boto3 and obstore send);
+* **bounded bodies**: every request says how large a body it reads (``max_body``, default
+  :data:`MAX_BODY`), and a response that is not a success may not take more than
+  :data:`MAX_ERROR_BODY` whatever the request allows. A larger body fails the request with
+  :class:`ResponseTooLarge` as soon as it is known to be larger (its ``Content-Length``, the size
+  line of the chunk that would pass the limit, or the bytes of a body read until the close), and
+  closes the connection: a server that streams without end costs the limit, not the memory
+  until the request's timeout. A body is held once: its bytes leave the receive buffer for one
+  growing buffer as they arrive, whatever the framing, and that buffer becomes the response's
+  ``bytes`` without a copy.
 
 A request that fails before a single byte of its response arrived raises
 :class:`ConnectionFailed` with ``sent`` telling whether the request may have reached the server;
@@ -41,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import re
 import ssl as ssl_module
@@ -52,7 +62,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_HEAD", "ConnectionFailed", "HttpPool", "MalformedResponse", "Origin", "Response"]
+__all__ = [
+    "MAX_BODY",
+    "MAX_ERROR_BODY",
+    "MAX_HEAD",
+    "ConnectionFailed",
+    "HttpPool",
+    "MalformedResponse",
+    "Origin",
+    "Response",
+    "ResponseTooLarge",
+]
 
 #: the most bytes a response's status line and headers (or a chunked body's trailers) may take.
 #: An S3 response head is well under 2 KiB; h11 stops at 16 KiB by default, aiohttp at 8190 bytes
@@ -61,6 +81,13 @@ __all__ = ["MAX_HEAD", "ConnectionFailed", "HttpPool", "MalformedResponse", "Ori
 MAX_HEAD = 64 * 1024
 #: the most bytes one chunk-size line (size and extensions) may take (aiohttp's line limit is 8190)
 MAX_CHUNK_LINE = 8192
+#: the most bytes a response body may take when the request names no limit: S3 answers a PUT,
+#: a DELETE or a HEAD with no body at all, so a megabyte is a server that is not answering them
+MAX_BODY = 1024 * 1024
+#: the most bytes the body of a response other than a 2xx may take, whatever the request allows:
+#: an S3 error document is under a kilobyte, a proxy's error page a few; only the error's
+#: ``<Code>`` is read. A 503 is never a reason to read a gigabyte.
+MAX_ERROR_BODY = 64 * 1024
 
 
 class ConnectionFailed(Exception):
@@ -81,6 +108,19 @@ class MalformedResponse(ConnectionFailed):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, sent=True)
+
+
+class ResponseTooLarge(ConnectionFailed):
+    """The response's body is larger than the request reads (``max_body``, or
+    :data:`MAX_ERROR_BODY` for a status other than 2xx). The request was sent and the server
+    answered ``status``; the connection is closed, so the rest of the body is never read. Like
+    a malformed response, the same request would get the same answer: not retried."""
+
+    def __init__(self, status: int, limit: int, announced: int | None = None) -> None:
+        body = f"body of {announced} bytes is over" if announced is not None else "body goes past"
+        super().__init__(f"an HTTP {status} response's {body} the {limit} bytes this request reads", sent=True)
+        self.status = status
+        self.limit = limit
 
 
 #: one compiled pattern per header name asked for (a handful: framing, ETag, Location)
@@ -140,8 +180,8 @@ class Origin:
         as boto3 does, then the system's, which ``SSL_CERT_FILE`` can point elsewhere)."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
-        if scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        if scheme not in ("http", "https") or not parts.hostname:  # the URL itself may hold a secret: not shown
+            raise ValueError(f"not an http(s) URL with a host (scheme {scheme!r})")
         default = 443 if scheme == "https" else 80
         port = parts.port or default
         host = parts.hostname
@@ -155,6 +195,14 @@ class Origin:
 
 class _Framing(ValueError):
     """A response whose framing cannot be trusted (status line, length, chunk sizes, head size)."""
+
+
+class _Oversized(Exception):
+    """A body known to be larger than the request's limit (``announced``: its Content-Length)."""
+
+    def __init__(self, announced: int | None = None) -> None:
+        super().__init__()
+        self.announced = announced
 
 
 #: ``HTTP/1.x`` then a space and exactly three digits, then the end or a space and a reason
@@ -251,16 +299,19 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self._buf = bytearray()
+        self._buf = bytearray()  # bytes received and not parsed yet
         self._waiter: asyncio.Future[Response] | None = None
         self._head_only = False
         self._status = 0
         self._headers: bytes | None = None  # the response head, once complete
-        self._body_start = 0
-        self._length = -1  # -1: until close; -2: chunked
+        self._length = -1  # the body's Content-Length; -1: until close; -2: chunked
         self._keep_alive = True
-        self._chunks: list[bytes] = []  # a chunked body so far, and where its next chunk starts
-        self._chunk_at = 0
+        self._max_body = MAX_BODY  # what the request in flight reads
+        self._limit = MAX_BODY  # ... and what this response may take, once its status is known
+        self._body = io.BytesIO()  # the body so far: its bytes leave the receive buffer as they arrive
+        self._body_size = 0
+        self._chunk_left = 0  # bytes of the current chunk still to come
+        self._chunk_crlf = False  # the CRLF after a chunk's data is what comes next
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -273,8 +324,10 @@ class _Connection(asyncio.Protocol):
         self._buf += data
         try:
             self._parse()
+        except _Oversized as exc:  # no byte more is read: the connection closes now
+            self._fail(ResponseTooLarge(self._status, self._limit, exc.announced))
         except (_Framing, ValueError) as exc:  # a malformed head or chunk size: fail, never guess
-            self._fail(f"unreadable HTTP response: {exc}", malformed=True)
+            self._fail(MalformedResponse(f"unreadable HTTP response: {exc}"))
 
     def eof_received(self) -> bool | None:
         self.closed = True  # never handed out again, even before connection_lost arrives
@@ -286,18 +339,20 @@ class _Connection(asyncio.Protocol):
         if waiter is None or waiter.done():
             return
         if exc is None and self._headers is not None and self._length == -1:  # body delimited by the close
-            self._finish(bytes(self._buf[self._body_start :]))
+            self._finish_body()
             return
         self._waiter = None
+        self._body = io.BytesIO()
         reason = f": {exc}" if exc else ""
         waiter.set_exception(ConnectionFailed(f"the connection closed before a whole response{reason}", sent=True))
 
     # -- one request ---------------------------------------------------------------------------
-    def send(self, request: bytes, body: bytes, head_only: bool) -> asyncio.Future[Response]:
+    def send(self, request: bytes, body: bytes, head_only: bool, max_body: int = MAX_BODY) -> asyncio.Future[Response]:
         assert self.transport is not None and self._waiter is None
         waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._waiter = waiter
         self._head_only = head_only
+        self._max_body = max_body
         self._headers = None
         if len(body) > 65536:
             self.transport.write(request)
@@ -324,56 +379,89 @@ class _Connection(asyncio.Protocol):
             chunked, length = _framing(head)  # checked even where no body follows
             connection = _field(head, "connection")
             keep_alive = head.startswith(b"HTTP/1.1 ") and not (connection and "close" in connection.lower())
+            self._limit = self._max_body if 200 <= self._status < 300 else min(self._max_body, MAX_ERROR_BODY)
             if self._head_only or self._status in (204, 304):
                 self._length = 0
             elif chunked:
                 self._length = -2
-                self._chunks, self._chunk_at = [], end + 4
+                self._chunk_left, self._chunk_crlf = 0, False
             elif length is not None:
+                if length > self._limit:
+                    raise _Oversized(length)
                 self._length = length
             else:
                 self._length = -1
                 keep_alive = False
             # only now, with the framing known to be sound, is the head taken
-            self._headers, self._body_start, self._keep_alive = head, end + 4, keep_alive
+            self._headers, self._keep_alive = head, keep_alive
+            self._body, self._body_size = io.BytesIO(), 0
+            del buf[: end + 4]
         if self._length >= 0:
-            stop = self._body_start + self._length
-            if len(buf) >= stop:
-                body = bytes(buf[self._body_start : stop])
-                del buf[:stop]
-                self._finish(body)
+            self._take(min(len(buf), self._length - self._body_size))
+            if self._body_size == self._length:
+                self._finish_body()
         elif self._length == -2:
             self._parse_chunks()
+        else:  # until the close
+            self._take(len(buf))
+
+    def _take(self, n: int) -> None:
+        """Move the buffer's first ``n`` bytes to the body (refused past the limit): the body is
+        held once, in one growing buffer that becomes the response's bytes without a copy."""
+        if n <= 0:
+            return
+        if self._body_size + n > self._limit:
+            raise _Oversized()
+        self._body.write(memoryview(self._buf)[:n])
+        del self._buf[:n]  # bytearray drops a prefix without moving the rest
+        self._body_size += n
 
     def _parse_chunks(self) -> None:
-        """Take the chunks that are complete, from where the last packet stopped."""
+        """Take what arrived of a chunked body, from where the last packet stopped: each chunk's
+        data goes to the body as it arrives, so a body is never held twice (its chunks and the
+        raw bytes they came in, as before: 1 GiB for 512 MiB), nor a large chunk in the buffer.
+
+        A chunk that would take the body past the request's limit fails the request as soon as
+        its size line arrives, before its data."""
         buf = self._buf
-        pos = self._chunk_at
         while True:
-            line_end = buf.find(b"\r\n", pos, pos + MAX_CHUNK_LINE + 2)
+            if self._chunk_left:
+                take = min(len(buf), self._chunk_left)
+                self._take(take)
+                self._chunk_left -= take
+                if self._chunk_left:
+                    return
+                self._chunk_crlf = True
+            if self._chunk_crlf:
+                if len(buf) < 2:
+                    return
+                if buf[:2] != b"\r\n":
+                    raise _Framing("a chunk's data is not followed by CRLF")
+                del buf[:2]
+                self._chunk_crlf = False
+            line_end = buf.find(b"\r\n", 0, MAX_CHUNK_LINE + 2)
             if line_end < 0:
-                if len(buf) - pos >= MAX_CHUNK_LINE + 2:
+                if len(buf) >= MAX_CHUNK_LINE + 2:
                     raise _Framing(f"a chunk-size line longer than {MAX_CHUNK_LINE} bytes")
-                break
-            size = _chunk_size(bytes(buf[pos:line_end]))
+                return
+            size = _chunk_size(bytes(buf[:line_end]))
+            if self._body_size + size > self._limit:
+                raise _Oversized()
             if size == 0:
                 trailer_end = buf.find(b"\r\n\r\n", line_end, line_end + MAX_HEAD + 4)
                 if trailer_end < 0:
                     if len(buf) - line_end >= MAX_HEAD + 4:
                         raise _Framing(f"the trailers exceed {MAX_HEAD} bytes")
-                    break
+                    return
                 del buf[: trailer_end + 4]
-                body, self._chunks = b"".join(self._chunks), []
-                self._finish(body)
+                self._finish_body()
                 return
-            start = line_end + 2
-            if len(buf) < start + size + 2:
-                break
-            if buf[start + size : start + size + 2] != b"\r\n":
-                raise _Framing(f"a chunk of {size} bytes is not followed by CRLF")
-            self._chunks.append(bytes(buf[start : start + size]))
-            pos = start + size + 2
-        self._chunk_at = pos
+            del buf[: line_end + 2]
+            self._chunk_left = size
+
+    def _finish_body(self) -> None:
+        body, self._body = self._body.getvalue(), io.BytesIO()  # getvalue hands over the buffer itself
+        self._finish(body)
 
     def _finish(self, body: bytes) -> None:
         waiter, self._waiter = self._waiter, None
@@ -386,13 +474,14 @@ class _Connection(asyncio.Protocol):
 
     def expire(self, message: str) -> None:
         """The request's deadline passed: fail it (and never reuse this connection)."""
-        self._fail(message)
+        self._fail(ConnectionFailed(message, sent=True))
 
-    def _fail(self, message: str, *, malformed: bool = False) -> None:
+    def _fail(self, error: ConnectionFailed) -> None:
         waiter, self._waiter = self._waiter, None
+        self._body = io.BytesIO()  # what a refused body held so far goes now, not with the connection
         self.close()
         if waiter is not None and not waiter.done():
-            waiter.set_exception(MalformedResponse(message) if malformed else ConnectionFailed(message, sent=True))
+            waiter.set_exception(error)
 
     def reusable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -515,9 +604,13 @@ class HttpPool:
         body: bytes = b"",
         *,
         timeout: float = 30.0,
+        max_body: int = MAX_BODY,
     ) -> Response:
         """Send one request and return its whole response. ``target`` is the path and query as
-        sent; ``headers`` need no ``Host`` or ``Content-Length`` (both added)."""
+        sent; ``headers`` need no ``Host`` or ``Content-Length`` (both added).
+
+        ``max_body``: the most bytes the response's body may take (:data:`MAX_ERROR_BODY` at
+        most for a status other than 2xx); a larger one raises :class:`ResponseTooLarge`."""
         loop = asyncio.get_running_loop()
         here = self._loops.get(loop)
         if here is None or here.closed:
@@ -532,7 +625,7 @@ class HttpPool:
                 connection = await self._connect(loop)
             here.watch(connection, timeout)
             try:
-                response = await connection.send(head, body, method == "HEAD")
+                response = await connection.send(head, body, method == "HEAD", max_body)
             except BaseException:
                 connection.close()  # timed out, cancelled or failed half-way: never reuse it
                 raise

@@ -56,6 +56,7 @@ from urllib.parse import parse_qsl, quote, urlparse
 from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreNotFoundError, StoreUnavailableError
 from langgraph_handoff.stores.base import validate_key, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
+from langgraph_handoff.stores.redact import redact_url
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AzureBlobStore", "parse_connection_string"]
 
@@ -264,7 +265,10 @@ class AzureBlobStore(ObstoreBase):
             self.ensure_container()
 
     def __repr__(self) -> str:
-        return f"AzureBlobStore(container={self.container!r}, prefix={self.prefix!r}, endpoint={self.endpoint_url!r})"
+        return (
+            f"AzureBlobStore(container={self.container!r}, prefix={self.prefix!r}, "
+            f"endpoint={redact_url(self.endpoint_url)!r})"
+        )
 
     def trust_scope(self) -> tuple[str, ...]:
         """One probe verdict per account endpoint, container and prefix."""
@@ -274,7 +278,7 @@ class AzureBlobStore(ObstoreBase):
     def _store_missing(self, exc: BaseException) -> StoreError | None:
         if "ContainerNotFound" in str(exc) or "container does not exist" in str(exc):
             return StoreNotFoundError(
-                f"the Azure container {self.container!r} does not exist at {self.endpoint_url}: create it "
+                f"the Azure container {self.container!r} does not exist at {redact_url(self.endpoint_url)}: create it "
                 "(az storage container create, or create_container=True with a key or SAS)"
             )
         return None

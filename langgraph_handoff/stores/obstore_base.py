@@ -57,6 +57,7 @@ from langgraph_handoff.stores.base import (
     validate_start_after,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
+from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import strip_etag
 
 __all__ = ["ObstoreBase", "client_options", "import_obstore", "retry_config"]
@@ -105,8 +106,9 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def brief(exc: BaseException) -> str:
-    """The first line of an obstore error: its debug dump follows and is not for users."""
-    return str(exc).split("\n", 1)[0][:300]
+    """The first line of an obstore error: its debug dump follows and is not for users. URLs in
+    it are redacted: obstore names the request's URL, with the SAS token of an Azure store."""
+    return redact_urls(str(exc).split("\n", 1)[0][:300])
 
 
 class ObstoreBase(StoreBase):

@@ -47,7 +47,7 @@ from langgraph_handoff.stores.base import ListResult, StoredObject, validate_pre
 from langgraph_handoff.stores.iothreads import LoopThread
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
-from langgraph_handoff.stores.s3_loop import LoopS3, proxy_applies
+from langgraph_handoff.stores.s3_loop import MAX_OBJECT_BYTES, LoopS3, proxy_applies
 from langgraph_handoff.stores.sigv4 import Keys
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
@@ -104,7 +104,7 @@ class BotoCredentials:
 
         >>> import boto3
         >>> BotoCredentials(boto3.Session(aws_access_key_id="AKID", aws_secret_access_key="s")).keys()
-        Keys(access_key='AKID', secret_key='s', token=None)
+        Keys(access_key='AKID', secret_key=<hidden>, token=None)
         """
         cached = self.cached()
         if cached is None:
@@ -153,6 +153,11 @@ class ObstoreS3Store(ObstoreBase):
             5-10 s between saver calls keeps its connection instead of paying a new TCP and TLS
             handshake at nearly every step (the loop client's limit was 4 s). Lower it for a
             server that closes idle connections sooner.
+        max_object_bytes: the largest object the async API reads on the event loop (default
+            1 GiB, :data:`~langgraph_handoff.stores.s3_loop.MAX_OBJECT_BYTES`); a larger body is
+            refused as soon as it is announced or passes the limit, so a server streaming without
+            end costs the limit, not the memory until the timeout. An int, or its digits (a URL's
+            ``?max_object_bytes=``).
 
     Example (needs a reachable server)::
 
@@ -181,6 +186,7 @@ class ObstoreS3Store(ObstoreBase):
         headers: dict[str, str] | None = None,
         async_io: str = "auto",
         idle_timeout: str = "15s",
+        max_object_bytes: int | str = MAX_OBJECT_BYTES,
     ) -> None:
         if async_io not in ("auto", "loop", "threads"):
             raise InvalidConfigError(f"async_io must be 'auto', 'loop' or 'threads', not {async_io!r}")
@@ -230,6 +236,7 @@ class ObstoreS3Store(ObstoreBase):
                 timeout=_seconds(timeout),
                 max_connections=max_workers,
                 idle_seconds=idle_seconds,
+                max_object_bytes=_byte_count(max_object_bytes, "max_object_bytes"),
             )
         if create_bucket:
             self.ensure_bucket()
@@ -351,6 +358,24 @@ _DURATION_UNITS = {
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
 }  # fmt: skip
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)")
+
+
+def _byte_count(value: int | str, name: str) -> int:
+    """A positive number of bytes, given as an int or (from a URL) its decimal digits. The value
+    is not repeated in the error: it may come from a URL.
+
+    >>> _byte_count("2147483648", "max_object_bytes"), _byte_count(1024, "max_object_bytes")
+    (2147483648, 1024)
+    >>> _byte_count("2GB", "max_object_bytes")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: max_object_bytes must be a positive whole number of bytes, e.g. 2147483648 for 2 GiB
+    """
+    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigError(f"{name} must be a positive whole number of bytes, e.g. 2147483648 for 2 GiB")
+    return value
 
 
 def _seconds(timeout: str, name: str = "timeout") -> float:

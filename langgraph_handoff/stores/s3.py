@@ -42,6 +42,7 @@ from langgraph_handoff.stores.base import (
     ObjectInfo,
     StoreBase,
     StoredObject,
+    checked_page,
     validate_key,
     validate_prefix,
 )
@@ -305,7 +306,11 @@ class S3Store(StoreBase):
             ObjectInfo(key=o["Key"][n:], etag=_strip(o.get("ETag", "")), size=int(o.get("Size", 0)))
             for o in resp.get("Contents", [])
         ]
-        return ListResult(items=items, truncated=bool(resp.get("IsTruncated")))
+        return checked_page(
+            ListResult(items=items, truncated=bool(resp.get("IsTruncated"))),
+            max_keys,
+            f"S3 LIST {self.prefix + prefix}",
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

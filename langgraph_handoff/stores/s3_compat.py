@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from langgraph_handoff.errors import InvalidConfigError, StoreNotFoundError
+from langgraph_handoff.stores.redact import redact_url
 
 __all__ = [
     "EtagQuoting",
@@ -218,7 +219,7 @@ def no_such_bucket(bucket: str, endpoint_url: str | None) -> StoreNotFoundError:
     """The error for S3's ``NoSuchBucket``, whichever request met it. Without it a mistyped bucket
     reads as an empty thread and a conditional write as a lost race, or as a store that refuses
     conditions."""
-    where = f" at {endpoint_url}" if endpoint_url else ""
+    where = f" at {redact_url(endpoint_url)}" if endpoint_url else ""
     return StoreNotFoundError(
         f"the S3 bucket {bucket!r} does not exist{where}: create it (create_bucket=True, ensure_bucket(), "
         "or aws s3 mb), or fix the bucket in the URL"

@@ -25,7 +25,13 @@ The outcomes are exactly :class:`~langgraph_handoff.stores.s3.S3Store`'s and ``O
 * a response the HTTP client refuses to read (:class:`~.loop_http.MalformedResponse`: bad
   framing, a head over 64 KiB) is never retried, since the same server would answer the same:
   :class:`~langgraph_handoff.errors.StoreError` for an idempotent request, and
-  :class:`~langgraph_handoff.errors.UnknownOutcomeError` for a conditional PUT (it was sent).
+  :class:`~langgraph_handoff.errors.UnknownOutcomeError` for a conditional PUT (it was sent);
+* every response's body is bounded (:class:`~.loop_http.ResponseTooLarge`): an object's by
+  ``max_object_bytes`` (:data:`MAX_OBJECT_BYTES` by default), a listing's by what ``max_keys``
+  entries can take (:func:`list_body_limit`), anything else (a PUT's, a DELETE's, an error
+  document) by :data:`~.loop_http.MAX_BODY` or less. A larger one, and a listing page with more
+  keys than ``max_keys``, is :class:`~langgraph_handoff.errors.ResponseTooLargeError`, not
+  retried (a conditional PUT's is an unknown outcome, as above).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from urllib.parse import urlsplit
 
 from langgraph_handoff.errors import (
     PreconditionFailedError,
+    ResponseTooLargeError,
     StoreError,
     StoreUnavailableError,
     UnknownOutcomeError,
@@ -50,11 +57,20 @@ from langgraph_handoff.stores.base import (
     ListResult,
     ObjectInfo,
     StoredObject,
+    checked_page,
     validate_key,
     validate_prefix,
     validate_start_after,
 )
-from langgraph_handoff.stores.loop_http import ConnectionFailed, HttpPool, MalformedResponse, Origin, Response
+from langgraph_handoff.stores.loop_http import (
+    MAX_BODY,
+    ConnectionFailed,
+    HttpPool,
+    MalformedResponse,
+    Origin,
+    Response,
+    ResponseTooLarge,
+)
 from langgraph_handoff.stores.s3_compat import (
     EtagQuoting,
     check_bucket,
@@ -66,7 +82,30 @@ from langgraph_handoff.stores.s3_compat import (
 )
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
 
-__all__ = ["KeySource", "LoopS3", "StaticKeys", "proxy_applies"]
+__all__ = ["MAX_OBJECT_BYTES", "KeySource", "LoopS3", "StaticKeys", "list_body_limit", "proxy_applies"]
+
+#: the largest object a GET reads unless the store says otherwise (``max_object_bytes``). The
+#: package writes each object in one PUT and holds a value whole in memory to decode it; a
+#: state value past a gigabyte is not one a checkpoint can carry anyway (SQLite's and
+#: Postgres's largest value is a gigabyte too). Without a limit a server streaming a body
+#: without end was read until the request's timeout: 512 MiB in 2.1 s, held twice.
+MAX_OBJECT_BYTES = 1024 * 1024 * 1024
+#: what one ``<Contents>`` entry of a listing can take at most: a key of S3's 1,024 bytes, each
+#: escaped as a character reference, and the entry's other elements (time, ETag, size,
+#: checksums, owner, storage class)
+_LIST_ENTRY_BYTES = 8 * 1024
+
+
+def list_body_limit(max_keys: int) -> int:
+    """The most bytes a ListObjectsV2 answer of ``max_keys`` entries can take (with room for its
+    root element and flags): 8 MiB for a page of 1,000. A real page of 1,000 keys of this
+    package is about 300 KB.
+
+    >>> list_body_limit(1000)
+    8257536
+    """
+    return MAX_BODY // 16 + max_keys * _LIST_ENTRY_BYTES
+
 
 _RETRYABLE_STATUS = {500, 502, 503, 504, 429}
 _THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
@@ -258,7 +297,7 @@ class StaticKeys:
     """Fixed credentials as a :class:`KeySource`.
 
     >>> StaticKeys(Keys("AKID", "secret")).cached()
-    Keys(access_key='AKID', secret_key='secret', token=None)
+    Keys(access_key='AKID', secret_key=<hidden>, token=None)
     """
 
     def __init__(self, keys: Keys) -> None:
@@ -287,6 +326,8 @@ class LoopS3:
         headers: extra headers on every request (signed too).
         max_retries: retries of an idempotent request.
         timeout: seconds for one request's whole response.
+        max_object_bytes: the largest object a GET reads (:data:`MAX_OBJECT_BYTES` by default);
+            a larger one is :class:`~langgraph_handoff.errors.ResponseTooLargeError`.
     """
 
     def __init__(
@@ -303,6 +344,7 @@ class LoopS3:
         timeout: float = 30.0,
         max_connections: int = 64,
         idle_seconds: float = 15.0,
+        max_object_bytes: int = MAX_OBJECT_BYTES,
     ) -> None:
         # a ':' '#' or '/' in either would send the signed request to another host or bucket
         self.bucket = check_bucket(bucket)
@@ -313,6 +355,7 @@ class LoopS3:
         self.quoting = quoting
         self.max_retries = max_retries
         self.timeout = timeout
+        self.max_object_bytes = max_object_bytes
         if endpoint_url:
             base = endpoint_url.rstrip("/")
             self._root = quote_path(urlsplit(base).path + "/" + bucket)  # path-style: /[base/]bucket
@@ -340,6 +383,7 @@ class LoopS3:
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        max_body: int = MAX_BODY,
     ) -> Response:
         path = self._root + "/" + quote_path(self.prefix + key) if key is not None else (self._root or "/")
         canonical = canonical_query(query) if query else ""
@@ -354,7 +398,7 @@ class LoopS3:
         signed = sign(keys, self.region, method, self.origin.host_header, path, canonical, wanted, payload)
         del signed["host"]  # the pool writes it
         target = f"{path}?{canonical}" if canonical else path
-        return await self.pool.request(method, target, signed, body, timeout=self.timeout)
+        return await self.pool.request(method, target, signed, body, timeout=self.timeout, max_body=max_body)
 
     async def _idempotent(self, what: str, call: Callable[[], Any], ok: Callable[[Response], bool]) -> Response:
         """``call()`` until a response that ``ok`` accepts or that retrying cannot change."""
@@ -368,6 +412,8 @@ class LoopS3:
                     f"S3 {what}: the server's response cannot be read ({exc}); check that the endpoint is an "
                     "S3 server (a proxy, or a TLS port spoken to in plain HTTP, answers like this). Not retried."
                 ) from None
+            except ResponseTooLarge as exc:
+                raise self._too_large(what, exc) from None
             except ConnectionFailed as exc:
                 last = str(exc)
             else:
@@ -385,6 +431,18 @@ class LoopS3:
         raise StoreUnavailableError(
             f"S3 {what} kept failing after {self.max_retries + 1} attempts: {last}. "
             "Check the endpoint and credentials, or retry later."
+        )
+
+    def _too_large(self, what: str, exc: ResponseTooLarge) -> ResponseTooLargeError:
+        if what.startswith("GET ") and 200 <= exc.status < 300:
+            return ResponseTooLargeError(
+                f"S3 {what}: the object is larger than max_object_bytes={self.max_object_bytes} ({exc}). "
+                "Not read. If objects this large are expected, raise max_object_bytes (an ObstoreS3Store "
+                "argument, or ?max_object_bytes= in the store URL)"
+            )
+        return ResponseTooLargeError(
+            f"S3 {what}: the server answered with more than such a request reads ({exc}). Not retried: check "
+            "that the endpoint is an S3 server, not a proxy or a service answering something else"
         )
 
     @staticmethod
@@ -407,7 +465,7 @@ class LoopS3:
         validate_key(key)
         response = await self._idempotent(
             f"GET {self.prefix}{key}",
-            lambda: self._send("GET", key),
+            lambda: self._send("GET", key, max_body=self.max_object_bytes),
             lambda r: r.status == 200 or (r.status == 404 and error_code(r.body) != "NoSuchBucket"),
         )
         if response.status == 404:
@@ -489,13 +547,17 @@ class LoopS3:
         query = {"list-type": "2", "prefix": self.prefix + prefix, "max-keys": str(max_keys)}
         if start_after is not None:
             query["start-after"] = self.prefix + validate_start_after(start_after)
+        limit = list_body_limit(max_keys)
         response = await self._idempotent(
-            f"LIST {self.prefix}{prefix}", lambda: self._send("GET", None, query=query), lambda r: r.status == 200
+            f"LIST {self.prefix}{prefix}",
+            lambda: self._send("GET", None, query=query, max_body=limit),
+            lambda r: r.status == 200,
         )
         try:
-            return parse_list(response.body, len(self.prefix), self._listed)
+            page = parse_list(response.body, len(self.prefix), self._listed)
         except (ET.ParseError, ValueError) as exc:
             raise StoreError(f"S3 LIST {self.prefix}{prefix} returned an unreadable listing: {exc}") from None
+        return checked_page(page, max_keys, f"S3 LIST {self.prefix}{prefix}")
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def aclose(self) -> None:

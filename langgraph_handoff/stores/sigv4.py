@@ -26,7 +26,7 @@ import hmac
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 __all__ = ["EMPTY_SHA256", "UNSIGNED", "Keys", "amz_now", "canonical_query", "quote_path", "sign"]
@@ -44,11 +44,23 @@ _KEY_CACHE: dict[tuple[str, str, str, str], bytes] = {}
 
 @dataclass(frozen=True)
 class Keys:
-    """One set of credentials: access key id, secret, and the session token of temporary ones."""
+    """One set of credentials: access key id, secret, and the session token of temporary ones.
+
+    Its ``repr`` (and ``str``) shows the access key id and hides the secret and the token, as
+    botocore's and obstore's credentials do: keys end up in tracebacks, debug logs and
+    ``repr(store)``, and the id alone names which credentials were used without granting anything.
+
+    >>> Keys("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", "FwoGZXIvYXdzEJr")
+    Keys(access_key='AKIDEXAMPLE', secret_key=<hidden>, token=<hidden>)
+    """
 
     access_key: str
-    secret_key: str
-    token: str | None = None
+    secret_key: str = field(repr=False)
+    token: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        token = "None" if self.token is None else "<hidden>"
+        return f"Keys(access_key={self.access_key!r}, secret_key=<hidden>, token={token})"
 
 
 def amz_now(now: float | None = None) -> str:

@@ -4,6 +4,11 @@
 :meth:`ObjectStoreSaver.from_url <langgraph_handoff.ObjectStoreSaver.from_url>`, ``ObjectStoreMemory``,
 the Agent Server factories and the CLI all take these URLs; this module is the one place that reads them.
 
+**Nothing in a URL is repeated that could be a secret.** Every message shows the URL as
+:attr:`StoreUrl.shown` (no query) or :func:`~langgraph_handoff.stores.redact.redact_url` (query
+values, user info and fragment as ``***``): a parameter's name may be echoed, never its value.
+User info (``s3://KEY:SECRET@bucket``) is refused: credentials never go in a store URL.
+
 **Nothing in a URL is ignored.** A query parameter a scheme does not read, an empty or repeated
 one, and a keyword argument the store's constructor does not take are refused with
 :class:`~langgraph_handoff.errors.InvalidConfigError`, naming the close matches and the accepted
@@ -42,6 +47,7 @@ from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.stores.base import StoreBase
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
+from langgraph_handoff.stores.redact import redact_url
 
 __all__ = ["QUERY_PARAMETERS", "SCHEMES", "TRANSPORTS", "StoreUrl", "default_transport", "parse", "store_from_url"]
 
@@ -50,7 +56,8 @@ SCHEMES = ("memory", "file", "s3", "az", "gs")
 TRANSPORTS = ("obstore", "boto3")
 
 #: the query parameters each scheme reads, and the constructor argument each one sets
-#: (``transport`` picks the class; ``async_io`` and ``idle_timeout`` are the obstore transport's only)
+#: (``transport`` picks the class; ``async_io``, ``idle_timeout`` and ``max_object_bytes`` are the
+#: obstore transport's only)
 QUERY_PARAMETERS: dict[str, dict[str, str]] = {
     "memory": {},
     "file": {},
@@ -60,9 +67,17 @@ QUERY_PARAMETERS: dict[str, dict[str, str]] = {
         "transport": "transport",
         "async_io": "async_io",
         "idle_timeout": "idle_timeout",
+        "max_object_bytes": "max_object_bytes",
     },
     "az": {"account_name": "account_name", "account": "account_name", "endpoint_url": "endpoint_url"},
     "gs": {"endpoint_url": "endpoint_url", "project": "project"},
+}
+
+#: where each scheme's credentials go instead of the URL's user info
+_CREDENTIALS = {
+    "s3": "boto3's chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a ~/.aws profile, a role) or session=",
+    "az": "account_key=, sas_token= or AZURE_STORAGE_ACCOUNT_KEY / AZURE_STORAGE_SAS_TOKEN",
+    "gs": "Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS)",
 }
 
 #: ``memory://NAME`` stores, shared by name within the process
@@ -108,7 +123,7 @@ def parse(url: str) -> StoreUrl:
     >>> parse("s3://agents/prod?endpoint=http://127.0.0.1:7480")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, region, transport
+    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, max_object_bytes, region, transport
     >>> parse("file:///var/lib/agents?fsync=0")
     Traceback (most recent call last):
     ...
@@ -117,9 +132,25 @@ def parse(url: str) -> StoreUrl:
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
     if scheme not in SCHEMES:
+        azure = ".blob.core.windows.net" in (parsed.hostname or "") if "//" in url else False
+        hint = (
+            ". An Azure Blob URL is az://container/prefix?account_name=ACCOUNT, its SAS token in sas_token= or "
+            "AZURE_STORAGE_SAS_TOKEN, never in the URL"
+            if azure
+            else ""
+        )
         raise InvalidConfigError(
-            f"unsupported store URL {url!r}: use memory://, file:///dir, s3://bucket/prefix, az://container/prefix "
-            "or gs://bucket/prefix"
+            f"unsupported store URL {redact_url(url)!r}: use memory://, file:///dir, s3://bucket/prefix, "
+            f"az://container/prefix or gs://bucket/prefix{hint}"
+        )
+    # an AWS secret may hold '/', which ends the host part early (s3://KEY:SEC/RET@bucket): for
+    # the object stores, whose buckets and prefixes never hold '@', any '@' before the query counts
+    if "@" in parsed.netloc or (scheme in _CREDENTIALS and "@" in url.partition("?")[0]):
+        where = _CREDENTIALS.get(scheme)
+        raise InvalidConfigError(
+            f"{scheme}:// URL {redact_url(url)!r} holds user info (user:password@): credentials never go in a "
+            "store URL, where logs and error messages would show them. "
+            + (f"Give them through {where}" if where else "Remove it")
         )
     found = StoreUrl(scheme, parsed.netloc, parsed.path if scheme in ("memory", "file") else parsed.path.strip("/"), {})
     known = QUERY_PARAMETERS[scheme]
@@ -134,9 +165,9 @@ def parse(url: str) -> StoreUrl:
             raise InvalidConfigError(
                 f"{scheme}:// URL {found.shown!r}: parameter {name!r} is empty: give it a value or leave it out"
             )
-        if found.query.get(name, value) != value:
+        if found.query.get(name, value) != value:  # the values are not shown: either may be a secret
             raise InvalidConfigError(
-                f"{scheme}:// URL {found.shown!r} gives {name!r} twice ({found.query[name]!r} and {value!r}): keep one"
+                f"{scheme}:// URL {found.shown!r} gives {name!r} twice, with different values: keep one"
             )
         found.query[name] = value
     return found
@@ -163,7 +194,8 @@ def _check_arguments(url: StoreUrl, cls: type, given: dict[str, Any], filled: tu
         arg = QUERY_PARAMETERS[url.scheme][param]
         if arg in given and given[arg] != value:
             raise InvalidConfigError(
-                f"{url.shown!r}: {arg}={given[arg]!r} contradicts the URL's {param}={value!r}: give it once"
+                f"{url.shown!r}: the argument {arg}= contradicts the URL's {param}= (the values are not shown): "
+                "give it once"
             )
 
 
@@ -195,7 +227,7 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
     >>> store_from_url("s3://agents/prod?transport=ftp")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: unknown S3 transport 'ftp': use one of ('obstore', 'boto3')
+    langgraph_handoff.errors.InvalidConfigError: unknown S3 transport in the URL: use one of ('obstore', 'boto3')
     >>> store_from_url("gs:///prod")
     Traceback (most recent call last):
     ...
@@ -216,19 +248,20 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
     if scheme == "file":
         path = unquote(parsed.location + parsed.path)
         if not path:
-            raise InvalidConfigError(f"file URL {url!r} names no directory: use file:///abs/dir")
+            raise InvalidConfigError(f"file URL {parsed.shown!r} names no directory: use file:///abs/dir")
         _check_arguments(parsed, LocalStore, store_kwargs, ("root",))
         return LocalStore(path, **store_kwargs)
     if scheme == "s3":
         if transport is not None and query.get("transport", transport) != transport:
             raise InvalidConfigError(
-                f"{parsed.shown!r}: transport={transport!r} contradicts the URL's transport={query['transport']!r}"
+                f"{parsed.shown!r}: transport={transport!r} contradicts the URL's transport parameter: give it once"
             )
         chosen = transport or query.get("transport") or ("boto3" if "client" in store_kwargs else default_transport())
         if chosen not in TRANSPORTS:
-            raise InvalidConfigError(f"unknown S3 transport {chosen!r}: use one of {TRANSPORTS}")
+            named = repr(chosen) if transport else "in the URL"  # a URL's value is not shown
+            raise InvalidConfigError(f"unknown S3 transport {named}: use one of {TRANSPORTS}")
         if not parsed.location:
-            raise InvalidConfigError(f"S3 URL {url!r} names no bucket: use s3://bucket/prefix")
+            raise InvalidConfigError(f"S3 URL {parsed.shown!r} names no bucket: use s3://bucket/prefix")
         if chosen == "boto3" and "async_io" in query:
             raise InvalidConfigError(
                 f"{parsed.shown!r}: async_io applies to the obstore transport only (boto3's async API always "
@@ -239,6 +272,11 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
                 f"{parsed.shown!r}: idle_timeout applies to the obstore transport only (boto3 keeps its "
                 "connections as urllib3 does): drop it, or use transport=obstore"
             )
+        if chosen == "boto3" and "max_object_bytes" in query:
+            raise InvalidConfigError(
+                f"{parsed.shown!r}: max_object_bytes applies to the obstore transport only (the limit of its "
+                "event-loop client): drop it, or use transport=obstore"
+            )
         if chosen == "obstore":
             from langgraph_handoff.stores.obstore_s3 import ObstoreS3Store as cls
         else:
@@ -246,14 +284,14 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
         return _build(parsed, cls, store_kwargs, ("bucket", "prefix"), skip=("transport",))
     if scheme == "az":
         if not parsed.location:
-            raise InvalidConfigError(f"Azure URL {url!r} names no container: use az://container/prefix")
+            raise InvalidConfigError(f"Azure URL {parsed.shown!r} names no container: use az://container/prefix")
         if query.get("account_name", query.get("account")) != query.get("account", query.get("account_name")):
             raise InvalidConfigError(f"{parsed.shown!r}: account and account_name differ: give one")
         from langgraph_handoff.stores.obstore_azure import AzureBlobStore
 
         return _build(parsed, AzureBlobStore, store_kwargs, ("container", "prefix"))
     if not parsed.location:
-        raise InvalidConfigError(f"GCS URL {url!r} names no bucket: use gs://bucket/prefix")
+        raise InvalidConfigError(f"GCS URL {parsed.shown!r} names no bucket: use gs://bucket/prefix")
     from langgraph_handoff.stores.gcs import GCSStore
 
     return _build(parsed, GCSStore, store_kwargs, ("bucket", "prefix"))

@@ -60,6 +60,7 @@ PUBLIC: dict[str, set[str]] = {
         "OwnershipLostError",
         "PreconditionFailedError",
         "ReplyTimeoutError",
+        "ResponseTooLargeError",
         "SchemaVersionError",
         "SigningKeyRequiredError",
         "StaleWriterError",

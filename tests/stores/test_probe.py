@@ -278,5 +278,6 @@ def test_doctor_without_race_prints_what_it_printed(capsys: Any) -> None:
         "conditional DELETE",
         "list after write",
         "median latency",
+        "serializer",
         "ok",
     ]

@@ -97,3 +97,22 @@ def test_header_values_with_inner_spaces_sign_like_botocore() -> None:
     assert "x-amz-meta-note:a b\n" in canonical  # botocore collapses, as the spec says
     theirs = auth.signature(auth.string_to_sign(request, canonical), request)
     assert ours["authorization"].rsplit("Signature=", 1)[1] == theirs
+
+
+def test_keys_never_show_their_secret_or_session_token() -> None:
+    """Found in a security review: ``Keys``' dataclass ``repr`` printed the secret key and the
+    session token, so any traceback, debug log or ``repr`` of an object holding them leaked
+    them; botocore's and obstore's credentials do not. The access key id still shows: it names
+    which credentials were used and grants nothing."""
+    import logging
+
+    secret, token = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "FwoGZXIvYXdzEJrSESSIONTOKEN"
+    keys = Keys("AKIAIOSFODNN7EXAMPLE", secret, token)
+    record = logging.LogRecord("x", logging.DEBUG, __file__, 1, "keys %s %r", (keys, keys), None)
+    shown = [repr(keys), str(keys), f"{keys}", f"{[keys]}", record.getMessage(), repr({"k": keys})]
+    for text in shown:
+        assert "AKIAIOSFODNN7EXAMPLE" in text
+        assert secret not in text and token not in text and "wJalr" not in text, text
+    assert repr(keys) == "Keys(access_key='AKIAIOSFODNN7EXAMPLE', secret_key=<hidden>, token=<hidden>)"
+    assert repr(Keys("AKID", secret)) == "Keys(access_key='AKID', secret_key=<hidden>, token=None)"
+    assert (keys.secret_key, keys.token) == (secret, token)  # the fields themselves are intact
