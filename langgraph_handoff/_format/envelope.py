@@ -218,7 +218,8 @@ def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
     except ValueError:
         raise CorruptObjectError(key, f"unknown object kind {kind_raw}") from None
     if kind == Kind.REFUSED:
-        raise CorruptObjectError(key, stored.decode("utf-8", "replace"), "unsigned")
+        reason, _, detail = stored.decode("utf-8", "replace").partition("\0")
+        raise CorruptObjectError(key, detail, reason)
     if expect is not None and kind != expect:
         raise CorruptObjectError(
             key, f"expected a {expect.name.lower()} object, found {kind.name.lower()}", "misplaced"
@@ -283,12 +284,13 @@ def _inflated_size(stored: bytes, key: str, limit: int, length: int) -> int:
     return size
 
 
-def refusal(reason: str) -> bytes:
+def refusal(detail: str, reason: str = "unsigned") -> bytes:
     """An envelope that stands for an object this process will not read (kind ``REFUSED``):
-    decoding it raises :class:`CorruptObjectError` saying ``reason``. Never stored: a signing
-    store hands it to readers in place of an object no known key signed, so the refusal goes
-    wherever a damaged object would (walks report it and go on)."""
-    return encode(Kind.REFUSED, reason.encode("utf-8"), compress=False)
+    decoding it raises :class:`CorruptObjectError` saying ``detail``, with ``reason`` (one word
+    of ``CORRUPT_REASONS``). Never stored: a signing store hands it to readers in place of an
+    object no known key signed, and the driver in place of an object too large to fetch, so the
+    refusal goes wherever a damaged object would (walks report it and go on)."""
+    return encode(Kind.REFUSED, f"{reason}\0{detail}".encode(), compress=False)
 
 
 _packers = threading.local()

@@ -29,7 +29,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from langgraph_handoff.stores.base import Op, StoreBase
+from langgraph_handoff._format import envelope
+from langgraph_handoff.errors import ResponseTooLargeError
+from langgraph_handoff.stores.base import Get, Op, StoreBase, StoredObject, settle
 
 __all__ = ["PAUSE", "Batch", "Call", "Emit", "Pause", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
 
@@ -86,9 +88,19 @@ def _advance(plan: Plan[Any], value: Any, error: BaseException | None) -> Step:
         raise _Done(stop.value) from None
 
 
+def _fetched(op: Any, outcome: Any) -> Any:
+    """A GET the store refused for the size of what it would return (``ResponseTooLargeError``)
+    is, to the plan, an object it cannot read: a refusal that decodes as damage naming the key,
+    so a walk over many objects reports it and goes on, as it does for any damaged object."""
+    if isinstance(op, Get) and isinstance(outcome, ResponseTooLargeError):
+        return StoredObject(op.key, envelope.refusal(str(outcome), "malformed"), "")
+    return outcome
+
+
 def _perform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
-        return store.run_many(step.ops, return_exceptions=step.outcomes)
+        outcomes = store.run_many(step.ops, return_exceptions=True)
+        return settle([_fetched(op, o) for op, o in zip(step.ops, outcomes, strict=True)], step.outcomes)
     if isinstance(step, Sleep):
         time.sleep(step.seconds)
         return None
@@ -96,18 +108,29 @@ def _perform(store: StoreBase, step: Step) -> Any:
         return None
     if isinstance(step, Call):
         return step.call()
-    return store.run(step)
+    try:
+        return store.run(step)
+    except ResponseTooLargeError as exc:
+        if not isinstance(step, Get):
+            raise
+        return _fetched(step, exc)
 
 
 async def _aperform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
-        return await store.arun_many(step.ops, return_exceptions=step.outcomes)
+        outcomes = await store.arun_many(step.ops, return_exceptions=True)
+        return settle([_fetched(op, o) for op, o in zip(step.ops, outcomes, strict=True)], step.outcomes)
     if isinstance(step, (Sleep, Pause)):
         await asyncio.sleep(step.seconds if isinstance(step, Sleep) else 0)
         return None
     if isinstance(step, Call):
         return await step.acall()
-    return await store.arun(step)
+    try:
+        return await store.arun(step)
+    except ResponseTooLargeError as exc:
+        if not isinstance(step, Get):
+            raise
+        return _fetched(step, exc)
 
 
 def iterate(store: StoreBase, plan: Plan[R]) -> Generator[Any, None, R]:

@@ -416,3 +416,49 @@ def test_a_layout_that_seals_still_reads_and_writes_after_the_checks(store: Stor
     history = list(fresh.list({"configurable": {"thread_id": "long"}}))
     assert len(history) == 40 and history[0].checkpoint["channel_values"]["log"] == ["entry"] * 40
     assert verify_store(fresh).problems == []
+
+
+def test_copy_thread_copies_no_blob_that_is_not_one(store: StoreBase) -> None:
+    """A blob replaced by other bytes (an outside file, a planted object) is refused, naming
+    its key, and the copy writes no head: nothing of it becomes part of another thread."""
+    saver = ObjectStoreSaver(store, layout=Layout(blob_threshold=16))
+    saver.put(
+        {"configurable": {"thread_id": "src", "checkpoint_ns": ""}},
+        _cp(doc="x" * 100),
+        {"source": "input", "step": -1},
+        {"doc": 1},
+    )
+    (blob,) = [i.key for i in store.list("data/") if "/b/" in i.key]
+    store.put(blob, b"root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(CorruptObjectError) as info:
+        saver.copy_thread("src", "dst")
+    assert info.value.key == blob and info.value.reason == "not_ours"
+    assert list(store.list(keys.heads_prefix("dst"))) == []
+
+
+def test_an_object_too_large_to_fetch_is_its_threads_damage() -> None:
+    """A client that refuses a body past its limit (the event-loop S3 client's
+    ``max_object_bytes``) raises ``ResponseTooLargeError``; to a walk that is an object it
+    cannot read, reported with its key, not the end of the walk."""
+    from langgraph_handoff.errors import ResponseTooLargeError
+    from langgraph_handoff.stores import MemoryStore
+    from langgraph_handoff.stores.base import StoredObject
+
+    class Refusing(MemoryStore):
+        refusing = False
+
+        def get(self, key: str) -> StoredObject | None:
+            if self.refusing and key == BAD:
+                raise ResponseTooLargeError(f"{key}: 2 GiB is past max_object_bytes (1 GiB)")
+            return super().get(key)
+
+    store = Refusing()
+    _store_with(store)
+    store.refusing = True
+    saver = ObjectStoreSaver(store)
+    with pytest.raises(CorruptObjectError, match="past max_object_bytes") as info:
+        saver.get_tuple({"configurable": {"thread_id": "bad"}})
+    assert info.value.key == BAD
+    found: list[DamagedObject] = []
+    assert sum(t.config["configurable"]["thread_id"] == "good" for t in saver.list(None, on_damaged=found.append)) == 5
+    _expect_malformed(found)

@@ -289,6 +289,7 @@ def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: H
         for (from_key, to_key), obj in zip(chunk, (yield Batch(tuple(Get(k) for k, _ in chunk))), strict=True):
             if obj is None:
                 raise Vanished(from_key, "")
+            rec_io.decode_blob(obj.body, key=from_key)  # bytes that are not a blob of ours are never copied in
             puts.append(Put(to_key, obj.body))
     wdocs = [i.key for i in (yield from listing.list_all(saver, keys.writes_prefix(src, ns)))]
     for chunk in chunks(wdocs, 64):
