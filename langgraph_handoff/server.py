@@ -89,7 +89,7 @@ import importlib.util
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
@@ -202,6 +202,18 @@ class ServerSettings:
     sweep_interval: float | None = None
     #: ``store.index`` from ``langgraph.json``, as JSON gives it (``embed`` still a string)
     store_index: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        """The settings with the URL redacted: a store URL may carry a SAS token or other secret
+        in its query, and this repr ends up in logs and tracebacks.
+
+        >>> ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": "s3://agents/prod?endpoint_url=http://10.0.0.5:7480"})
+        ServerSettings(url='s3://agents/prod?endpoint_url=***', encryption='none', ttl=None, store_ttl=None, sweep_interval=None, store_index=None)
+        """
+        shown = (
+            f"{f.name}={redact_url(self.url) if f.name == 'url' else getattr(self, f.name)!r}" for f in fields(self)
+        )
+        return f"ServerSettings({', '.join(shown)})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:

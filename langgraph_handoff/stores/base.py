@@ -34,6 +34,8 @@ from langgraph_handoff.errors import InvalidKeyError, ResponseTooLargeError
 from langgraph_handoff.stores.iothreads import IoThreads
 
 __all__ = [
+    "MAX_OBJECT_BYTES",
+    "BoundedSink",
     "Delete",
     "DeleteMany",
     "Get",
@@ -45,6 +47,8 @@ __all__ = [
     "StoreBase",
     "StoredObject",
     "checked_page",
+    "read_bounded",
+    "too_large",
     "validate_key",
     "validate_start_after",
 ]
@@ -133,6 +137,74 @@ def checked_page(page: ListResult, max_keys: int, where: str) -> ListResult:
     return page
 
 
+#: the largest object a GET reads unless the store says otherwise (``max_object_bytes``). The
+#: package writes each object in one PUT and holds a value whole in memory to decode it; a
+#: state value past a gigabyte is not one a checkpoint can carry anyway (SQLite's and
+#: Postgres's largest value is a gigabyte too). Without a limit, an object someone else put in
+#: the bucket (or a server streaming a body without end) is read into memory whole.
+MAX_OBJECT_BYTES = 1024 * 1024 * 1024
+
+
+def too_large(what: str, limit: int, size: int | None = None) -> ResponseTooLargeError:
+    """The error for a GET whose body is over ``limit``: refused, never truncated.
+
+    >>> str(too_large("S3 GET p/k", 10, 11)).split(":")[0]
+    'S3 GET p/k'
+    """
+    told = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return ResponseTooLargeError(
+        f"{what}: the object is {told}, past max_object_bytes={limit}. Not read. If objects this large "
+        "are expected, raise the store's max_object_bytes; an object the package did not write is "
+        "better deleted"
+    )
+
+
+def read_bounded(read: Callable[[int], bytes], limit: int, what: str, size: int | None = None) -> bytes:
+    """Read a body through ``read(n)`` (a file-like ``read``), refusing one over ``limit`` bytes.
+
+    ``size`` is what the answer's headers say (``Content-Length``), checked before a byte is
+    read; the read itself asks for one byte past the limit, so a body longer than its header
+    said is refused too, having cost at most ``limit + 1`` bytes.
+
+    >>> import io
+    >>> read_bounded(io.BytesIO(b"abc").read, 3, "GET k")
+    b'abc'
+    >>> read_bounded(io.BytesIO(b"abcd").read, 3, "GET k")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.ResponseTooLargeError: GET k: the object is more than 3 bytes, past max_object_bytes=3. ...
+    """
+    if size is not None and size > limit:
+        raise too_large(what, limit, size)
+    body = read(limit + 1)
+    if len(body) > limit:
+        raise too_large(what, limit)
+    return body
+
+
+class BoundedSink:
+    """A writable that keeps at most ``limit`` bytes: for clients that download into a file
+    (google-cloud-storage's ``download_to_file``), so a body over the limit stops the download
+    with :class:`~langgraph_handoff.errors.ResponseTooLargeError` instead of filling memory."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._limit = limit
+        self._what = what
+
+    def write(self, data: bytes) -> int:
+        self._size += len(data)
+        if self._size > self._limit:
+            self._parts.clear()
+            raise too_large(self._what, self._limit)
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._parts)
+
+
 # --------------------------------------------------------------------------------------------------
 # Operations as values: the saver's core yields these and a driver performs them.
 # --------------------------------------------------------------------------------------------------
@@ -205,6 +277,10 @@ class StoreBase(ABC):
     lists_scan_directories: bool = False
     #: every object written is signed and every object read checked (``SigningStore``)
     signs: bool = False
+    #: the largest body a GET of a remote store reads: past it the GET raises
+    #: :class:`~langgraph_handoff.errors.ResponseTooLargeError`, which a read reports as damage
+    #: to that key (set it on the instance, or ``?max_object_bytes=`` on an obstore URL)
+    max_object_bytes: int = MAX_OBJECT_BYTES
 
     @property
     def _ops_in_threads(self) -> bool:

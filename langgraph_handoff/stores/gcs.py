@@ -79,6 +79,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import (
+    BoundedSink,
     ListResult,
     ObjectInfo,
     StoreBase,
@@ -290,7 +291,9 @@ class GCSStore(StoreBase):
         name = self.prefix + validate_key(key)
         blob = self._bucket.blob(name)
         try:
-            body = blob.download_as_bytes(timeout=self._timeout, retry=self._retry)
+            sink = BoundedSink(self.max_object_bytes, f"GCS GET {name}")
+            blob.download_to_file(sink, timeout=self._timeout, retry=self._retry)
+            body = sink.getvalue()
         except self._api.NotFound as exc:
             missing = self._bucket_missing(exc)
             if missing is not None:

@@ -52,6 +52,7 @@ from langgraph_handoff.stores.base import (
     ObjectInfo,
     StoreBase,
     StoredObject,
+    too_large,
     validate_key,
     validate_prefix,
     validate_start_after,
@@ -213,6 +214,9 @@ class ObstoreBase(StoreBase):
         path = validate_key(key)
         try:
             result = self._obs.get(self._store, path)
+            size = result.meta["size"]
+            if size > self.max_object_bytes:
+                raise too_large(f"GET {self.prefix}{key}", self.max_object_bytes, size)
             body = result.bytes().to_bytes()
         except FileNotFoundError as exc:
             missing = self._store_missing(exc)

@@ -153,8 +153,8 @@ class ObstoreS3Store(ObstoreBase):
             5-10 s between saver calls keeps its connection instead of paying a new TCP and TLS
             handshake at nearly every step (the loop client's limit was 4 s). Lower it for a
             server that closes idle connections sooner.
-        max_object_bytes: the largest object the async API reads on the event loop (default
-            1 GiB, :data:`~langgraph_handoff.stores.s3_loop.MAX_OBJECT_BYTES`); a larger body is
+        max_object_bytes: the largest object a GET reads, sync or async (default 1 GiB,
+            :data:`~langgraph_handoff.stores.base.MAX_OBJECT_BYTES`); a larger body is
             refused as soon as it is announced or passes the limit, so a server streaming without
             end costs the limit, not the memory until the timeout. An int, or its digits (a URL's
             ``?max_object_bytes=``).
@@ -219,6 +219,7 @@ class ObstoreS3Store(ObstoreBase):
         endpoint = self.endpoint_url or f"https://s3.{self.region_name}.amazonaws.com"
         if async_io == "auto":
             async_io = "threads" if proxy_applies(endpoint) else "loop"
+        self.max_object_bytes = _byte_count(max_object_bytes, "max_object_bytes")
         #: the async API's requests on the event loop (None: through the thread pool), and the
         #: sync API's LISTs on a loop of their own (see list_page)
         self._wire: LoopS3 | None = None
@@ -236,7 +237,7 @@ class ObstoreS3Store(ObstoreBase):
                 timeout=_seconds(timeout),
                 max_connections=max_workers,
                 idle_seconds=idle_seconds,
-                max_object_bytes=_byte_count(max_object_bytes, "max_object_bytes"),
+                max_object_bytes=self.max_object_bytes,
             )
         if create_bucket:
             self.ensure_bucket()

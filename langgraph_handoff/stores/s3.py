@@ -43,10 +43,12 @@ from langgraph_handoff.stores.base import (
     StoreBase,
     StoredObject,
     checked_page,
+    read_bounded,
     validate_key,
     validate_prefix,
 )
 from langgraph_handoff.stores.iothreads import IoThreads
+from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
 
@@ -146,12 +148,12 @@ class S3Store(StoreBase):
             return
         except ClientError as exc:
             if _status(exc) not in (404, 400, 301, 403) and _code(exc) not in ("NoSuchBucket", "404"):
-                raise StoreError(f"cannot reach bucket {self.bucket!r}: {exc}") from exc
+                raise StoreError(f"cannot reach bucket {self.bucket!r}: {redact_urls(str(exc))}") from exc
         try:
             self.client.create_bucket(Bucket=self.bucket)
         except ClientError as exc:
             if _code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                raise StoreError(f"cannot create bucket {self.bucket!r}: {exc}") from exc
+                raise StoreError(f"cannot create bucket {self.bucket!r}: {redact_urls(str(exc))}") from exc
 
     # -- helpers ---------------------------------------------------------------------------------
     def _no_bucket(self) -> StoreNotFoundError:
@@ -174,7 +176,7 @@ class S3Store(StoreBase):
                 retryable = _status(exc) in _RETRYABLE_STATUS or _code(exc) in _THROTTLE_CODES
                 if not retryable:  # e.g. 403: retrying will not help, and the caller gets a typed error
                     hint = " (check the credentials and the bucket policy)" if _status(exc) in (401, 403) else ""
-                    raise StoreError(f"S3 {what} failed: {exc}{hint}") from exc
+                    raise StoreError(f"S3 {what} failed: {redact_urls(str(exc))}{hint}") from exc
                 last: Exception = exc
             except BotoCoreError as exc:  # connection errors, timeouts
                 last = exc
@@ -182,7 +184,7 @@ class S3Store(StoreBase):
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         raise StoreUnavailableError(
-            f"S3 {what} kept failing after {self._extra_retries + 1} attempts: {last}. "
+            f"S3 {what} kept failing after {self._extra_retries + 1} attempts: {redact_urls(str(last))}. "
             "Check the endpoint and credentials, or retry later."
         ) from last
 
@@ -199,7 +201,11 @@ class S3Store(StoreBase):
                 if _code(exc) != "NoSuchBucket" and (_code(exc) in _MISSING_CODES or _status(exc) == 404):
                     return None
                 raise
-            body = resp["Body"].read()
+            stream = resp["Body"]
+            try:
+                body = read_bounded(stream.read, self.max_object_bytes, f"S3 GET {full}", resp.get("ContentLength"))
+            finally:
+                stream.close()
             return StoredObject(key=key, body=body, etag=_strip(resp["ETag"]))
 
         return self._retry_idempotent(f"GET {full}", call)
@@ -244,9 +250,9 @@ class S3Store(StoreBase):
                     raise PreconditionFailedError(key, "key missing") from None
                 if status in _RETRYABLE_STATUS or code in _THROTTLE_CODES:
                     raise UnknownOutcomeError(key, f"HTTP {status} {code}") from None
-                raise StoreError(f"conditional PUT of {full!r} failed: {exc}") from exc
+                raise StoreError(f"conditional PUT of {full!r} failed: {redact_urls(str(exc))}") from exc
             except BotoCoreError as exc:
-                raise UnknownOutcomeError(key, f"{type(exc).__name__}: {exc}") from None
+                raise UnknownOutcomeError(key, f"{type(exc).__name__}: {redact_urls(str(exc))}") from None
         raise PreconditionFailedError(key, "ETag differs")
 
     def _head_etag(self, full: str) -> str | None:

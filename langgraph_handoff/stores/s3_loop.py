@@ -54,6 +54,7 @@ from langgraph_handoff.errors import (
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import (
+    MAX_OBJECT_BYTES,
     ListResult,
     ObjectInfo,
     StoredObject,
@@ -84,12 +85,6 @@ from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonic
 
 __all__ = ["MAX_OBJECT_BYTES", "KeySource", "LoopS3", "StaticKeys", "list_body_limit", "proxy_applies"]
 
-#: the largest object a GET reads unless the store says otherwise (``max_object_bytes``). The
-#: package writes each object in one PUT and holds a value whole in memory to decode it; a
-#: state value past a gigabyte is not one a checkpoint can carry anyway (SQLite's and
-#: Postgres's largest value is a gigabyte too). Without a limit a server streaming a body
-#: without end was read until the request's timeout: 512 MiB in 2.1 s, held twice.
-MAX_OBJECT_BYTES = 1024 * 1024 * 1024
 #: what one ``<Contents>`` entry of a listing can take at most: a key of S3's 1,024 bytes, each
 #: escaped as a character reference, and the entry's other elements (time, ETag, size,
 #: checksums, owner, storage class)

@@ -228,3 +228,30 @@ def test_what_a_redacted_url_shows(url: str, shown: str) -> None:
     assert redact_url(url) == shown
     if "://" in url:  # what reads as a URL inside a text
         assert redact_urls(f"error at {url} (retrying)") == f"error at {shown} (retrying)"
+
+
+def test_server_settings_repr_shows_its_url_redacted() -> None:
+    """The settings' repr lands in logs and tracebacks: the URL's parameter values are hidden."""
+    url = "s3://agents/prod?endpoint_url=http://10.0.0.5:7480&region=SECRET-REGION"
+    shown = repr(ServerSettings.from_env({"LANGGRAPH_HANDOFF_URL": url}))
+    assert "SECRET-REGION" not in shown and "10.0.0.5" not in shown and "s3://agents/prod?" in shown
+
+
+def test_boto3_errors_show_the_urls_they_quote_redacted() -> None:
+    """botocore quotes the URL it failed to reach; a query on it (a presigned request's, a
+    proxy's token) is not repeated in the StoreError."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from langgraph_handoff.errors import StoreError
+    from langgraph_handoff.stores import S3Store
+
+    store = S3Store("agents", endpoint_url="http://127.0.0.1:9", extra_retries=0)
+
+    def refuse(**_: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9/agents/k?X-Amz-Security-Token=SECRET")
+
+    store.client.get_object = refuse  # type: ignore[method-assign]
+    with pytest.raises(StoreError) as info:
+        store.get("k")
+    assert "SECRET" not in str(info.value) and "127.0.0.1:9/agents/k?" in str(info.value)
+    store.close()
