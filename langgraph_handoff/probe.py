@@ -34,6 +34,7 @@ paths share them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import statistics
 import threading
@@ -48,6 +49,7 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     StoreError,
     StoreNotFoundError,
+    StoreUnavailableError,
     UnknownOutcomeError,
     UnsafeStoreError,
 )
@@ -105,12 +107,27 @@ def _scratch() -> str:
 
 
 def _conditions(report: ProbeReport, key: str, timer: _Timer) -> driver.Plan[None]:
-    """The two write conditions on ``key`` (absent at the start); fills ``report``."""
+    """The two write conditions on ``key`` (absent at the start); fills ``report``.
+
+    Only an answer proves anything: a condition the store ignored (a second create-only PUT or
+    a stale ``If-Match`` that was applied) or a refusal it gave on purpose (an error answer that
+    is not transient, such as Backblaze B2's 501). A transient failure (a reset, a 5xx, an answer
+    lost after the store committed) proves nothing, so it is settled by reading the key back or
+    it ends the probe with :class:`~langgraph_handoff.errors.StoreUnavailableError`: the caller's
+    one operation fails, nothing is kept, and the next write probes again.
+    """
     try:
         yield from timer.timed("put_create_only", Put(key, b"probe-1", if_none_match=True))
     except StoreNotFoundError:
         raise  # a missing bucket says nothing about conditions: the caller must create it
-    except (UnknownOutcomeError, StoreError) as exc:
+    except StoreUnavailableError:
+        raise
+    except (UnknownOutcomeError, PreconditionFailedError) as exc:
+        # the answer was lost (or a re-send of a PUT that landed found it there): read it back
+        stored = yield Get(key)
+        if stored is None or stored.body != b"probe-1":
+            raise _inconclusive("the first create-only PUT", exc) from None
+    except StoreError as exc:
         report.create_only = report.compare_and_swap = f"refused: {exc}"
         report.problems.append(f"it refuses conditional writes ({exc})")
         return
@@ -120,30 +137,61 @@ def _conditions(report: ProbeReport, key: str, timer: _Timer) -> driver.Plan[Non
     else:
         report.create_only = "enforced"
     current = yield Get(key)
+    if current is None:
+        raise _inconclusive("reading the scratch key back", None)
     wrong = "0" * 32 if current.etag != "0" * 32 else "1" * 32
     if (yield from _landed(timer, "put_if_match", Put(key, b"probe-3", if_match=wrong))):
         report.compare_and_swap = "ignored"
         report.problems.append("a PUT with a wrong If-Match was accepted")
         current = yield Get(key)
+        if current is None:
+            raise _inconclusive("reading the scratch key back", None)
     else:
         report.compare_and_swap = "enforced"
-    if not (yield from _landed(timer, "put_if_match", Put(key, b"probe-4", if_match=current.etag))):
+    put = Put(key, b"probe-4", if_match=current.etag)
+    try:
+        applied = yield from _landed(timer, "put_if_match", put, must_land=True)
+    except UnknownOutcomeError as exc:
+        raise _inconclusive("the compare-and-swap PUT", exc) from None
+    if not applied:
         report.compare_and_swap = "refused: the current ETag did not match"
         report.problems.append("a PUT with the current ETag as If-Match was refused")
 
 
-def _landed(timer: _Timer, name: str, put: Put) -> driver.Plan[bool]:
-    """Whether a conditional PUT was applied. A lost condition says no; an unknown outcome (GCS
-    answers a quick second write to one name with 429, and a 412 after a retried 429 is
-    reported as unknown) is settled by reading the key back."""
+def _inconclusive(what: str, exc: BaseException | None) -> StoreUnavailableError:
+    cause = f": {exc}" if exc is not None else ""
+    return StoreUnavailableError(
+        f"the store probe could not finish ({what} failed without an answer{cause}); nothing is concluded "
+        "about the store, and the next write probes again. Retry the operation"
+    )
+
+
+def _landed(timer: _Timer, name: str, put: Put, *, must_land: bool = False) -> driver.Plan[bool]:
+    """Whether a conditional PUT was applied. An unknown outcome is settled by reading the key
+    back (GCS answers a quick second write to one name with 429, and a 412 after a retried 429
+    is reported as unknown).
+
+    ``must_land``: the PUT should succeed. Its lost condition is read back too, for it may be the
+    store refusing a client's own re-send of the PUT that landed (botocore re-sends a PUT whose
+    answer it lost); and not finding it after an unknown outcome raises that outcome (the probe
+    is inconclusive) rather than reporting a refusal no answer proved. A PUT that must fail
+    needs no read-back after a 412: a store that ignored the condition would have applied the
+    re-send too."""
     try:
         yield from timer.timed(name, put)
         return True
     except PreconditionFailedError:
-        return False
-    except UnknownOutcomeError:
+        if not must_land:
+            return False
         stored = yield Get(put.key)
         return stored is not None and stored.body == put.body
+    except UnknownOutcomeError:
+        stored = yield Get(put.key)
+        if stored is not None and stored.body == put.body:
+            return True
+        if must_land:
+            raise
+        return False
 
 
 def plan_check(store_name: str = "the store") -> driver.Plan[None]:
@@ -154,7 +202,9 @@ def plan_check(store_name: str = "the store") -> driver.Plan[None]:
     try:
         yield from _conditions(report, key, _Timer())
     finally:
-        yield Delete(key)
+        # a scratch key left under meta/probe/ is harmless: a failed clean-up changes no verdict
+        with contextlib.suppress(StoreError):
+            yield Delete(key)
     if report.problems:
         raise UnsafeStoreError(store_name, report.problems)
 

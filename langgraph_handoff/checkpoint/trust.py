@@ -57,6 +57,7 @@ from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.errors import (
     PreconditionFailedError,
     SigningKeyRequiredError,
+    StoreUnavailableError,
     UnknownOutcomeError,
     UnsafeStoreError,
 )
@@ -79,6 +80,10 @@ _LOOP_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable,
 )
 _GUARD = threading.Lock()
 _WRITES = (Put, Delete, DeleteMany)
+
+
+#: sends of the format marker whose answers were lost before setup gives up (a transient error)
+_MARKER_ATTEMPTS = 3
 
 
 def plan_setup(store_name: str, *, signs: bool = False, accept_unsigned: bool = False) -> driver.Plan[None]:
@@ -113,17 +118,24 @@ def plan_setup(store_name: str, *, signs: bool = False, accept_unsigned: bool = 
     if require:
         record["signing"] = "required"
     body = envelope.encode(envelope.Kind.MARKER, envelope.packb(record), format_version=version)
-    try:
-        if obj is None:
-            yield Put(keys.FORMAT_MARKER_KEY, body, if_none_match=True)
-        else:
-            yield Put(keys.FORMAT_MARKER_KEY, body, if_match=obj.etag)
-    except (PreconditionFailedError, UnknownOutcomeError):  # a concurrent setup won
-        obj = yield Get(keys.FORMAT_MARKER_KEY)
-        if obj is None:
-            raise
-        envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
-    return None
+    # a lost or unknown answer is settled by reading the marker back: one there (ours, or a
+    # concurrent setup's) is the marker; none means the write did not land, so it is sent again
+    for _ in range(_MARKER_ATTEMPTS):
+        try:
+            if obj is None:
+                yield Put(keys.FORMAT_MARKER_KEY, body, if_none_match=True)
+            else:
+                yield Put(keys.FORMAT_MARKER_KEY, body, if_match=obj.etag)
+            return None
+        except (PreconditionFailedError, UnknownOutcomeError):
+            obj = yield Get(keys.FORMAT_MARKER_KEY)
+            if obj is not None:
+                envelope.decode(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
+                return None
+    raise StoreUnavailableError(
+        f"{store_name}: writing the format marker {keys.FORMAT_MARKER_KEY!r} got no answer {_MARKER_ATTEMPTS} "
+        "times and it is not there; retry the operation"
+    )
 
 
 def _plan_setup_of(store: StoreBase) -> driver.Plan[None]:

@@ -385,7 +385,8 @@ class GCSStore(StoreBase):
                 raise self._no_bucket() from None
             except self._errors as exc:
                 status = _status(exc)
-                if status is None or status >= 500:  # the write may or may not have landed
+                # the write may or may not have landed; 501 Not Implemented is an answer
+                if status is None or (status >= 500 and status != 501):
                     raise UnknownOutcomeError(key, _brief(exc)) from None
                 raise self._failure(exc, f"conditional PUT of {blob.name!r}") from None
 

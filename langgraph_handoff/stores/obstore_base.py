@@ -195,7 +195,8 @@ class ObstoreBase(StoreBase):
             return PreconditionFailedError(key, "HTTP 409")
         if if_match is not None and (isinstance(exc, FileNotFoundError) or status == 404):
             return PreconditionFailedError(key, "key missing")
-        if status is None or status >= 500 or status == 429:  # the write may or may not have landed
+        # the write may or may not have landed; 501 Not Implemented is an answer: nothing applied
+        if status is None or (status >= 500 and status != 501) or status == 429:
             return UnknownOutcomeError(key, brief(exc))
         return StoreError(f"conditional PUT of {key!r} failed: {brief(exc)}")
 

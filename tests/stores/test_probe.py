@@ -14,7 +14,7 @@ import pytest
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.cli import main
-from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError, UnsafeStoreError
+from langgraph_handoff.errors import PreconditionFailedError, StoreError, UnknownOutcomeError, UnsafeStoreError
 from langgraph_handoff.probe import PROBE_PREFIX, arace, plan_report, race
 from langgraph_handoff.stores import CountingStore, MemoryStore
 
@@ -36,11 +36,12 @@ class IgnoresConditions(MemoryStore):
 
 
 class RefusesConditions(MemoryStore):
-    """Backblaze B2: every conditional PUT is answered 501."""
+    """Backblaze B2: every conditional PUT is answered 501, which every store reads as a
+    refusal (``StoreError``): an answer, not an unknown outcome."""
 
     def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         if if_match is not None or if_none_match:
-            raise UnknownOutcomeError(key, "HTTP 501 NotImplemented")
+            raise StoreError(f"conditional PUT of {key!r} failed: HTTP 501 NotImplemented")
         return super().put(key, body)
 
 
