@@ -180,6 +180,35 @@ def header_size(format_version: int) -> int:
     return HEADER_SIZE if format_version >= 4 else HEADER_SIZE_V3
 
 
+def cut_short(data: bytes) -> bool:
+    """Whether ``data`` is the start of an envelope that is longer than what arrived: its magic
+    (or the start of it) and fewer bytes than its header says the object holds.
+
+    A body cut off in transit under a ``Content-Length`` that matched the cut (a proxy, a
+    server bug) looks like this, and so does an object stored truncated; only reading it again
+    tells them apart (``driver``). Whatever this says, :func:`decode` of such bytes raises
+    ``CorruptObjectError`` (reason ``truncated``) before it reads any of the body.
+
+    >>> whole = encode(Kind.BLOB, b"x" * 100)
+    >>> cut_short(whole), cut_short(whole[:50]), cut_short(whole[:3]), cut_short(b"other")
+    (False, True, True, False)
+    """
+    if not data:
+        return False
+    if len(data) < 6:
+        return MAGIC.startswith(bytes(data[:4]))
+    if data[:4] != MAGIC:
+        return False
+    (version,) = struct.unpack_from(">H", data, 4)
+    if not OLDEST_FORMAT_VERSION <= version <= FORMAT_VERSION:
+        return False
+    size = header_size(version)
+    if len(data) < size:
+        return True
+    length = _HEADER.unpack_from(data, 0)[5]
+    return bool(len(data) < size + length)
+
+
 def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
     """Check and unframe an envelope. Raises instead of returning anything partial, and only
     ever :class:`CorruptObjectError` or :class:`EnvelopeVersionError`, whatever the bytes."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph_handoff._format import envelope
-from langgraph_handoff.errors import ResponseTooLargeError
+from langgraph_handoff.errors import ResponseTooLargeError, StoreUnavailableError
 from langgraph_handoff.stores.base import Get, Op, StoreBase, StoredObject, settle
 
 __all__ = ["PAUSE", "Batch", "Call", "Emit", "Pause", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
@@ -97,10 +97,89 @@ def _fetched(op: Any, outcome: Any) -> Any:
     return outcome
 
 
+#: reads of an object that keeps arriving cut short, each time differently, before the GET
+#: fails as an outage (``StoreUnavailableError``)
+CUT_READS = 3
+
+
+def _cut(op: Any, outcome: Any) -> bool:
+    return isinstance(op, Get) and isinstance(outcome, StoredObject) and envelope.cut_short(outcome.body)
+
+
+def _after_cut(key: str, seen: StoredObject, again: Any, reads: int) -> bool:
+    """Whether ``again`` (the ``reads``-th read of an object that arrived cut short as ``seen``)
+    is the answer. A whole object (or none) is; so are the very same bytes under the same ETag,
+    for that object is stored cut short and decodes as the damage it is (``truncated``). Bodies
+    cut short differently each time are a transport failure, not the object: read again, and
+    after :data:`CUT_READS` reads it is an outage, never a ``CorruptObjectError`` telling the
+    operator to restore an object that is intact."""
+    if not _cut(Get(key), again):
+        return True
+    if again.body == seen.body and again.etag == seen.etag:
+        return True
+    if reads >= CUT_READS:
+        raise StoreUnavailableError(
+            f"GET {key}: the body arrived cut short {reads} times, each time differently (the object is "
+            "probably intact); a proxy or the network is cutting answers. Retry the operation"
+        )
+    return False
+
+
+def _whole(store: StoreBase, op: Any, outcome: Any) -> Any:
+    """``outcome`` of ``op``, read again while it arrives cut short; an error as a value."""
+    reads = 1
+    try:
+        while _cut(op, outcome):
+            reads += 1
+            again = _fetched(op, _get(store, op))
+            if _after_cut(op.key, outcome, again, reads):
+                return again
+            outcome = again
+    except Exception as exc:  # noqa: BLE001 - an outcome, as the batch hands back every other
+        return exc
+    return outcome
+
+
+async def _awhole(store: StoreBase, op: Any, outcome: Any) -> Any:
+    reads = 1
+    try:
+        while _cut(op, outcome):
+            reads += 1
+            again = _fetched(op, await _aget(store, op))
+            if _after_cut(op.key, outcome, again, reads):
+                return again
+            outcome = again
+    except Exception as exc:  # noqa: BLE001 - an outcome, as the batch hands back every other
+        return exc
+    return outcome
+
+
+def _get(store: StoreBase, op: Get) -> Any:
+    """A GET's outcome, its error as a value (a batch's outcomes carry errors so)."""
+    try:
+        return store.run(op)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+async def _aget(store: StoreBase, op: Get) -> Any:
+    try:
+        return await store.arun(op)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+def _raised(outcome: Any) -> Any:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
 def _perform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
         outcomes = store.run_many(step.ops, return_exceptions=True)
-        return settle([_fetched(op, o) for op, o in zip(step.ops, outcomes, strict=True)], step.outcomes)
+        got = [_whole(store, op, _fetched(op, o)) for op, o in zip(step.ops, outcomes, strict=True)]
+        return settle(got, step.outcomes)
     if isinstance(step, Sleep):
         time.sleep(step.seconds)
         return None
@@ -108,29 +187,24 @@ def _perform(store: StoreBase, step: Step) -> Any:
         return None
     if isinstance(step, Call):
         return step.call()
-    try:
-        return store.run(step)
-    except ResponseTooLargeError as exc:
-        if not isinstance(step, Get):
-            raise
-        return _fetched(step, exc)
+    if isinstance(step, Get):
+        return _raised(_whole(store, step, _fetched(step, _get(store, step))))
+    return store.run(step)
 
 
 async def _aperform(store: StoreBase, step: Step) -> Any:
     if isinstance(step, Batch):
         outcomes = await store.arun_many(step.ops, return_exceptions=True)
-        return settle([_fetched(op, o) for op, o in zip(step.ops, outcomes, strict=True)], step.outcomes)
+        got = [await _awhole(store, op, _fetched(op, o)) for op, o in zip(step.ops, outcomes, strict=True)]
+        return settle(got, step.outcomes)
     if isinstance(step, (Sleep, Pause)):
         await asyncio.sleep(step.seconds if isinstance(step, Sleep) else 0)
         return None
     if isinstance(step, Call):
         return await step.acall()
-    try:
-        return await store.arun(step)
-    except ResponseTooLargeError as exc:
-        if not isinstance(step, Get):
-            raise
-        return _fetched(step, exc)
+    if isinstance(step, Get):
+        return _raised(await _awhole(store, step, _fetched(step, await _aget(store, step))))
+    return await store.arun(step)
 
 
 def iterate(store: StoreBase, plan: Plan[R]) -> Generator[Any, None, R]:

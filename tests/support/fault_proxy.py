@@ -8,7 +8,10 @@ repeatable (no random schedule; the seeded campaign builds on the same rules):
 * ``lose``: the request is forwarded, the server answers (it committed), and the client's
   connection is reset instead of the answer (the outcome is unknown to the client);
 * ``status``: the proxy answers ``status`` itself (500, 503 ``SlowDown``...) without forwarding;
-* ``cut``: the answer's head and half its body are sent, then the connection is reset.
+* ``cut``: the answer's head and half its body are sent, then the connection is reset;
+* ``shorten``: the answer arrives whole-looking but cut short: its body cut to ``keep`` bytes
+  (half by default), under a ``Content-Length`` that says so (a proxy or server bug the client
+  cannot see at the HTTP level; each firing keeps one byte more, so two cut answers differ).
 
 ``partition`` resets every request until it is turned off (an outage). ``log`` records each
 request (method, path, what was done), so a test can say which request a fault hit.
@@ -50,6 +53,7 @@ class Fault:
     nth: int = 1
     times: int = 1
     status: int = 503
+    keep: int = -1
     seen: int = 0
     fired: int = 0
 
@@ -249,6 +253,16 @@ def _serve(proxy: FaultProxy, client: socket.socket, upstream: tuple[str, int]) 
             if kind == "lose":
                 _reset(client)
                 return
+            if kind == "shorten":
+                assert fault is not None
+                keep = (len(answer) // 2 if fault.keep < 0 else fault.keep) + fault.fired
+                lines = [
+                    line
+                    for line in answer_head.split(b"\r\n")
+                    if line and not line.lower().startswith((b"content-length:", b"transfer-encoding:"))
+                ]
+                client.sendall(b"\r\n".join([*lines, b"Content-Length: %d" % keep, b"", b""]) + answer[:keep])
+                continue
             if kind == "cut":
                 client.sendall(answer_head + answer[: len(answer) // 2])
                 _reset(client)

@@ -47,12 +47,12 @@ from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
 from langgraph_handoff.checkpoint.plans import manifest, reading
+from langgraph_handoff.checkpoint.plans.attempts import Attempts
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, made_by_run, target_of, tuple_config
 from langgraph_handoff.checkpoint.ttl import restamp, swept_mark
 from langgraph_handoff.checkpoint.writes import merge_items, slot_items
 from langgraph_handoff.errors import (
-    ConflictError,
     InvalidCheckpointIdError,
     InvalidConfigError,
     OwnershipLostError,
@@ -605,6 +605,7 @@ def plan_put(
     memo: dict[str, tuple[str, bytes]] = {}
     rides = saver._rider is not None and not ns and saver._rider[0] == thread_id
     by_run = made_by_run(config)
+    tally = Attempts()
     for attempt in range(saver.layout.max_attempts):
         state = saver._cache.get(thread_id, ns)
         saw_empty = parent_id is None and state.empty_reads > 0
@@ -668,7 +669,9 @@ def plan_put(
             raise head_outcome
         new_etag = head_outcome
         if isinstance(head_outcome, (PreconditionFailedError, UnknownOutcomeError)):
+            tried = etag
             head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
+            tally.failed(head_outcome, changed=etag != tried)
             saver._cache.observe(thread_id, ns, head, etag)
             fresh = True
             landed = head.records.get(cid) if head is not None else None
@@ -697,10 +700,11 @@ def plan_put(
         if branches:
             saver._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
         return tuple_config(thread_id, ns, cid)
-    raise ConflictError(
+    raise tally.exhausted(
+        f"put of checkpoint {cid!r} on thread {thread_id!r}",
         f"put of checkpoint {cid!r} on thread {thread_id!r} lost {saver.layout.max_attempts} "
         "compare-and-swap races in a row without a conflicting checkpoint: the namespace is "
-        "under heavy contention. Retry later or raise Layout.max_attempts."
+        "under heavy contention. Retry later or raise Layout.max_attempts.",
     )
 
 
@@ -729,6 +733,7 @@ def plan_put_writes(
         return rec_io.encode_writes(doc, schema_version=schema)
 
     known = saver._cache.known_writes(thread_id, ns, cid, task_id)
+    tally = Attempts()
     for attempt in range(saver.layout.max_attempts):
         if known is None:
             merged, path = tuple(sorted(items, key=lambda w: w.idx)), task_path
@@ -740,8 +745,9 @@ def plan_put_writes(
             op = Put(key, encode(merged, path), if_match=known.etag)
         try:
             etag = yield op
-        except (PreconditionFailedError, UnknownOutcomeError):
+        except (PreconditionFailedError, UnknownOutcomeError) as exc:
             obj = yield Get(key)
+            tally.failed(exc, changed=(obj.etag if obj is not None else None) != (known.etag if known else None))
             if obj is None:
                 known = None
             else:
@@ -755,7 +761,8 @@ def plan_put_writes(
             continue
         saver._cache.remember_writes(thread_id, ns, cid, task_id, Folded(etag, path, merged))
         return None
-    raise ConflictError(
+    raise tally.exhausted(
+        f"writes of task {task_id!r} on checkpoint {cid!r}",
         f"writes of task {task_id!r} on checkpoint {cid!r} lost {saver.layout.max_attempts} "
-        "compare-and-swap races in a row; another process keeps rewriting them"
+        "compare-and-swap races in a row; another process keeps rewriting them",
     )

@@ -1,0 +1,116 @@
+"""What a caller sees when the network fails, through the fault proxy in front of Ceph RGW, on
+each S3 transport: an outage is ``StoreUnavailableError`` (never ``ConflictError`` advice for a
+contended namespace), and a body cut short is retried, never called corruption."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3
+from langgraph_handoff import Layout, ObjectStoreSaver
+from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.stores import ObstoreS3Store, S3Store, StoreBase
+from tests.support.fault_proxy import FaultProxy, Request, fault_proxy
+
+pytestmark = pytest.mark.s3
+TRANSPORTS = ["boto3", "obstore", "loop"]
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[FaultProxy]:
+    _need_s3()
+    assert S3_ENDPOINT is not None
+    with fault_proxy(S3_ENDPOINT) as p:
+        yield p
+
+
+@pytest.fixture(params=TRANSPORTS)
+def saver(request: pytest.FixtureRequest, proxy: FaultProxy) -> Iterator[ObjectStoreSaver]:
+    prefix = f"t-{uuid.uuid4().hex}"
+    store: StoreBase
+    if request.param == "boto3":
+        store = S3Store(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True)
+    else:
+        async_io = "loop" if request.param == "loop" else "threads"
+        store = ObstoreS3Store(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True, async_io=async_io)
+    saver = ObjectStoreSaver(store, layout=Layout(max_attempts=3, backoff=0.001))
+    saver.setup()
+    saver.transport = request.param  # type: ignore[attr-defined]
+    try:
+        yield saver
+    finally:
+        proxy.clear()
+        store.close()
+
+
+def _put(saver: ObjectStoreSaver, config: dict[str, Any], step: int) -> Any:
+    meta: Any = {"source": "loop", "step": step}
+    if saver.transport == "loop":  # type: ignore[attr-defined]
+        return asyncio.run(saver.aput(config, empty_checkpoint(), meta, {}))
+    return saver.put(config, empty_checkpoint(), meta, {})
+
+
+def _get(saver: ObjectStoreSaver, config: dict[str, Any]) -> Any:
+    if saver.transport == "loop":  # type: ignore[attr-defined]
+        return asyncio.run(saver.aget_tuple(config))
+    return saver.get_tuple(config)
+
+
+def _head_put(r: Request) -> bool:
+    return "/heads/" in r.path and r.method == "PUT"
+
+
+def _head_get(r: Request) -> bool:
+    return "/heads/" in r.path and r.method == "GET"
+
+
+def test_head_writes_that_get_no_answer_are_an_outage_not_contention(
+    saver: ObjectStoreSaver, proxy: FaultProxy
+) -> None:
+    config = _put(saver, {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, -1)
+    proxy.add("status", _head_put, times=1000, status=503)
+    with pytest.raises(StoreUnavailableError, match="answered none of 3 compare-and-swap attempts"):
+        _put(saver, config, 0)
+    proxy.clear()
+    _put(saver, config, 0)  # the thread is usable once the store answers again
+
+
+def test_a_head_cut_short_once_is_read_again(saver: ObjectStoreSaver, proxy: FaultProxy) -> None:
+    config = _put(saver, {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, -1)
+    fresh = ObjectStoreSaver(saver.store)  # no cached head: the read goes to the store
+    fresh.transport = saver.transport  # type: ignore[attr-defined]
+    fault = proxy.add("cut", _head_get)
+    got = _get(fresh, config)
+    assert (
+        fault.fired == 1
+        and got is not None
+        and got.config["configurable"]["checkpoint_id"] == config["configurable"]["checkpoint_id"]
+    )
+
+
+def test_a_head_cut_short_under_a_matching_length_is_read_again(saver: ObjectStoreSaver, proxy: FaultProxy) -> None:
+    """The answer says it is whole (its ``Content-Length`` is the cut body's), so only the
+    envelope, which records the object's length, shows the cut: the read is made again."""
+    config = _put(saver, {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, -1)
+    fresh = ObjectStoreSaver(saver.store)
+    fresh.transport = saver.transport  # type: ignore[attr-defined]
+    fault = proxy.add("shorten", _head_get)
+    got = _get(fresh, config)
+    assert fault.fired == 1 and got is not None
+
+
+def test_a_head_cut_short_every_time_is_an_outage_not_corruption(saver: ObjectStoreSaver, proxy: FaultProxy) -> None:
+    config = _put(saver, {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, -1)
+    fresh = ObjectStoreSaver(saver.store)
+    fresh.transport = saver.transport  # type: ignore[attr-defined]
+    proxy.add("shorten", _head_get, times=1000)
+    with pytest.raises(StoreUnavailableError, match="arrived cut short 3 times"):
+        _get(fresh, config)
+    proxy.clear()
+    assert _get(fresh, config) is not None
