@@ -91,6 +91,7 @@ from langgraph_handoff.stores.base import (
 )
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_url, redact_urls
+from langgraph_handoff.stores.timeouts import Timeouts
 
 __all__ = ["GCSStore", "import_gcs"]
 
@@ -151,9 +152,12 @@ class GCSStore(StoreBase):
             ``STORAGE_EMULATOR_HOST``, else GCS itself.
         create_bucket: create the bucket if it does not exist.
         max_workers: threads for parallel requests and for the async API (and HTTP connections).
-        timeout: seconds per request.
-        retry_timeout: seconds the SDK keeps retrying an idempotent request (reads, lists, deletes,
-            unconditional writes) before :class:`StoreUnavailableError`.
+        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
+            answer, to connect, and for one operation with its retries (15, 5 and 30 by default;
+            :mod:`langgraph_handoff.stores.timeouts`): the SDK retries an idempotent request
+            (reads, lists, deletes, unconditional writes) until the deadline, then
+            :class:`StoreUnavailableError`.
+        retry_timeout: the deadline's former name (it wins when given).
         throttle_timeout: seconds a conditional write answered 429 is retried with back-off
             before :class:`StoreUnavailableError` (a 429 means it was not applied).
 
@@ -182,10 +186,13 @@ class GCSStore(StoreBase):
         endpoint_url: str | None = None,
         create_bucket: bool = False,
         max_workers: int = 32,
-        timeout: float = 30.0,
-        retry_timeout: float = 30.0,
+        timeout: float | str | None = None,
+        retry_timeout: float | None = None,
         throttle_timeout: float = 30.0,
+        connect_timeout: float | str | None = None,
+        deadline: float | str | None = None,
     ) -> None:
+        self.timeouts = Timeouts.of(connect_timeout, timeout, retry_timeout if retry_timeout is not None else deadline)
         storage = import_gcs()
         from google.api_core import exceptions as api_exceptions
         from google.cloud.storage.retry import DEFAULT_RETRY
@@ -196,10 +203,13 @@ class GCSStore(StoreBase):
         prefix = prefix.strip("/")
         self.prefix = validate_prefix(prefix + "/") if prefix else ""
         self._api = api_exceptions
-        self._timeout = timeout
+        #: requests' (connect, read) time-outs, as requests takes them
+        self._timeout = (self.timeouts.connect, self.timeouts.request)
         self._throttle_timeout = throttle_timeout
         #: the SDK's predicate (429, 5xx, connection errors), faster back-off, a bounded total
-        self._retry = DEFAULT_RETRY.with_delay(initial=0.05, maximum=2.0, multiplier=2.0).with_timeout(retry_timeout)
+        self._retry = DEFAULT_RETRY.with_delay(initial=0.05, maximum=2.0, multiplier=2.0).with_timeout(
+            max(self.timeouts.deadline - self.timeouts.request, 0.001)
+        )
         endpoint = endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or None
         if endpoint and "://" not in endpoint:
             endpoint = "http://" + endpoint

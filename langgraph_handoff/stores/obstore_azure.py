@@ -57,6 +57,7 @@ from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreNotFou
 from langgraph_handoff.stores.base import validate_key, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.redact import redact_url
+from langgraph_handoff.stores.timeouts import Timeouts
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AzureBlobStore", "parse_connection_string"]
 
@@ -165,7 +166,9 @@ class AzureBlobStore(ObstoreBase):
             ``msi_endpoint``, ...); they win over everything above.
         create_container: create the container if it does not exist (needs a key or a SAS).
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
-        timeout: per-request timeout, e.g. ``"30s"``.
+        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
+            whole answer, to connect, and for one operation with its retries (15, 5 and 30 by
+            default; :mod:`langgraph_handoff.stores.timeouts`).
         max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request.
 
@@ -194,10 +197,13 @@ class AzureBlobStore(ObstoreBase):
         config: Mapping[str, Any] | None = None,
         create_container: bool = False,
         max_retries: int = 4,
-        timeout: str = "30s",
+        timeout: float | str | None = None,
         max_workers: int = 32,
         headers: dict[str, str] | None = None,
+        connect_timeout: float | str | None = None,
+        deadline: float | str | None = None,
     ) -> None:
+        self.timeouts = Timeouts.of(connect_timeout, timeout, deadline)
         obs = import_obstore()
         if not container:
             raise InvalidConfigError("AzureBlobStore needs a container name: az://container/prefix")
@@ -248,7 +254,7 @@ class AzureBlobStore(ObstoreBase):
             or os.environ.get("AZURE_STORAGE_SAS_TOKEN"),
         )
 
-        options = client_options(self.endpoint_url, timeout, headers)
+        options = client_options(self.endpoint_url, self.timeouts, headers)
 
         def make(retries: int) -> Any:
             return obs.store.AzureStore(
@@ -256,7 +262,7 @@ class AzureBlobStore(ObstoreBase):
                 prefix=prefix or None,
                 config=settings,
                 client_options=options,
-                retry_config=retry_config(retries),
+                retry_config=retry_config(retries, self.timeouts),
             )
 
         self._start(obs, max_workers=max_workers, thread_name_prefix="obstore-azure")
@@ -322,7 +328,7 @@ class AzureBlobStore(ObstoreBase):
             )
         request = urllib.request.Request(url, data=b"", method="PUT", headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30):
+            with urllib.request.urlopen(request, timeout=self.timeouts.deadline):
                 return  # 201 Created
         except urllib.error.HTTPError as exc:
             with exc:  # the error holds the response and its connection

@@ -60,6 +60,7 @@ from langgraph_handoff.stores.base import (
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import strip_etag
+from langgraph_handoff.stores.timeouts import DEFAULT, Timeouts, as_duration
 
 __all__ = ["ObstoreBase", "client_options", "import_obstore", "retry_config"]
 
@@ -78,21 +79,32 @@ def import_obstore() -> Any:
     return obstore
 
 
-def retry_config(max_retries: int) -> dict[str, Any]:
-    """obstore's retry settings: ``max_retries`` tries with backoff from 50 ms to 2 s, 60 s in all.
-    The conditional-PUT client gets ``retry_config(0)``."""
-    backoff = {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2), "base": 2.0}
-    return {"max_retries": max_retries, "backoff": backoff, "retry_timeout": timedelta(seconds=60)}
+def retry_config(max_retries: int, timeouts: Timeouts = DEFAULT) -> dict[str, Any]:
+    """obstore's retry settings: ``max_retries`` tries with backoff from 50 ms to 2 s, none
+    started past the deadline less one request's time-out (obstore starts a retry while its
+    ``retry_timeout`` has not passed, and the retry may take a whole request time-out), so a
+    stuck server fails an operation within the deadline. The conditional-PUT client gets
+    ``retry_config(0)``.
 
-
-def client_options(endpoint_url: str | None, timeout: str, headers: Mapping[str, str] | None) -> dict[str, Any]:
-    """obstore's HTTP client settings: the request timeout, plain HTTP allowed for an
-    ``http://`` endpoint (emulators, local servers), and headers sent with every request.
-
-    >>> client_options("http://127.0.0.1:10000", "30s", {"X-A": "1"})
-    {'timeout': '30s', 'connect_timeout': '5s', 'allow_http': True, 'default_headers': {'X-A': '1'}}
+    >>> retry_config(4, Timeouts(request=10.0, deadline=30.0))["retry_timeout"]
+    datetime.timedelta(seconds=20)
     """
-    options: dict[str, Any] = {"timeout": timeout, "connect_timeout": "5s"}
+    backoff = {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2), "base": 2.0}
+    window = max(timeouts.deadline - timeouts.request, 0.001)
+    return {"max_retries": max_retries, "backoff": backoff, "retry_timeout": timedelta(seconds=window)}
+
+
+def client_options(endpoint_url: str | None, timeouts: Timeouts, headers: Mapping[str, str] | None) -> dict[str, Any]:
+    """obstore's HTTP client settings: the request and connect time-outs, plain HTTP allowed for
+    an ``http://`` endpoint (emulators, local servers), and headers sent with every request.
+
+    >>> client_options("http://127.0.0.1:10000", Timeouts(request=30.0), {"X-A": "1"})
+    {'timeout': '30000ms', 'connect_timeout': '5000ms', 'allow_http': True, 'default_headers': {'X-A': '1'}}
+    """
+    options: dict[str, Any] = {
+        "timeout": as_duration(timeouts.request),
+        "connect_timeout": as_duration(timeouts.connect),
+    }
     if endpoint_url and endpoint_url.startswith("http://"):
         options["allow_http"] = True
     if headers:

@@ -36,7 +36,6 @@ Install with ``pip install 'langgraph-handoff[obstore]'``.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from datetime import timedelta
@@ -49,6 +48,7 @@ from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, i
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_loop import MAX_OBJECT_BYTES, LoopS3, proxy_applies
 from langgraph_handoff.stores.sigv4 import Keys
+from langgraph_handoff.stores.timeouts import Timeouts, seconds
 
 __all__ = ["BotoCredentials", "ObstoreS3Store"]
 
@@ -138,7 +138,9 @@ class ObstoreS3Store(ObstoreBase):
         profile_name: the ``~/.aws`` profile, when no session is given.
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
-        timeout: per-request timeout, e.g. ``"30s"``.
+        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
+            whole answer, to connect, and for one operation with its retries (15, 5 and 30 by
+            default; :mod:`langgraph_handoff.stores.timeouts`), on both async paths too.
         max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
@@ -181,13 +183,16 @@ class ObstoreS3Store(ObstoreBase):
         create_bucket: bool = False,
         etag_quoting: str = "auto",
         max_retries: int = 4,
-        timeout: str = "30s",
+        timeout: float | str | None = None,
         max_workers: int = 32,
         headers: dict[str, str] | None = None,
         async_io: str = "auto",
         idle_timeout: str = "15s",
         max_object_bytes: int | str = MAX_OBJECT_BYTES,
+        connect_timeout: float | str | None = None,
+        deadline: float | str | None = None,
     ) -> None:
+        self.timeouts = Timeouts.of(connect_timeout, timeout, deadline)
         if async_io not in ("auto", "loop", "threads"):
             raise InvalidConfigError(f"async_io must be 'auto', 'loop' or 'threads', not {async_io!r}")
         obs = import_obstore()
@@ -208,8 +213,8 @@ class ObstoreS3Store(ObstoreBase):
         if self.endpoint_url:
             config["endpoint"] = self.endpoint_url
             config["virtual_hosted_style_request"] = False
-        idle_seconds = _seconds(idle_timeout, "idle_timeout")
-        options = client_options(self.endpoint_url, timeout, default_headers(self.endpoint_url, headers))
+        idle_seconds = seconds(idle_timeout, "idle_timeout")
+        options = client_options(self.endpoint_url, self.timeouts, default_headers(self.endpoint_url, headers))
         options["pool_idle_timeout"] = idle_timeout
 
         self._start(obs, max_workers=max_workers, thread_name_prefix="obstore-s3")
@@ -234,7 +239,9 @@ class ObstoreS3Store(ObstoreBase):
                 quoting=self.quoting,
                 headers=options.get("default_headers"),
                 max_retries=max_retries,
-                timeout=_seconds(timeout),
+                timeout=self.timeouts.request,
+                connect_timeout=self.timeouts.connect,
+                deadline=self.timeouts.deadline,
                 max_connections=max_workers,
                 idle_seconds=idle_seconds,
                 max_object_bytes=self.max_object_bytes,
@@ -258,7 +265,11 @@ class ObstoreS3Store(ObstoreBase):
 
         def make(retries: int) -> Any:
             return self._obs.store.S3Store(
-                bucket, prefix=prefix, config=config, client_options=options, retry_config=retry_config(retries)
+                bucket,
+                prefix=prefix,
+                config=config,
+                client_options=options,
+                retry_config=retry_config(retries, self.timeouts),
             )
 
         return make(max_retries), make(0)
@@ -351,16 +362,6 @@ class ObstoreS3Store(ObstoreBase):
         self.quoting.matched()
 
 
-_DURATION_UNITS = {
-    "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "µs": 1e-6, "ms": 1e-3, "msec": 1e-3,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-}  # fmt: skip
-_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)")
-
-
 def _byte_count(value: int | str, name: str) -> int:
     """A positive number of bytes, given as an int or (from a URL) its decimal digits. The value
     is not repeated in the error: it may come from a URL.
@@ -377,26 +378,3 @@ def _byte_count(value: int | str, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidConfigError(f"{name} must be a positive whole number of bytes, e.g. 2147483648 for 2 GiB")
     return value
-
-
-def _seconds(timeout: str, name: str = "timeout") -> float:
-    """obstore's duration string (humantime: ``"30s"``, ``"500ms"``, ``"1m30s"``, ``"2min"``) in
-    seconds, so the loop client times out exactly when obstore would.
-
-    >>> _seconds("30s"), _seconds("500ms"), _seconds("1m30s"), _seconds("2 min"), _seconds("30sec")
-    (30.0, 0.5, 90.0, 120.0, 30.0)
-    >>> _seconds("15 secs please", "idle_timeout")
-    Traceback (most recent call last):
-    ...
-    langgraph_handoff.errors.InvalidConfigError: idle_timeout '15 secs please' is not a duration like '30s', '500ms' or '1m30s'
-    """
-    text, total, at = timeout.strip().lower(), 0.0, 0
-    while at < len(text):
-        part = _DURATION_PART.match(text, at)
-        if part is None or part.group(2) not in _DURATION_UNITS:
-            raise InvalidConfigError(f"{name} {timeout!r} is not a duration like '30s', '500ms' or '1m30s'")
-        total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
-        at = part.end()
-    if not text:
-        raise InvalidConfigError(f"{name} is empty: give a duration like '30s'")
-    return total

@@ -25,7 +25,6 @@ clients (3-6x slower in the peer survey) and it avoids aiobotocore's tight botoc
 from __future__ import annotations
 
 import functools
-import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -34,7 +33,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     StoreError,
     StoreNotFoundError,
-    StoreUnavailableError,
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import (
@@ -51,6 +49,7 @@ from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
 from langgraph_handoff.stores.s3_compat import strip_etag as _strip
+from langgraph_handoff.stores.timeouts import RetryBudget, Timeouts
 
 __all__ = ["S3Store"]
 
@@ -75,6 +74,12 @@ class S3Store(StoreBase):
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
+        connect_timeout, timeout, deadline: seconds (or durations such as ``"5s"``) to connect,
+            for one request's answer, and for one operation with its retries (5, 15 and 30 by
+            default; :mod:`langgraph_handoff.stores.timeouts`). botocore's own retries are off:
+            this store retries idempotent requests itself within the deadline, and never re-sends
+            a conditional PUT (botocore re-sent one whose answer it lost, and the server then
+            answered 412 to the write it had applied). Ignored when ``client`` is given.
 
     Example (needs a reachable server)::
 
@@ -95,7 +100,11 @@ class S3Store(StoreBase):
         etag_quoting: str = "auto",
         extra_retries: int = 4,
         headers: dict[str, str] | None = None,
+        connect_timeout: float | str | None = None,
+        timeout: float | str | None = None,
+        deadline: float | str | None = None,
     ) -> None:
+        self.timeouts = Timeouts.of(connect_timeout, timeout, deadline)
         self.bucket = check_bucket(bucket, arn=True)  # botocore would only refuse it at the first request
         if region_name is not None:
             check_region(region_name)
@@ -112,7 +121,9 @@ class S3Store(StoreBase):
                 region_name=region_name,
                 config=Config(
                     max_pool_connections=max_workers,
-                    retries={"mode": "standard", "max_attempts": 3},
+                    connect_timeout=self.timeouts.connect,
+                    read_timeout=self.timeouts.request,
+                    retries={"mode": "standard", "total_max_attempts": 1},
                 ),
             )
         self.client = client
@@ -163,11 +174,12 @@ class S3Store(StoreBase):
         return self.prefix + validate_key(key)
 
     def _retry_idempotent(self, what: str, fn: Callable[[], T]) -> T:
-        """Run an idempotent request, backing off on throttling and 5xx beyond botocore's retries."""
+        """Run an idempotent request, backing off on throttling, 5xx and connection errors, within
+        ``extra_retries`` and the deadline (:class:`~langgraph_handoff.stores.timeouts.RetryBudget`)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        delay = 0.05
-        for attempt in range(self._extra_retries + 1):
+        budget = RetryBudget(self.timeouts, attempts=self._extra_retries + 1)
+        while True:
             try:
                 return fn()
             except ClientError as exc:
@@ -180,13 +192,10 @@ class S3Store(StoreBase):
                 last: Exception = exc
             except BotoCoreError as exc:  # connection errors, timeouts
                 last = exc
-            if attempt < self._extra_retries:
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 2.0)
-        raise StoreUnavailableError(
-            f"S3 {what} kept failing after {self._extra_retries + 1} attempts: {redact_urls(str(last))}. "
-            "Check the endpoint and credentials, or retry later."
-        ) from last
+            pause = budget.pause()
+            if pause is None:
+                raise budget.spent(f"S3 {what}", redact_urls(str(last))) from last
+            time.sleep(pause)
 
     # -- primitives ------------------------------------------------------------------------------
     def get(self, key: str) -> StoredObject | None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import html
-import random
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
@@ -50,7 +49,6 @@ from langgraph_handoff.errors import (
     PreconditionFailedError,
     ResponseTooLargeError,
     StoreError,
-    StoreUnavailableError,
     UnknownOutcomeError,
 )
 from langgraph_handoff.stores.base import (
@@ -82,6 +80,7 @@ from langgraph_handoff.stores.s3_compat import (
     virtual_hostable,
 )
 from langgraph_handoff.stores.sigv4 import EMPTY_SHA256, UNSIGNED, Keys, canonical_query, quote_path, sign
+from langgraph_handoff.stores.timeouts import DEFAULT, RetryBudget, Timeouts
 
 __all__ = ["MAX_OBJECT_BYTES", "KeySource", "LoopS3", "StaticKeys", "list_body_limit", "proxy_applies"]
 
@@ -321,6 +320,9 @@ class LoopS3:
         headers: extra headers on every request (signed too).
         max_retries: retries of an idempotent request.
         timeout: seconds for one request's whole response.
+        connect_timeout: seconds to open a connection.
+        deadline: seconds for one operation with its retries (a retry starts only if it can end
+            in time; :class:`~langgraph_handoff.stores.timeouts.RetryBudget`).
         max_object_bytes: the largest object a GET reads (:data:`MAX_OBJECT_BYTES` by default);
             a larger one is :class:`~langgraph_handoff.errors.ResponseTooLargeError`.
     """
@@ -340,6 +342,8 @@ class LoopS3:
         max_connections: int = 64,
         idle_seconds: float = 15.0,
         max_object_bytes: int = MAX_OBJECT_BYTES,
+        connect_timeout: float = DEFAULT.connect,
+        deadline: float | None = None,
     ) -> None:
         # a ':' '#' or '/' in either would send the signed request to another host or bucket
         self.bucket = check_bucket(bucket)
@@ -350,6 +354,9 @@ class LoopS3:
         self.quoting = quoting
         self.max_retries = max_retries
         self.timeout = timeout
+        self.timeouts = Timeouts(
+            connect_timeout, timeout, deadline if deadline is not None else max(DEFAULT.deadline, timeout)
+        )
         self.max_object_bytes = max_object_bytes
         if endpoint_url:
             base = endpoint_url.rstrip("/")
@@ -363,7 +370,7 @@ class LoopS3:
         self.origin = Origin.from_url(base, idle_seconds=idle_seconds)
         self._https = self.origin.scheme == "https"
         self._extra = {k.lower(): v for k, v in check_headers(headers).items()}
-        self.pool = HttpPool(self.origin, max_connections=max_connections)
+        self.pool = HttpPool(self.origin, max_connections=max_connections, connect_timeout=connect_timeout)
         self._listed: ListedMemo = {}  # see parse_list
 
     def __repr__(self) -> str:
@@ -397,9 +404,9 @@ class LoopS3:
 
     async def _idempotent(self, what: str, call: Callable[[], Any], ok: Callable[[Response], bool]) -> Response:
         """``call()`` until a response that ``ok`` accepts or that retrying cannot change."""
-        delay = 0.05
+        budget = RetryBudget(self.timeouts, attempts=self.max_retries + 1)
         last = ""
-        for attempt in range(self.max_retries + 1):
+        while True:
             try:
                 response: Response = await call()
             except MalformedResponse as exc:
@@ -420,13 +427,10 @@ class LoopS3:
                 if response.status not in _RETRYABLE_STATUS and code not in _THROTTLE_CODES:
                     raise self._refused(what, response, code)
                 last = f"HTTP {response.status} {code}".strip()
-            if attempt < self.max_retries:
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 2.0)
-        raise StoreUnavailableError(
-            f"S3 {what} kept failing after {self.max_retries + 1} attempts: {last}. "
-            "Check the endpoint and credentials, or retry later."
-        )
+            pause = budget.pause()
+            if pause is None:
+                raise budget.spent(f"S3 {what}", last)
+            await asyncio.sleep(pause)
 
     def _too_large(self, what: str, exc: ResponseTooLarge) -> ResponseTooLargeError:
         if what.startswith("GET ") and 200 <= exc.status < 300:
@@ -509,19 +513,17 @@ class LoopS3:
 
     async def _conditional(self, key: str, body: bytes, condition: dict[str, str]) -> Response:
         """One conditional PUT, sent again only when it certainly did not reach the server."""
-        for attempt in range(self.max_retries + 1):
+        budget = RetryBudget(self.timeouts, attempts=self.max_retries + 1)
+        while True:
             try:
                 return await self._send("PUT", key, headers=condition, body=body)
             except ConnectionFailed as exc:
                 if exc.sent:
                     raise UnknownOutcomeError(key, str(exc)) from None
-                if attempt == self.max_retries:
-                    raise StoreUnavailableError(
-                        f"S3 conditional PUT of {self.prefix}{key} could not connect: {exc}. "
-                        "Check the endpoint, or retry later."
-                    ) from None
-                await asyncio.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+                pause = budget.pause()
+                if pause is None:
+                    raise budget.spent(f"S3 conditional PUT of {self.prefix}{key} (could not connect)", exc) from None
+                await asyncio.sleep(pause)
 
     def _etag(self, response: Response, key: str) -> str:
         etag = response.header("etag")

@@ -55,6 +55,9 @@ __all__ = ["QUERY_PARAMETERS", "SCHEMES", "TRANSPORTS", "StoreUrl", "default_tra
 SCHEMES = ("memory", "file", "s3", "az", "gs")
 TRANSPORTS = ("obstore", "boto3")
 
+#: every remote store's time limits (:mod:`langgraph_handoff.stores.timeouts`), on every transport
+TIME_LIMITS = {"connect_timeout": "connect_timeout", "timeout": "timeout", "deadline": "deadline"}
+
 #: the query parameters each scheme reads, and the constructor argument each one sets
 #: (``transport`` picks the class; ``async_io``, ``idle_timeout`` and ``max_object_bytes`` are the
 #: obstore transport's only)
@@ -68,9 +71,10 @@ QUERY_PARAMETERS: dict[str, dict[str, str]] = {
         "async_io": "async_io",
         "idle_timeout": "idle_timeout",
         "max_object_bytes": "max_object_bytes",
+        **TIME_LIMITS,
     },
-    "az": {"account_name": "account_name", "account": "account_name", "endpoint_url": "endpoint_url"},
-    "gs": {"endpoint_url": "endpoint_url", "project": "project"},
+    "az": {"account_name": "account_name", "account": "account_name", "endpoint_url": "endpoint_url", **TIME_LIMITS},
+    "gs": {"endpoint_url": "endpoint_url", "project": "project", **TIME_LIMITS},
 }
 
 #: where each scheme's credentials go instead of the URL's user info
@@ -123,7 +127,7 @@ def parse(url: str) -> StoreUrl:
     >>> parse("s3://agents/prod?endpoint=http://127.0.0.1:7480")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, endpoint_url, idle_timeout, max_object_bytes, region, transport
+    langgraph_handoff.errors.InvalidConfigError: s3:// URL 's3://agents/prod' has an unknown parameter 'endpoint': did you mean 'endpoint_url'? s3:// URLs accept: async_io, connect_timeout, deadline, endpoint_url, idle_timeout, max_object_bytes, region, timeout, transport
     >>> parse("file:///var/lib/agents?fsync=0")
     Traceback (most recent call last):
     ...

@@ -26,10 +26,20 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("url", "typo", "meant", "accepted"),
     [
-        ("s3://agents/app?endpoint=http://127.0.0.1:7480", "endpoint", "'endpoint_url'", "async_io, endpoint_url"),
-        ("s3://agents/app?region_name=eu-west-1", "region_name", "'region'", "region, transport"),
+        (
+            "s3://agents/app?endpoint=http://127.0.0.1:7480",
+            "endpoint",
+            "'endpoint_url'",
+            "async_io, connect_timeout, deadline, endpoint_url",
+        ),
+        ("s3://agents/app?region_name=eu-west-1", "region_name", "'region'", "region, timeout, transport"),
         ("s3://agents/app?endpoint_url=http://127.0.0.1:7480&transprot=boto3", "transprot", "'transport'", "region"),
-        ("az://agents/app?acount_name=dev", "acount_name", "'account_name'", "account, account_name, endpoint_url"),
+        (
+            "az://agents/app?acount_name=dev",
+            "acount_name",
+            "'account_name'",
+            "account, account_name, connect_timeout, deadline, endpoint_url, timeout",
+        ),
         ("gs://agents/app?projet=p1", "projet", "'project'", "endpoint_url, project"),
         ("gs://agents/app?endpoint=http://127.0.0.1:4443", "endpoint", "'endpoint_url'", "endpoint_url, project"),
     ],
