@@ -114,3 +114,40 @@ def test_a_head_cut_short_every_time_is_an_outage_not_corruption(saver: ObjectSt
         _get(fresh, config)
     proxy.clear()
     assert _get(fresh, config) is not None
+
+
+def _listing(r: Request) -> bool:
+    return r.method == "GET" and "list-type=2" in r.path
+
+
+def _batch_delete(r: Request) -> bool:
+    """A batch delete: S3's DeleteObjects (``POST ?delete``), or one DELETE of a key."""
+    return (r.method == "POST" and r.path.endswith("?delete")) or r.method == "DELETE"
+
+
+@pytest.mark.parametrize("kind", ["reset", "cut", "lose"])
+def test_a_listing_that_fails_once_is_retried(saver: ObjectStoreSaver, proxy: FaultProxy, kind: str) -> None:
+    for i in range(3):
+        saver.store.put(f"x/k{i}", b"v")
+    fault = proxy.add(kind, _listing)
+    page = saver.store.list_page("x/")
+    assert fault.fired == 1 and [i.key for i in page.items] == ["x/k0", "x/k1", "x/k2"]
+
+
+@pytest.mark.parametrize("kind", ["reset", "lose", "status"])
+def test_a_batch_delete_that_fails_once_is_retried(saver: ObjectStoreSaver, proxy: FaultProxy, kind: str) -> None:
+    for i in range(3):
+        saver.store.put(f"y/k{i}", b"v")
+    fault = proxy.add(kind, _batch_delete)
+    saver.store.delete_many([f"y/k{i}" for i in range(3)])
+    assert fault.fired == 1 and saver.store.list_page("y/").items == []
+
+
+def test_a_get_resumed_after_a_cut_and_answered_416_starts_over(saver: ObjectStoreSaver, proxy: FaultProxy) -> None:
+    """obstore resumes a body cut off with a ``Range`` request; a server whose object changed in
+    between answers it 416. The read starts over instead of failing."""
+    saver.store.put("z/k", b"v" * 200_000)
+    proxy.add("cut", lambda r: r.method == "GET" and r.path.endswith("/z/k") and "range" not in r.headers)
+    proxy.add("status", lambda r: r.method == "GET" and "range" in r.headers, status=416)
+    got = saver.store.get("z/k")
+    assert got is not None and got.body == b"v" * 200_000

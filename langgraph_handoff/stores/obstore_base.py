@@ -35,9 +35,10 @@ Subclasses set :attr:`ObstoreBase._clients` (or override :meth:`ObstoreBase._cur
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph_handoff.errors import (
     InvalidConfigError,
@@ -60,7 +61,7 @@ from langgraph_handoff.stores.base import (
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import strip_etag
-from langgraph_handoff.stores.timeouts import DEFAULT, Timeouts, as_duration
+from langgraph_handoff.stores.timeouts import DEFAULT, RetryBudget, Timeouts, as_duration
 
 __all__ = ["ObstoreBase", "client_options", "import_obstore", "retry_config"]
 
@@ -124,8 +125,16 @@ def brief(exc: BaseException) -> str:
     return redact_urls(str(exc).split("\n", 1)[0][:300])
 
 
+T = TypeVar("T")
+
+
 class ObstoreBase(StoreBase):
     """The four primitives, batch delete, listing and parallel batches over an obstore store."""
+
+    #: the time limits (subclasses set theirs from their arguments)
+    timeouts: Timeouts = DEFAULT
+    #: sends of a request obstore does not retry itself (see :meth:`_retried`)
+    _attempts = 5
 
     #: the service's name in error messages ("S3", "Azure Blob")
     _service = "object store"
@@ -225,20 +234,26 @@ class ObstoreBase(StoreBase):
     # -- sync primitives -------------------------------------------------------------------------
     def get(self, key: str) -> StoredObject | None:
         path = validate_key(key)
-        try:
-            result = self._obs.get(self._store, path)
-            size = result.meta["size"]
-            if size > self.max_object_bytes:
-                raise too_large(f"GET {self.prefix}{key}", self.max_object_bytes, size)
-            body = result.bytes().to_bytes()
-        except FileNotFoundError as exc:
-            missing = self._store_missing(exc)
-            if missing is not None:
-                raise missing from None
-            return None
-        except self._errors as exc:
-            raise self._unavailable(exc, f"GET {self.prefix}{key}") from None
-        return StoredObject(key=key, body=body, etag=strip_etag(result.meta["e_tag"] or ""))
+        for fresh in (True, False):
+            try:
+                result = self._obs.get(self._store, path)
+                size = result.meta["size"]
+                if size > self.max_object_bytes:
+                    raise too_large(f"GET {self.prefix}{key}", self.max_object_bytes, size)
+                body = result.bytes().to_bytes()
+            except FileNotFoundError as exc:
+                missing = self._store_missing(exc)
+                if missing is not None:
+                    raise missing from None
+                return None
+            except self._errors as exc:
+                # obstore resumes a body cut off with a Range request, which the server answers
+                # 416 when the object changed meanwhile: start over, once, from its first byte
+                if fresh and status_of(exc) == 416:
+                    continue
+                raise self._unavailable(exc, f"GET {self.prefix}{key}") from None
+            return StoredObject(key=key, body=body, etag=strip_etag(result.meta["e_tag"] or ""))
+        raise AssertionError("unreachable")
 
     def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
         path = validate_key(key)
@@ -290,26 +305,39 @@ class ObstoreBase(StoreBase):
             )
         return validate_key(key)
 
+    def _retried(self, what: str, call: Callable[[], T]) -> T:
+        """``call()``, an idempotent request obstore does not retry itself (a batch delete is a
+        POST; a listing cut off mid-body fails its stream), sent again on a transient failure
+        within the store's attempts and deadline (:class:`~langgraph_handoff.stores.timeouts.RetryBudget`)."""
+        budget = RetryBudget(self.timeouts, attempts=self._attempts)
+        while True:
+            try:
+                return call()
+            except self._errors as exc:
+                failure = self._unavailable(exc, what)
+                if not isinstance(failure, StoreUnavailableError):
+                    raise failure from None
+                pause = budget.pause()
+                if pause is None:
+                    raise budget.spent(what, brief(exc)) from None
+                time.sleep(pause)
+
     def delete_many(self, keys: Sequence[str]) -> None:
         """Unconditional batch delete in obstore's batches (S3 DeleteObjects: 1000 keys per request)."""
         paths = [validate_key(k) for k in keys]
         if not paths:
             return
-        try:
-            self._obs.delete(self._store, paths)
-        except self._errors as exc:
-            raise self._unavailable(exc, f"{self._bulk_delete} ({len(paths)} keys)") from None
+        self._retried(f"{self._bulk_delete} ({len(paths)} keys)", lambda: self._obs.delete(self._store, paths))
 
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
-        base, page = self._list_start(prefix, start_after, max_keys)
-        try:
-            stream = self._obs.list(self._store, base, offset=page.offset, chunk_size=max_keys)
-            for chunk in stream:
+        def listed() -> ListResult:
+            base, page = self._list_start(prefix, start_after, max_keys)
+            for chunk in self._obs.list(self._store, base, offset=page.offset, chunk_size=max_keys):
                 if page.feed(chunk):
                     break
-        except self._errors as exc:
-            raise self._unavailable(exc, f"LIST {self.prefix}{prefix}") from None
-        return page.result()
+            return page.result()
+
+        return self._retried(f"LIST {self.prefix}{prefix}", listed)
 
     def _list_start(self, prefix: str, start_after: str | None, max_keys: int) -> tuple[str | None, _Page]:
         """obstore lists whole path segments: ``a/b`` means everything under ``a/b/``. A prefix that
