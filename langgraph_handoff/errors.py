@@ -23,7 +23,8 @@ broadly or as narrowly as they need::
     │   ├── StoreUnavailableError        throttled or unreachable after retries
     │   ├── StoreNotFoundError           the bucket or container does not exist
     │   ├── UnsafeStoreError             the store ignores or refuses conditional writes
-    │   └── ResponseTooLargeError        an answer larger than asked for (a body, a listing page)
+    │   ├── ResponseTooLargeError        an answer larger than asked for (a body, a listing page)
+    │   └── NotAnObjectError             a file:// key holds a link, a FIFO or a device, not a file
     ├── EnvelopeError                    a stored object cannot be read
     │   ├── EnvelopeVersionError         written by a newer langgraph-handoff
     │   ├── SchemaVersionError           a checkpoint in a newer *state* schema than this code
@@ -80,6 +81,7 @@ __all__ = [
     "OwnershipLostError",
     "MigrationError",
     "MissingExtraError",
+    "NotAnObjectError",
     "ObjectTooLargeError",
     "PreconditionFailedError",
     "ReplyTimeoutError",
@@ -343,6 +345,27 @@ class ResponseTooLargeError(StoreError):
     would get the same answer. The message says which limit, and how to raise it where a
     legitimate object can be that large.
     """
+
+
+class NotAnObjectError(StoreError):
+    """What a ``file://`` store holds at a key, or on the way to it, is not a file it wrote: a
+    symbolic link, a FIFO, a device or a socket, placed there by something else (this store
+    makes none of them). It is refused unopened or unread: a link is never followed, a FIFO
+    never waited on.
+
+    A walk over many objects (``list``, ``threads``, ``verify``, the TTL sweep, ``prune``,
+    ``copy_thread``) reports such a key as damage (reason ``not_ours``) and goes on; a listing
+    shows it with size 0. ``delete`` removes the entry itself (never what a link points to).
+    ``path`` is where it is: remove it, and find out what placed it there.
+    """
+
+    def __init__(self, key: str, path: str, what: str) -> None:
+        self.key = key
+        self.path = path
+        super().__init__(
+            f"{key!r} is not an object: {path} is {what}, which this store never makes, so something else "
+            "placed it there. It was neither followed nor read. Remove it (and find out what wrote it)"
+        )
 
 
 class UnsafeStoreError(StoreError):

@@ -24,6 +24,7 @@ from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
+from langgraph_handoff.checkpoint.driver import fetch, fetch_many
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -95,7 +96,7 @@ def _read_heads(saver: ObjectStoreSaver, infos: list[ObjectInfo]) -> Iterator[tu
             yield info.key, DamagedObject.foreign(info.key)
     for start in range(0, len(heads), 64):
         chunk = heads[start : start + 64]
-        for key, obj in zip(chunk, saver.store.run_many([Get(k) for k in chunk]), strict=True):
+        for key, obj in zip(chunk, fetch_many(saver.store, [Get(k) for k in chunk]), strict=True):
             if obj is not None:
                 yield key, _head_or_damage(key, obj)
 
@@ -302,7 +303,7 @@ def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
     """The format marker: a marker envelope this version can read, holding langgraph-handoff's
     record. A store without one is not a problem (it was used without ``setup``)."""
     key = keys.FORMAT_MARKER_KEY
-    obj = saver.store.get(key)
+    obj = fetch(saver.store, key)
     if obj is None:
         return
     try:
@@ -342,7 +343,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
     store = saver.store
     _check_marker(saver, report)
     for hkey in _heads(saver, thread_id, report):
-        obj = store.get(hkey)
+        obj = fetch(store, hkey)
         if obj is None:
             continue
         report.heads += 1
@@ -364,7 +365,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
         if head.archive is not None:
             akey = keys.segment_key(tid, ns, head.archive.key)
             referenced.add(akey)
-            aobj = store.get(akey)
+            aobj = fetch(store, akey)
             archive = None if aobj is None else _decoded(rec_io.decode_archive, aobj.body, akey, report)
             if aobj is None:
                 report.problems.append(Problem(akey, "missing_archive", f"named by {hkey} but absent"))
@@ -377,7 +378,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
         for ref in refs:
             skey = keys.segment_key(tid, ns, ref.key)
             referenced.add(skey)
-            sobj = store.get(skey)
+            sobj = fetch(store, skey)
             if sobj is None:
                 report.problems.append(Problem(skey, "missing_segment", f"listed by {hkey} but absent"))
                 continue
@@ -397,7 +398,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                     referenced.add(key)
             elif "/b/" in key:
                 report.blobs += 1
-                wobj = store.get(key)
+                wobj = fetch(store, key)
                 env = None if wobj is None else _decoded(_decode_blob_envelope, wobj.body, key, report)
                 if env is not None:
                     report.blob_formats[env.format_version] += 1
@@ -409,7 +410,7 @@ def _check_writes(
     store: Any, key: str, tid: str, ns: str, checkpoints: dict[str, Record], report: VerifyReport
 ) -> bool:
     """Check one writes document; True if it belongs to a checkpoint the namespace holds."""
-    obj = store.get(key)
+    obj = fetch(store, key)
     if obj is None:
         return True  # deleted since the listing
     doc = _decoded(rec_io.decode_writes, obj.body, key, report)

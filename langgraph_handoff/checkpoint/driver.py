@@ -25,15 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langgraph_handoff._format import envelope
-from langgraph_handoff.errors import ResponseTooLargeError, StoreUnavailableError
+from langgraph_handoff.errors import NotAnObjectError, ResponseTooLargeError, StoreUnavailableError
 from langgraph_handoff.stores.base import Get, Op, StoreBase, StoredObject, settle
 
-__all__ = ["PAUSE", "Batch", "Call", "Emit", "Pause", "Plan", "Sleep", "aiterate", "arun", "iterate", "run"]
+__all__ = [
+    "PAUSE",
+    "Batch",
+    "Call",
+    "Emit",
+    "Pause",
+    "Plan",
+    "Sleep",
+    "aiterate",
+    "arun",
+    "fetch",
+    "fetch_many",
+    "iterate",
+    "run",
+]
 
 R = TypeVar("R")
 
@@ -88,12 +102,19 @@ def _advance(plan: Plan[Any], value: Any, error: BaseException | None) -> Step:
         raise _Done(stop.value) from None
 
 
+#: what a store raises for a GET of an object it will not hand over, and the damage it stands for
+_UNREADABLE = ((ResponseTooLargeError, "malformed"), (NotAnObjectError, "not_ours"))
+
+
 def _fetched(op: Any, outcome: Any) -> Any:
-    """A GET the store refused for the size of what it would return (``ResponseTooLargeError``)
-    is, to the plan, an object it cannot read: a refusal that decodes as damage naming the key,
-    so a walk over many objects reports it and goes on, as it does for any damaged object."""
-    if isinstance(op, Get) and isinstance(outcome, ResponseTooLargeError):
-        return StoredObject(op.key, envelope.refusal(str(outcome), "malformed"), "")
+    """A GET the store refused for the size of what it would return (``ResponseTooLargeError``),
+    or for what is at the key (``NotAnObjectError``: a link or a FIFO in a directory) is, to the
+    plan, an object it cannot read: a refusal that decodes as damage naming the key, so a walk
+    over many objects reports it and goes on, as it does for any damaged object."""
+    if isinstance(op, Get):
+        for error, reason in _UNREADABLE:
+            if isinstance(outcome, error):
+                return StoredObject(op.key, envelope.refusal(str(outcome), reason), "")
     return outcome
 
 
@@ -173,6 +194,20 @@ def _raised(outcome: Any) -> Any:
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
+
+
+def fetch_many(store: StoreBase, ops: Sequence[Op]) -> list[Any]:
+    """``store.run_many(ops)`` for a walk that is not a plan (``verify``, ``threads``, the
+    long-term memory's sweep): a GET of an object the store will not hand over comes back as
+    the refusal a plan gets (:func:`_fetched`), and one that arrives cut short is read again as
+    a plan's is, so the walk reports damage and goes on; any other failure is raised."""
+    outcomes = store.run_many(ops, return_exceptions=True)
+    return settle([_whole(store, op, _fetched(op, o)) for op, o in zip(ops, outcomes, strict=True)], False)
+
+
+def fetch(store: StoreBase, key: str) -> StoredObject | None:
+    """:func:`fetch_many` of one GET."""
+    return fetch_many(store, (Get(key),))[0]  # type: ignore[no-any-return]
 
 
 def _perform(store: StoreBase, step: Step) -> Any:

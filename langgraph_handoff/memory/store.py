@@ -35,6 +35,7 @@ from langgraph.store.base import (
 from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.envelope import Kind
+from langgraph_handoff.checkpoint.driver import fetch_many
 from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import DEFAULT_SWEEP_INTERVAL_MINUTES, BackgroundSweeper, log_damage
 from langgraph_handoff.errors import (
@@ -374,7 +375,7 @@ class ObjectStoreMemory(BaseStore):
         for chunk in [infos[i : i + 64] for i in range(0, len(infos), 64)]:
             if stop is not None and stop.is_set():
                 break
-            objs = self.store.run_many([Get(i.key) for i in chunk])
+            objs = fetch_many(self.store, [Get(i.key) for i in chunk])
             for obj in objs:
                 if obj is None or (stop is not None and stop.is_set()):
                     continue

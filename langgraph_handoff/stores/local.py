@@ -14,6 +14,23 @@ on one host:
   exclusive lock (``root/.locks/tree``) that every prune shares, so no prune runs meanwhile
   (:meth:`LocalStore._making_dirs`).
 
+**On a machine others share** (issue 44: another local user or a sidecar can write into the
+directory), nothing outside the root is read, written or removed, and nothing blocks:
+
+* every path below the root is opened beneath it with every symbolic link refused
+  (:mod:`~langgraph_handoff.stores.beneath`), and every file made, renamed or removed is named
+  relative to a handle on its directory opened that way;
+* only regular files are read; a FIFO is opened without waiting and refused, as are a link, a
+  device and a socket: :class:`~langgraph_handoff.errors.NotAnObjectError` naming the key, which
+  every walk over the store reports as damage and goes on (a listing shows such a key with size
+  0 and the ETag :data:`NOT_A_FILE`, without opening it through a link or reading it);
+* what the store creates is private: directories ``0700`` and files ``0600`` by default, or
+  ``mode=`` (``0750``: a group that reads; files get the mode without its execute bits).
+  Existing directories keep their modes;
+* a write that fails after creating its temporary file removes it, and a temporary file left by
+  a process that died is removed, once it is :data:`TEMPORARY_MAX_AGE` old, by the first walk of
+  this store that meets it (a listing that reads its directory, or the prune after a delete).
+
 POSIX only (``fcntl``). Lock and temporary files start with ``.`` and never appear in listings;
 keys can never start with ``.`` (see :func:`~langgraph_handoff.stores.base.validate_key`). Unlike
 S3, a file system cannot hold both ``a/b`` and ``a/b/c``: such a put raises
@@ -22,16 +39,26 @@ S3, a file system cannot hold both ``a/b`` and ``a/b/c``: such a put raises
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
 import os
 import secrets
+import stat
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from langgraph_handoff.errors import InvalidKeyError, PreconditionFailedError, StoreError
+from langgraph_handoff.errors import (
+    InvalidConfigError,
+    InvalidKeyError,
+    NotAnObjectError,
+    PreconditionFailedError,
+    StoreError,
+)
 from langgraph_handoff.stores.base import (
     ListResult,
     ObjectInfo,
@@ -40,31 +67,56 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
+from langgraph_handoff.stores.beneath import LINKED, Dir, tree
 from langgraph_handoff.stores.memory import content_etag
 from langgraph_handoff.stores.stat_memo import StatMemo
 
-__all__ = ["LocalStore"]
+__all__ = ["NOT_A_FILE", "TEMPORARY_MAX_AGE", "LocalStore"]
 
 _LOCK_STRIPES = 256
+#: the ETag a listing gives a key that holds no regular file (never a content hash)
+NOT_A_FILE = "not-a-file"
+#: seconds after its last write when a temporary file counts as left behind (a put writes its
+#: temporary file and renames it within one call; no put takes an hour)
+TEMPORARY_MAX_AGE = 3600.0
+_TEMPORARY = ".tmp."
+
+_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)  # a FIFO opens at once
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+_LOCK = os.O_RDWR | os.O_NONBLOCK  # flock waits; opening never does
+#: what opening a key may fail with when it holds no file a store can read: a link refused on the
+#: way, a socket (``ENXIO``), a device without a driver (``ENODEV``)
+_NOT_A_FILE_ERRNOS = LINKED | {errno.ENXIO, errno.ENODEV}
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def _entries(directory: str) -> tuple[os.stat_result, tuple[str, ...]] | None:
-    """The ``fstat`` of ``directory`` and its names in key order, a subdirectory's with a trailing
-    ``/`` (every key inside it starts so): a file ``a-b`` sorts before the keys under ``a/``
-    (``-`` < ``/``) and ``a0`` after them. None if it is not a directory (any more).
+def _what(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
 
-    The stat is the opened directory's, so :class:`StatMemo` keeps the names under the stat of
-    the very directory they were read from."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        st = os.fstat(fd)
-        with os.scandir(fd) as it:
-            return st, tuple(sorted(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in it))
-    finally:
-        os.close(fd)
+
+def _dir_mode(mode: int | str) -> int:
+    """``mode=`` as a number: an int, or octal text (``"0750"``, ``"750"``, ``"0o750"``).
+
+    The owner must keep every right (the store writes and walks its own directories), and other
+    users may not write: a directory every local user can write to is the hostile case itself."""
+    value: int | None = None
+    if isinstance(mode, int) and not isinstance(mode, bool):
+        value = mode
+    elif isinstance(mode, str):
+        try:
+            value = int(mode.removeprefix("0o"), 8)
+        except ValueError:
+            value = None
+    if value is None or not 0 <= value <= 0o777 or value & 0o700 != 0o700 or value & 0o002:
+        raise InvalidConfigError(
+            f"LocalStore mode {mode!r} is not a directory mode it can use: give octal digits with the owner's "
+            "rwx and no write for others, e.g. 0700 (private, the default), 0750 (a group reads) or 0770 (a "
+            "group writes too)"
+        )
+    return value
 
 
 def _keys_in_order(
@@ -72,7 +124,7 @@ def _keys_in_order(
 ) -> Iterator[str]:
     """The keys under directory ``rel`` (``""`` or ending in ``/``) that start with ``prefix`` and
     sort after ``start_after``, in S3's byte order, lazily; ``entries`` names a directory's
-    entries in key order (:func:`_entries`, or its memo).
+    entries in key order (:meth:`LocalStore._entries`, or its memo).
 
     A directory whose keys all sort at or before ``start_after``, or none of which can start
     with ``prefix``, is not entered. (Paths are plain strings: ``pathlib`` cost more than the
@@ -80,8 +132,6 @@ def _keys_in_order(
     """
     names = entries(root + "/" + rel if rel else root)
     for name in names or ():
-        if name.startswith("."):
-            continue
         key = rel + name
         if name.endswith("/"):
             # prune: no key under it can match the prefix, or all of them sort before start_after
@@ -95,7 +145,19 @@ def _keys_in_order(
 
 
 class LocalStore(StoreBase):
-    """Objects as files under ``root``; safe for many threads and processes on one host.
+    """Objects as files under ``root``; safe for many threads and processes on one host, and
+    kept inside ``root`` whatever else writes there (see the module docstring).
+
+    Args:
+        root: the directory; made (with ``mode``) if missing, its parents as the umask says.
+        fsync: fsync each file and directory written (off: faster, a crash may lose writes).
+        stat_memo: let listings reuse what they read of unchanged files
+            (:mod:`~langgraph_handoff.stores.stat_memo`).
+        mode: what new directories are made with, exactly (whatever the umask); files get it
+            without the execute bits. ``0o700`` by default; ``0o750`` lets a group read, ``0o770``
+            write too. Also ``file:///dir?mode=0750``. Existing directories keep theirs, and so
+            does a file until it is written again (a put writes a new file).
+        clock: the wall clock, in seconds, by which left-behind temporary files are aged.
 
     >>> import tempfile
     >>> store = LocalStore(tempfile.mkdtemp())
@@ -109,17 +171,30 @@ class LocalStore(StoreBase):
     lists_in_process = True  # see StoreBase
     lists_scan_directories = True  # see StoreBase
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True, stat_memo: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        stat_memo: bool = True,
+        mode: int | str = 0o700,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.fsync = fsync
+        #: the mode new directories get; new files get it without the execute bits
+        self.mode = _dir_mode(mode)
+        self._file_mode = self.mode & 0o666
+        # a umask takes group and other bits away: put them back where the mode asks for them
+        self._chmod = bool(self.mode & 0o077)
+        self._clock = clock
         # listings take a directory's names and a file's ETag from a stat when it is unchanged
         # (see stat_memo's docstring for why that is safe, and when to turn it off)
         self._memo = StatMemo() if stat_memo else StatMemo(max_entries=0)
-        self._locks = self.root / ".locks"
-        self._tree_lock = str(self._locks / "tree")
-        self._turnstile_lock = str(self._locks / "turnstile")
+        self._tree = tree(str(self.root))
+        self._prefix = str(self.root) + "/"
         try:
-            self._locks.mkdir(parents=True, exist_ok=True)
+            self._make_root()
         except OSError as exc:
             raise StoreError(f"cannot create the local store at {self.root}: {exc}") from exc
 
@@ -130,32 +205,95 @@ class LocalStore(StoreBase):
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
 
-    # -- helpers ---------------------------------------------------------------------------------
-    def _path(self, key: str) -> Path:
-        return self.root.joinpath(*validate_key(key).split("/"))
+    # -- the tree --------------------------------------------------------------------------------
+    def _make_root(self) -> None:
+        """The root (with :attr:`mode`) and its ``.locks`` directory, where missing."""
+        if not self.root.is_dir():
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.root.mkdir(self.mode)
+            except FileExistsError:
+                pass  # made meanwhile, by another process opening the store
+            else:
+                if self._chmod:
+                    os.chmod(self.root, self.mode)
+        root = self._tree.open_root()
+        try:
+            self._tree.close(self._made_dir(root, ".locks"))
+        except OSError as exc:
+            if exc.errno in LINKED or isinstance(exc, NotADirectoryError):
+                raise StoreError(
+                    f"the local store at {self.root} has something other than a directory at .locks (a link?), "
+                    "which this store never makes: remove it"
+                ) from None
+            raise
+        finally:
+            self._tree.close(root)
+
+    def _made_dir(self, d: Dir, name: str) -> Dir:
+        """A handle on directory ``name`` in ``d``, made (with :attr:`mode`, its parent fsynced)
+        if missing. ``FileNotFoundError`` if a prune removed it before it could be opened."""
+        t = self._tree
+        try:
+            return t.open_dir(d, name)
+        except FileNotFoundError:
+            pass
+        try:
+            t.mkdir(d, name, self.mode)
+        except FileExistsError:
+            return t.open_dir(d, name)  # another writer made it (and fsyncs its parent)
+        if self.fsync:
+            t.fsync(d)
+        made = t.open_dir(d, name)
+        if self._chmod:  # keeps a set-group-id bit inherited from the parent (a shared group's)
+            t.chmod(made, self.mode | (t.fstat(made).st_mode & stat.S_ISGID))
+        return made
+
+    def _not_an_object(self, key: str, what: str) -> NotAnObjectError:
+        return NotAnObjectError(key, self._prefix + key, what)
+
+    def _linked(self, key: str) -> NotAnObjectError:
+        return self._not_an_object(key, "a symbolic link, or reached through one")
 
     @contextmanager
-    def _locked(self, key: str) -> Iterator[None]:
-        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big")
-        fd = os.open(self._locks / f"{stripe % _LOCK_STRIPES:03d}", os.O_RDWR | os.O_CREAT, 0o644)
+    def _opened_root(self) -> Iterator[Dir]:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-
-    def _fsync_dir(self, path: Path) -> None:
-        if not self.fsync:
-            return
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            root = self._tree.open_root()
+        except FileNotFoundError:
+            raise StoreError(
+                f"the local store's directory {self.root} is gone: restore it, or open the store again to make it"
+            ) from None
         try:
-            os.fsync(fd)
+            yield root
         finally:
-            os.close(fd)
+            self._tree.close(root)
 
-    @staticmethod
-    def _flock(path: str, operation: int) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    # -- locks -----------------------------------------------------------------------------------
+    def _lock_file(self, root: Dir, name: str) -> int:
+        """A descriptor of ``.locks/<name>``, made (with the store's file mode) if missing."""
+        path = ".locks/" + name
+        try:
+            try:
+                return self._tree.open(root, path, _LOCK)
+            except FileNotFoundError:
+                pass
+            try:
+                fd = self._tree.open(root, path, _LOCK | os.O_CREAT | os.O_EXCL, self._file_mode)
+            except FileExistsError:
+                return self._tree.open(root, path, _LOCK)
+        except OSError as exc:
+            if exc.errno not in _NOT_A_FILE_ERRNOS:
+                raise
+            raise StoreError(
+                f"the lock file {self._prefix + path} is a symbolic link (or reached through one), which this "
+                "store never makes: remove it"
+            ) from None
+        if self._chmod:
+            os.fchmod(fd, self._file_mode)
+        return fd
+
+    def _flock(self, root: Dir, name: str, operation: int) -> int:
+        fd = self._lock_file(root, name)
         try:
             fcntl.flock(fd, operation)
         except BaseException:
@@ -164,22 +302,31 @@ class LocalStore(StoreBase):
         return fd  # closing it releases the flock
 
     @contextmanager
-    def _pruning(self) -> Iterator[None]:
+    def _locked(self, root: Dir, key: str) -> Iterator[None]:
+        stripe = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=2).digest(), "big")
+        fd = self._flock(root, f"{stripe % _LOCK_STRIPES:03d}", fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    @contextmanager
+    def _pruning(self, root: Dir) -> Iterator[None]:
         """Held while a delete removes empty directories. Prunes share it with each other and
         never run while a put holds :meth:`_making_dirs`. They take it through a turnstile that
         such a put holds while it waits, so the put waits only for the prunes already under way."""
-        turnstile = self._flock(self._turnstile_lock, fcntl.LOCK_EX)
+        turnstile = self._flock(root, "turnstile", fcntl.LOCK_EX)
         try:
-            tree = self._flock(self._tree_lock, fcntl.LOCK_SH)
+            tree_lock = self._flock(root, "tree", fcntl.LOCK_SH)
         finally:
             os.close(turnstile)
         try:
             yield
         finally:
-            os.close(tree)
+            os.close(tree_lock)
 
     @contextmanager
-    def _making_dirs(self) -> Iterator[None]:
+    def _making_dirs(self, root: Dir) -> Iterator[None]:
         """Held by a put that lost its directory to a prune while making it: no prune runs until
         the put's temporary file is in the directory (from then on ``rmdir`` refuses it).
 
@@ -188,85 +335,82 @@ class LocalStore(StoreBase):
         put/delete test on Python 3.11, 5 on 3.13). Most puts never take it: a directory that is
         there takes the temporary file at once, and one that is missing is usually made and
         used before any prune comes by."""
-        turnstile = self._flock(self._turnstile_lock, fcntl.LOCK_EX)
+        turnstile = self._flock(root, "turnstile", fcntl.LOCK_EX)
         try:
-            tree = self._flock(self._tree_lock, fcntl.LOCK_EX)
+            tree_lock = self._flock(root, "tree", fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                os.close(tree)
+                os.close(tree_lock)
         finally:
             os.close(turnstile)
 
-    def _makedirs(self, directory: Path) -> None:
-        """Create missing parents, fsyncing each new entry's directory so it survives a crash.
-
-        Without :meth:`_making_dirs` a concurrent prune may remove a parent between our check
-        and our ``mkdir``, or a directory we made before our file lands in it: FileNotFoundError.
-        """
-        missing: list[Path] = []
-        d = directory
-        while not d.exists():
-            missing.append(d)
-            d = d.parent
-        for d in reversed(missing):
-            try:
-                d.mkdir()
-            except FileExistsError:
-                continue  # another writer made it (and fsyncs its parent)
-            self._fsync_dir(d.parent)
-
-    @staticmethod
-    def _read(path: Path | str) -> bytes | None:
+    # -- reading ---------------------------------------------------------------------------------
+    def _read_stat(self, root: Dir, key: str) -> tuple[os.stat_result, bytes] | None:
+        """The ``fstat`` of the file at ``key`` and its bytes; None if there is none (or a
+        directory). Anything but a regular file is refused unread: :class:`NotAnObjectError`."""
         try:
-            with open(path, "rb") as fh:
-                return fh.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            fd = self._tree.open(root, key, _READ)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-
-    @staticmethod
-    def _read_stat(path: str) -> tuple[os.stat_result, bytes] | None:
-        """:meth:`_read`, with the ``fstat`` of the file read (for :class:`StatMemo`)."""
+        except OSError as exc:
+            if exc.errno in _NOT_A_FILE_ERRNOS:
+                if exc.errno in LINKED:
+                    raise self._linked(key) from None
+                raise self._not_an_object(key, "not a regular file (a socket, or a device)") from None
+            raise
         try:
-            with open(path, "rb") as fh:
-                return os.fstat(fh.fileno()), fh.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                if stat.S_ISDIR(st.st_mode):
+                    return None  # the prefix of other keys, not an object
+                raise self._not_an_object(key, _what(st.st_mode))
+            chunks = [os.read(fd, st.st_size + 1)]
+            while chunks[-1]:  # to the end, should it have grown (only another writer's in-place write can)
+                chunks.append(os.read(fd, 1 << 20))
+            return st, chunks[0] if len(chunks) == 2 else b"".join(chunks)
+        finally:
+            os.close(fd)
 
-    # -- primitives ------------------------------------------------------------------------------
     def get(self, key: str) -> StoredObject | None:
-        body = self._read(self._path(key))
-        if body is None:
+        validate_key(key)
+        try:
+            root = self._tree.open_root()
+        except FileNotFoundError:
             return None
-        return StoredObject(key=key, body=body, etag=content_etag(body))
+        try:
+            read = self._read_stat(root, key)
+        finally:
+            self._tree.close(root)
+        if read is None:
+            return None
+        return StoredObject(key=key, body=read[1], etag=content_etag(read[1]))
 
+    # -- writing ---------------------------------------------------------------------------------
     def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        path = self._path(key)
+        validate_key(key)
         body = bytes(body)
-        with self._locked(key):
+        with self._opened_root() as root, self._locked(root, key):
             if if_none_match or if_match is not None:
-                current = self._read(path)
+                current = self._read_stat(root, key)
                 if if_none_match and current is not None:
                     raise PreconditionFailedError(key, "key exists")
-                if if_match is not None and (current is None or content_etag(current) != if_match):
+                if if_match is not None and (current is None or content_etag(current[1]) != if_match):
                     raise PreconditionFailedError(key, "key missing" if current is None else "ETag differs")
-            tmp = path.parent / f".tmp.{path.name}.{secrets.token_hex(6)}"
-            try:  # the directory is there: once the file is in it, no prune can remove it
-                fd = self._create(tmp, key)
-            except FileNotFoundError:
-                try:
-                    self._makedirs_safe(path.parent, key)
-                    fd = self._create(tmp, key)
-                except FileNotFoundError:  # a prune took a directory back: again, with no prune running
-                    with self._making_dirs():
-                        self._makedirs_safe(path.parent, key)
-                        try:
-                            fd = self._create(tmp, key)
-                        except FileNotFoundError as exc:  # removed by something other than this store
-                            raise StoreError(
-                                f"could not create the directory for {key!r} in {self.root}: {exc}"
-                            ) from exc
+            self._write(root, key, body)
+        return content_etag(body)
+
+    def _write(self, root: Dir, key: str, body: bytes) -> None:
+        """``body`` at ``key``: a temporary file in its directory, fsynced, renamed over the key.
+        A failure before the rename (a full disk) removes the temporary file."""
+        t = self._tree
+        parent, _, name = key.rpartition("/")
+        tmp = f"{_TEMPORARY}{name}.{secrets.token_hex(6)}"
+        d, fd = self._temporary(root, key, parent, tmp)
+        try:
             try:
+                if self._chmod:
+                    os.fchmod(fd, self._file_mode)
                 view = memoryview(body)
                 while view:
                     written = os.write(fd, view)
@@ -276,18 +420,61 @@ class LocalStore(StoreBase):
             finally:
                 os.close(fd)
             try:
-                os.replace(tmp, path)
+                t.replace(d, tmp, name)
             except IsADirectoryError:
-                os.unlink(tmp)
                 raise self._shadowed(key) from None
-            self._fsync_dir(path.parent)
-            return content_etag(body)
-
-    def _create(self, tmp: Path, key: str) -> int:
+        except BaseException:
+            with contextlib.suppress(OSError):  # the error that got us here is the one to report
+                t.unlink(d, tmp)
+            t.close(d)
+            raise
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except NotADirectoryError:
+            if self.fsync:
+                t.fsync(d)
+        finally:
+            t.close(d)
+
+    def _temporary(self, root: Dir, key: str, parent: str, tmp: str) -> tuple[Dir, int]:
+        """A handle on ``key``'s directory and a descriptor of the new file ``tmp`` in it; the
+        directories made if missing, and made again if a prune takes them back meanwhile."""
+        try:  # the directory is there: once the file is in it, no prune can remove it
+            return self._create(root, key, parent, tmp, make=False)
+        except FileNotFoundError:
+            pass
+        try:
+            return self._create(root, key, parent, tmp, make=True)
+        except FileNotFoundError:  # a prune took a directory back: again, with no prune running
+            pass
+        with self._making_dirs(root):
+            try:
+                return self._create(root, key, parent, tmp, make=True)
+            except FileNotFoundError as exc:  # removed by something other than this store
+                raise StoreError(f"could not create the directory for {key!r} in {self.root}: {exc}") from exc
+
+    def _create(self, root: Dir, key: str, parent: str, tmp: str, *, make: bool) -> tuple[Dir, int]:
+        t = self._tree
+        try:
+            if not make or not parent:
+                d = t.open_dir(root, parent)
+            else:  # directory by directory, each made if missing
+                d = t.open_dir(root, "")
+                for name in parent.split("/"):
+                    try:
+                        d_next = self._made_dir(d, name)
+                    finally:
+                        t.close(d)
+                    d = d_next
+        except NotADirectoryError:  # a file where the key needs a directory
             raise self._shadowed(key) from None
+        except OSError as exc:
+            if exc.errno in LINKED:
+                raise self._linked(key) from None
+            raise
+        try:
+            return d, t.open(d, tmp, _CREATE, self._file_mode)
+        except BaseException:
+            t.close(d)
+            raise
 
     def _shadowed(self, key: str) -> InvalidKeyError:
         return InvalidKeyError(
@@ -295,83 +482,167 @@ class LocalStore(StoreBase):
             "prefix of another key ('a/b' and 'a/b/c'); use S3Store for such layouts"
         )
 
-    def _makedirs_safe(self, directory: Path, key: str) -> None:
-        try:
-            self._makedirs(directory)
-        except (FileExistsError, NotADirectoryError):
-            raise self._shadowed(key) from None
-
+    # -- deleting --------------------------------------------------------------------------------
     def delete(self, key: str, *, if_match: str | None = None) -> None:
-        path = self._path(key)
-        with self._locked(key):
-            if if_match is not None:
-                current = self._read(path)
-                if current is None:
+        validate_key(key)
+        t = self._tree
+        parent, _, name = key.rpartition("/")
+        with self._opened_root() as root:
+            with self._locked(root, key):
+                if if_match is not None:
+                    current = self._read_stat(root, key)
+                    if current is None:
+                        return
+                    if content_etag(current[1]) != if_match:
+                        raise PreconditionFailedError(key, "ETag differs")
+                try:
+                    d = t.open_dir(root, parent)
+                except (FileNotFoundError, NotADirectoryError):
                     return
-                if content_etag(current) != if_match:
-                    raise PreconditionFailedError(key, "ETag differs")
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                return
-            self._fsync_dir(path.parent)
-        self._prune_empty_dirs(path.parent)
+                except OSError as exc:
+                    if exc.errno in LINKED:
+                        raise self._linked(key) from None
+                    raise
+                try:
+                    t.unlink(d, name)  # a link at the key is removed itself, never what it names
+                    if self.fsync:
+                        t.fsync(d)
+                except (FileNotFoundError, IsADirectoryError):
+                    return  # no object there (a directory is the prefix of other keys)
+                finally:
+                    t.close(d)
+            if parent:
+                self._prune_empty_dirs(root, parent)
 
-    def _prune_empty_dirs(self, directory: Path) -> None:
+    def _prune_empty_dirs(self, root: Dir, directory: str) -> None:
         """Remove ``directory`` and its parents while they are empty, never while a put holds
-        :meth:`_making_dirs`.
+        :meth:`_making_dirs`; temporary files left behind in them go first (:meth:`_left_behind`).
 
         A directory seen holding an entry is left without taking the lock: that entry's own
         delete (or prune) checks again after it, and a temporary file becomes its put's object.
         """
+        t = self._tree
         try:
-            with os.scandir(directory) as entries:
-                if next(entries, None) is not None:
+            d = t.open_dir(root, directory)
+        except OSError:
+            return  # pruned already (or not a directory this store made)
+        try:
+            with t.scandir(d) as entries:
+                if any(not self._left_behind(d, e) for e in entries):
                     return
-        except FileNotFoundError:
-            return  # pruned already
-        with self._pruning():
-            d = directory
-            while d != self.root and self.root in d.parents:
+        finally:
+            t.close(d)
+        parts = directory.split("/")
+        with self._pruning(root):
+            while parts:
+                *up, name = parts
                 try:
-                    d.rmdir()
+                    d = t.open_dir(root, "/".join(up))
+                except OSError:
+                    return
+                try:
+                    t.rmdir(d, name)  # a link is not a directory: never removed through
                 except OSError as exc:
-                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
                         return
                     raise
-                d = d.parent
+                finally:
+                    t.close(d)
+                parts = up
 
+    def _left_behind(self, d: Dir, entry: os.DirEntry[Any]) -> bool:
+        """Remove ``entry`` of directory ``d`` if it is a temporary file no put has written to
+        for :data:`TEMPORARY_MAX_AGE` (its put died before renaming it); whether it did.
+
+        Best effort: a reader without write access to the directory leaves it to the writers."""
+        if not entry.name.startswith(_TEMPORARY):
+            return False
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) or st.st_mtime > self._clock() - TEMPORARY_MAX_AGE:
+                return False
+            self._tree.unlink(d, entry.name)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    # -- listing ---------------------------------------------------------------------------------
     def list_page(self, prefix: str, *, start_after: str | None = None, max_keys: int = 1000) -> ListResult:
         validate_prefix(prefix)
         # Start at the deepest directory the prefix pins down and walk in key order, stopping
         # one key past the page: a page of a thread's newest writes reads a few directories, not
         # every checkpoint's (a long thread has thousands).
         dir_part, _, _ = prefix.rpartition("/")
-        root = str(self.root)
         items: list[ObjectInfo] = []
         truncated = False
-        now = self._memo.now()  # before every stat of this walk
-        entries = self._memo.getter(_entries, now)
-        info_of = self._memo.getter(self._info, now)
-        for k in _keys_in_order(entries, root, dir_part + "/" if dir_part else "", prefix, start_after):
-            if len(items) >= max_keys:
-                truncated = True  # one more key exists (or did a moment ago)
-                break
-            # Listed as it is, even a file whose name is not a portable key (a README dropped
-            # into the directory): a listing reports what exists, and the walks over it report
-            # and skip such keys. Reading or writing one by key still refuses it.
-            info = info_of(root + "/" + k)
-            if info is not None:  # a key deleted while listing is left out, and the page filled on
-                items.append(info)
+        try:
+            root = self._tree.open_root()
+        except FileNotFoundError:
+            return ListResult(items=items, truncated=False)
+        try:
+            now = self._memo.now()  # before every stat of this walk
+            entries = self._memo.getter(lambda path: self._entries(root, path), now)
+            info_of = self._memo.getter(lambda path: self._info(root, path), now)
+            top = str(self.root)
+            for k in _keys_in_order(entries, top, dir_part + "/" if dir_part else "", prefix, start_after):
+                if len(items) >= max_keys:
+                    truncated = True  # one more key exists (or did a moment ago)
+                    break
+                # Listed as it is, even a file whose name is not a portable key (a README dropped
+                # into the directory): a listing reports what exists, and the walks over it report
+                # and skip such keys. Reading or writing one by key still refuses it.
+                info = info_of(top + "/" + k)
+                if info is not None:  # a key deleted while listing is left out, and the page filled on
+                    items.append(info)
+        finally:
+            self._tree.close(root)
         return ListResult(items=items, truncated=truncated)
 
-    def _info(self, path: str) -> tuple[os.stat_result, ObjectInfo] | None:
+    def _entries(self, root: Dir, path: str) -> tuple[os.stat_result, tuple[str, ...]] | None:
+        """The ``fstat`` of directory ``path`` and its names in key order, a subdirectory's with
+        a trailing ``/`` (every key inside it starts so): a file ``a-b`` sorts before the keys
+        under ``a/`` (``-`` < ``/``) and ``a0`` after them. None if it is not a directory (any
+        more), or is reached through a link. A link in it is named as a key (never entered);
+        names starting with ``.`` (locks, temporary files) are left out, and a temporary file
+        left behind is removed (:meth:`_left_behind`).
+
+        The stat is the opened directory's, so :class:`StatMemo` keeps the names under the stat of
+        the very directory they were read from."""
+        t = self._tree
+        try:
+            d = t.open_dir(root, path[len(self._prefix) :].rstrip("/") if path != str(self.root) else "")
+        except OSError:
+            return None  # gone, a file, or a link: no keys under it
+        try:
+            st = t.fstat(d)
+            names = []
+            with t.scandir(d) as it:
+                for e in it:
+                    name = e.name
+                    if name.startswith("."):
+                        self._left_behind(d, e)
+                    else:
+                        names.append(name + "/" if e.is_dir(follow_symlinks=False) else name)
+            return st, tuple(sorted(names))
+        finally:
+            t.close(d)
+
+    def _info(self, root: Dir, path: str) -> tuple[os.stat_result, ObjectInfo] | None:
         """The ``fstat`` of the file at ``path`` and its listing entry; None if it is gone. The
         entry is kept whole in the memo (it is immutable, and its key is the path's under this
         store's root): a long thread's listing of a thousand unchanged writes documents builds
-        no new object for them."""
-        read = self._read_stat(path)
+        no new object for them. What is not a regular file is listed with size 0 and the ETag
+        :data:`NOT_A_FILE`, unread, so that a walk meets its key and reports it."""
+        key = path[len(self._prefix) :]
+        try:
+            read = self._read_stat(root, key)
+        except NotAnObjectError:
+            try:
+                return os.lstat(path), ObjectInfo(key=key, etag=NOT_A_FILE, size=0)
+            except OSError:
+                return None
         if read is None:
             return None
-        key = path[len(str(self.root)) + 1 :]
         return read[0], ObjectInfo(key=key, etag=content_etag(read[1]), size=len(read[1]))

@@ -139,7 +139,7 @@ class StatMemo:
         (2026-12-03). The rest is the two ``stat`` calls themselves.
         """
         kept_get, keep, settled, coarse = self._kept.get, self._max > 0, now - SETTLED_NS, now - COARSE_SETTLED_NS
-        stat = os.stat
+        stat = os.lstat  # a link put in a file's place is never taken for the file it names
 
         def get(path: str) -> T | None:
             kept = kept_get(path)

@@ -63,7 +63,7 @@ TIME_LIMITS = {"connect_timeout": "connect_timeout", "timeout": "timeout", "dead
 #: obstore transport's only)
 QUERY_PARAMETERS: dict[str, dict[str, str]] = {
     "memory": {},
-    "file": {},
+    "file": {"mode": "mode"},
     "s3": {
         "endpoint_url": "endpoint_url",
         "region": "region_name",
@@ -131,7 +131,7 @@ def parse(url: str) -> StoreUrl:
     >>> parse("file:///var/lib/agents?fsync=0")
     Traceback (most recent call last):
     ...
-    langgraph_handoff.errors.InvalidConfigError: file:// URL 'file:///var/lib/agents' has an unknown parameter 'fsync'. file:// URLs take no parameters
+    langgraph_handoff.errors.InvalidConfigError: file:// URL 'file:///var/lib/agents' has an unknown parameter 'fsync'. file:// URLs accept: mode
     """
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
@@ -208,8 +208,9 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
 
     * ``memory://`` (a fresh store) or ``memory://NAME`` (shared in this process by name); no
       parameters, no arguments;
-    * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`; no parameters
-      (``fsync=`` as a keyword argument);
+    * ``file:///abs/dir`` or ``file://./relative/dir``: a :class:`LocalStore`; query parameter
+      ``mode`` (what new directories are made with, ``0700`` by default: ``?mode=0750`` lets a
+      group read), ``fsync=`` as a keyword argument;
     * ``s3://bucket/prefix``: S3 with credentials from the boto3 chain. Query parameters
       ``endpoint_url``, ``region``, ``transport`` (``obstore`` or ``boto3``) and, for obstore,
       ``async_io`` (``loop``, ``threads`` or ``auto``), e.g.
@@ -254,7 +255,7 @@ def store_from_url(url: str, *, transport: str | None = None, **store_kwargs: An
         if not path:
             raise InvalidConfigError(f"file URL {parsed.shown!r} names no directory: use file:///abs/dir")
         _check_arguments(parsed, LocalStore, store_kwargs, ("root",))
-        return LocalStore(path, **store_kwargs)
+        return LocalStore(path, **{**query, **store_kwargs})
     if scheme == "s3":
         if transport is not None and query.get("transport", transport) != transport:
             raise InvalidConfigError(

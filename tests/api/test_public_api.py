@@ -56,6 +56,7 @@ PUBLIC: dict[str, set[str]] = {
         "MessageIngestedError",
         "MigrationError",
         "MissingExtraError",
+        "NotAnObjectError",
         "ObjectTooLargeError",
         "OwnershipLostError",
         "PreconditionFailedError",

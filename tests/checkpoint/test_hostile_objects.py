@@ -462,3 +462,6 @@ def test_an_object_too_large_to_fetch_is_its_threads_damage() -> None:
     found: list[DamagedObject] = []
     assert sum(t.config["configurable"]["thread_id"] == "good" for t in saver.list(None, on_damaged=found.append)) == 5
     _expect_malformed(found)
+    # the walks outside a plan (``threads``, ``verify``) raised it and stopped
+    _expect_malformed(list_threads(saver).damaged)
+    assert [(p.key, p.kind) for p in verify_store(saver).problems] == [(BAD, "CorruptObjectError")]

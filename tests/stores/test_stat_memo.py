@@ -48,11 +48,11 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     real = LocalStore._read_stat
 
-    def read(path: str) -> Any:
-        reads.append(path)
-        return real(path)
+    def read(self: LocalStore, root: Any, key: str) -> Any:
+        reads.append(key)
+        return real(self, root, key)
 
-    monkeypatch.setattr(LocalStore, "_read_stat", staticmethod(read))
+    monkeypatch.setattr(LocalStore, "_read_stat", read)
     return reads
 
 

@@ -57,10 +57,17 @@ def test_an_unknown_query_parameter_is_refused_with_the_close_matches(
         ObjectStoreMemory.from_url(url)
 
 
-@pytest.mark.parametrize("url", ["memory://?fsync=0", "memory://shared?ttl=5", "file:///tmp/lgh-urls?fsync=0"])
-def test_local_urls_take_no_parameters(url: str) -> None:
+@pytest.mark.parametrize("url", ["memory://?fsync=0", "memory://shared?ttl=5"])
+def test_memory_urls_take_no_parameters(url: str) -> None:
     with pytest.raises(InvalidConfigError, match="URLs take no parameters"):
         store_from_url(url)
+
+
+def test_file_urls_take_mode_alone() -> None:
+    with pytest.raises(InvalidConfigError, match=r"unknown parameter 'fsync'\. file:// URLs accept: mode$"):
+        store_from_url("file:///tmp/lgh-urls?fsync=0")
+    with pytest.raises(InvalidConfigError, match="unknown parameter 'mod': did you mean 'mode'"):
+        store_from_url("file:///tmp/lgh-urls?mod=0750")
 
 
 @pytest.mark.parametrize(
