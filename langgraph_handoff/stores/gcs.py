@@ -91,7 +91,7 @@ from langgraph_handoff.stores.base import (
 )
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_url, redact_urls
-from langgraph_handoff.stores.timeouts import Timeouts
+from langgraph_handoff.stores.timeouts import RetryBudget, Timeouts
 
 __all__ = ["GCSStore", "import_gcs"]
 
@@ -301,9 +301,7 @@ class GCSStore(StoreBase):
         name = self.prefix + validate_key(key)
         blob = self._bucket.blob(name)
         try:
-            sink = BoundedSink(self.max_object_bytes, f"GCS GET {name}")
-            blob.download_to_file(sink, timeout=self._timeout, retry=self._retry)
-            body = sink.getvalue()
+            body = self._download(blob, name)
         except self._api.NotFound as exc:
             missing = self._bucket_missing(exc)
             if missing is not None:
@@ -314,6 +312,24 @@ class GCSStore(StoreBase):
         except self._errors as exc:
             raise self._failure(exc, f"GET {name}") from None
         return StoredObject(key=key, body=body, etag=self._etag(blob, key))
+
+    def _download(self, blob: Any, name: str) -> bytes:
+        """The object's body, downloaded again when it arrives damaged: the SDK checks each
+        download's checksum and raises ``DataCorruption`` on a body cut off or altered in
+        transit, which its retry does not cover; the object itself is fine."""
+        from google.resumable_media.common import DataCorruption
+
+        budget = RetryBudget(self.timeouts, attempts=5)
+        while True:
+            sink = BoundedSink(self.max_object_bytes, f"GCS GET {name}")
+            try:
+                blob.download_to_file(sink, timeout=self._timeout, retry=self._retry)
+                return sink.getvalue()
+            except DataCorruption as exc:
+                pause = budget.pause()
+                if pause is None:
+                    raise budget.spent(f"GCS GET {name}", str(exc).split("\n", 1)[0]) from None
+                time.sleep(pause)
 
     def _check_bucket(self) -> None:
         """After the first missing object: is the bucket itself there? One request per store, so

@@ -176,6 +176,7 @@ class S3Store(StoreBase):
     def _retry_idempotent(self, what: str, fn: Callable[[], T]) -> T:
         """Run an idempotent request, backing off on throttling, 5xx and connection errors, within
         ``extra_retries`` and the deadline (:class:`~langgraph_handoff.stores.timeouts.RetryBudget`)."""
+        import urllib3
         from botocore.exceptions import BotoCoreError, ClientError
 
         budget = RetryBudget(self.timeouts, attempts=self._extra_retries + 1)
@@ -190,7 +191,9 @@ class S3Store(StoreBase):
                     hint = " (check the credentials and the bucket policy)" if _status(exc) in (401, 403) else ""
                     raise StoreError(f"S3 {what} failed: {redact_urls(str(exc))}{hint}") from exc
                 last: Exception = exc
-            except BotoCoreError as exc:  # connection errors, timeouts
+            except (BotoCoreError, urllib3.exceptions.HTTPError) as exc:
+                # connection errors and timeouts; urllib3's own when a body is cut off while
+                # botocore's stream reads it (outside botocore's wrapping)
                 last = exc
             pause = budget.pause()
             if pause is None:

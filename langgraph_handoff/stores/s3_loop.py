@@ -545,11 +545,21 @@ class LoopS3:
         if start_after is not None:
             query["start-after"] = self.prefix + validate_start_after(start_after)
         limit = list_body_limit(max_keys)
-        response = await self._idempotent(
-            f"LIST {self.prefix}{prefix}",
-            lambda: self._send("GET", None, query=query, max_body=limit),
-            lambda r: r.status == 200,
-        )
+        budget = RetryBudget(self.timeouts, attempts=self.max_retries + 1)
+        while True:
+            response = await self._idempotent(
+                f"LIST {self.prefix}{prefix}",
+                lambda: self._send("GET", None, query=query, max_body=limit),
+                lambda r: r.status == 200,
+            )
+            # a listing cut short under a Content-Length that says so (a proxy, a server bug)
+            # lacks its closing tag: read again rather than call the server's answer unreadable
+            if response.body.rstrip().endswith(b"</ListBucketResult>"):
+                break
+            pause = budget.pause()
+            if pause is None:
+                raise budget.spent(f"S3 LIST {self.prefix}{prefix}", "the listing arrived cut short")
+            await asyncio.sleep(pause)
         try:
             page = parse_list(response.body, len(self.prefix), self._listed)
         except (ET.ParseError, ValueError) as exc:

@@ -86,3 +86,28 @@ def test_contention_is_still_a_conflict() -> None:
     config = saver.put(CONFIG, empty_checkpoint(), {"source": "input", "step": -1}, {})
     with pytest.raises(ConflictError, match="heavy contention"):
         saver.put(config, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+
+
+class DropsOnce(MemoryStore):
+    """The first conditional write under ``prefix`` fails without an answer and is not applied."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.dropped = 0
+
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        if key.startswith(self.prefix) and (if_match is not None or if_none_match) and not self.dropped:
+            self.dropped += 1
+            raise UnknownOutcomeError(key, "the connection closed before a whole response")
+        return super().put(key, body, if_match=if_match, if_none_match=if_none_match)
+
+
+def test_copy_thread_sends_its_head_again_when_a_write_got_no_answer() -> None:
+    """The fault campaign saw ``ThreadExistsError`` from a copy whose head write got no answer
+    and did not land: nobody else had written the target. It is sent again."""
+    store = DropsOnce("heads/dst/")
+    saver = _saver(store)
+    saver.put(CONFIG, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.copy_thread("t", "dst")
+    assert store.dropped == 1 and saver.get_tuple({"configurable": {"thread_id": "dst"}}) is not None

@@ -15,6 +15,8 @@ repeatable (no random schedule; the seeded campaign builds on the same rules):
 
 ``partition`` resets every request until it is turned off (an outage). ``log`` records each
 request (method, path, what was done), so a test can say which request a fault hit.
+:meth:`FaultProxy.chaos` fails a seeded share of all requests with a random kind (the fault
+campaign, ``tests/support/fault_campaign.py``); ``injected`` counts what was done.
 
 A client's ``Expect: 100-continue`` is answered by the proxy itself and dropped from what is
 forwarded, so a body always travels with its request.
@@ -23,11 +25,13 @@ forwarded, so a body always travels with its request.
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import socketserver
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -73,6 +77,8 @@ class FaultProxy:
     faults: list[Fault] = field(default_factory=list)
     partition: bool = False
     log: list[tuple[str, str, str]] = field(default_factory=list)
+    injected: Counter[str] = field(default_factory=Counter)
+    _chaos: tuple[random.Random, float, tuple[str, ...]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: socketserver.ThreadingTCPServer | None = None
 
@@ -88,18 +94,34 @@ class FaultProxy:
             self.faults.append(fault)
         return fault
 
+    def chaos(self, seed: int, rate: float, kinds: Sequence[str]) -> None:
+        """Fail a share ``rate`` of every request from now on, each with a kind drawn from
+        ``kinds`` (``status`` draws 500 or 503), from a generator seeded with ``seed``."""
+        with self._lock:
+            self._chaos = (random.Random(seed), rate, tuple(kinds))
+
     def clear(self) -> None:
         with self._lock:
             self.faults.clear()
             self.partition = False
+            self._chaos = None
 
     def _decide(self, request: Request) -> Fault | None:
         with self._lock:
             if self.partition:
+                self.injected["partition"] += 1
                 return Fault("reset", lambda _: True)
             for fault in self.faults:
                 if fault.fires(request):
+                    self.injected[fault.kind] += 1
                     return fault
+            if self._chaos is not None:
+                rng, rate, kinds = self._chaos
+                if rng.random() < rate:
+                    kind = rng.choice(kinds)
+                    status = rng.choice((500, 503))
+                    self.injected[f"{kind} {status}" if kind == "status" else kind] += 1
+                    return Fault(kind, lambda _: True, status=status)
             return None
 
     def start(self) -> FaultProxy:

@@ -33,6 +33,7 @@ from langgraph_handoff._format.records import Head, Record, blob_refs, payloads_
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
 from langgraph_handoff.checkpoint.plans import bookkeeping, listing, reading, rewriting
+from langgraph_handoff.checkpoint.plans.attempts import Attempts
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
 from langgraph_handoff.checkpoint.ttl import restamp
 from langgraph_handoff.errors import (
@@ -248,12 +249,20 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
     for ns, body in heads:
         key = keys.head_key(dst, ns)
         etag = emptied.get(ns)
-        try:
-            yield Put(key, body, if_match=etag) if etag else Put(key, body, if_none_match=True)
-        except (PreconditionFailedError, UnknownOutcomeError):
-            obj = yield Get(key)
-            if obj is None or obj.body != body:
-                raise ThreadExistsError(dst) from None  # someone wrote to the target meanwhile
+        tally = Attempts()
+        for _ in range(saver.layout.max_attempts):
+            try:
+                yield Put(key, body, if_match=etag) if etag else Put(key, body, if_none_match=True)
+                break
+            except (PreconditionFailedError, UnknownOutcomeError) as exc:
+                obj = yield Get(key)
+                if obj is not None and obj.body == body:
+                    break  # our own write, whose answer was lost
+                if (obj is not None and obj.etag != etag) or isinstance(exc, PreconditionFailedError):
+                    raise ThreadExistsError(dst) from None  # someone wrote to the target meanwhile
+                tally.failed(exc, changed=False)  # no answer and not there: send it again
+        else:
+            raise tally.exhausted(f"copy_thread {src!r} -> {dst!r}", f"copy_thread {src!r} -> {dst!r} kept losing")
     saver._cache.forget_thread(dst)
     log.info("copy_thread: %r -> %r, %d namespaces", src, dst, len(heads))
     return None
