@@ -46,6 +46,7 @@ from langgraph_handoff.checkpoint.ttl import (
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
+from langgraph_handoff.stores.prefixed import PrefixedStore
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreSaver"]
@@ -137,6 +138,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self.store = signed_store(store, signing_key)
         self.layout = layout or Layout()
         self._cache = HeadCache(cache_size, cache_bytes)
+        self._cache_limits = (cache_size, cache_bytes)
 
     def __repr__(self) -> str:
         return f"ObjectStoreSaver({self.store!r})"
@@ -262,6 +264,37 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         clone = copy.copy(self)
         clone._fence = (lease.thread_id, int(lease.epoch))
         return clone
+
+    def under(self, prefix: str) -> ObjectStoreSaver:
+        """A saver with this one's serializer, layout, migrations and clock whose threads live
+        under ``prefix`` (``"teams/{TM}/members/"``) of this saver's store
+        (:class:`~langgraph_handoff.stores.prefixed.PrefixedStore`), apart from every thread id
+        a caller of this saver can pass: this saver never lists, reads or writes them. An agent
+        team keeps its members' conversations so (:mod:`langgraph_handoff.teams`).
+
+        Its threads have no TTL: this saver's sweep never sees them, and their owner (the team)
+        decides how long they live. It shares this saver's store (closing it closes nothing) and
+        its store probe, but has a head cache of its own.
+
+        >>> saver = ObjectStoreSaver.from_url("memory://")
+        >>> members = saver.under("teams/t/members/")
+        >>> cfg = {"configurable": {"thread_id": "t/alice", "checkpoint_ns": ""}}
+        >>> cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+        ...       "channel_values": {"x": 1}, "channel_versions": {"x": 1}, "versions_seen": {}}
+        >>> _ = members.put(cfg, cp, {}, {"x": 1})
+        >>> members.get_tuple(cfg) is not None, saver.get_tuple(cfg) is None, saver.thread_ids()
+        (True, True, [])
+        """
+        cache_size, cache_bytes = self._cache_limits
+        return type(self)(
+            PrefixedStore(self.store, prefix),
+            serde=self.serde,
+            layout=self.layout,
+            cache_size=cache_size,
+            cache_bytes=cache_bytes,
+            migrations=self.migrations,
+            clock=self._clock,
+        )
 
     def with_head_rider(self, thread_id: str, rider: Callable[[HeadMeta], HeadMeta]) -> ObjectStoreSaver:
         """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
