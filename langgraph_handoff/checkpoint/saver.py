@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import dataclasses
 import itertools
 import logging
 import random
@@ -33,6 +34,7 @@ from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
+from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import (
@@ -52,6 +54,14 @@ from langgraph_handoff.stores.urls import store_from_url
 __all__ = ["ObjectStoreSaver"]
 
 log = logging.getLogger("langgraph_handoff")
+
+
+def _placed(result: ThreadMigration, store: StoreBase) -> None:
+    """Say in ``result`` which team space its thread lives in, and name its damaged objects by
+    their keys in the store (a space's saver names them by its own)."""
+    if isinstance(store, PrefixedStore):
+        result.space = store.prefix
+        result.damaged = [dataclasses.replace(d, key=store.prefix + d.key) for d in result.damaged]
 
 
 class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
@@ -639,32 +649,46 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         ``on_start`` gets the number of threads, ``on_result`` each thread's result as it
         finishes (progress). A run over every thread with no failure stamps the store's format
         marker (:meth:`mark_format`), when it met no stray key either. This is what
-        ``langgraph-handoff migrate`` runs."""
+        ``langgraph-handoff migrate`` runs.
+
+        Every thread means the threads of every agent team's members too, which live in their
+        team's space and not among this saver's (:meth:`under`); their results name it in
+        ``space`` (``"teams/{TM}/members/"``; ``""`` for this saver's own threads)."""
         started = time.monotonic()
         signs = self._sign_store(dry_run) if thread_ids is None else None  # first: see plans/signing.py
         signed = driver.run(*signs) if signs is not None else None
         targets, foreign = driver.run(self.store, self._plan_migration_targets(thread_ids))
+        items = [(self, t, ns) for t, ns in targets.items()]
+        if thread_ids is None:  # and every team's members' threads (plans/spaces.py)
+            for prefix in driver.run(self.store, plan_team_spaces()):
+                space = self.under(prefix)
+                found, damaged = driver.run(space.store, space._plan_migration_targets(None))
+                items += [(space, t, ns) for t, ns in found.items()]
+                foreign += [dataclasses.replace(d, key=prefix + d.key) for d in damaged]
         if on_start is not None:
-            on_start(len(targets))
+            on_start(len(items))
         results: builtins.list[ThreadMigration] = []
 
-        def one(thread_id: str) -> ThreadMigration:
+        def one(item: tuple[ObjectStoreSaver, str, builtins.list[str] | None]) -> ThreadMigration:
+            saver, thread_id, namespaces = item
             try:
-                return driver.run(self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id]))
+                result = driver.run(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
-                return ThreadMigration.failure(thread_id, exc)
+                result = ThreadMigration.failure(thread_id, exc)
+            _placed(result, saver.store)
+            return result
 
         # at most ``concurrency`` threads are handed to the pool at a time, the next one only once
         # a result is in: when on_result fails or Ctrl-C comes, only those under way finish. With
         # every thread queued up front, the workers went on taking new threads until the caller's
         # thread got the CPU back to stop them (6 of 60 migrated instead of at most 2 under load)
         pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
-        waiting = iter(targets)
+        waiting = iter(items)
         running: set[Future[ThreadMigration]] = set()  # submitted, result not reported yet
 
         def start_more() -> None:
-            for thread_id in itertools.islice(waiting, max(1, concurrency) - len(running)):
-                running.add(pool.submit(one, thread_id))
+            for item in itertools.islice(waiting, max(1, concurrency) - len(running)):
+                running.add(pool.submit(one, item))
 
         try:
             start_more()
@@ -709,24 +733,31 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         signs = self._sign_store(dry_run) if thread_ids is None else None
         signed = await driver.arun(*signs) if signs is not None else None
         targets, foreign = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
+        items = [(self, t, ns) for t, ns in targets.items()]
+        if thread_ids is None:  # and every team's members' threads (plans/spaces.py)
+            for prefix in await driver.arun(self.store, plan_team_spaces()):
+                space = self.under(prefix)
+                found, damaged = await driver.arun(space.store, space._plan_migration_targets(None))
+                items += [(space, t, ns) for t, ns in found.items()]
+                foreign += [dataclasses.replace(d, key=prefix + d.key) for d in damaged]
         if on_start is not None:
-            on_start(len(targets))
+            on_start(len(items))
         gate = asyncio.Semaphore(max(1, concurrency))
         results: builtins.list[ThreadMigration] = []
 
-        async def one(thread_id: str) -> None:
+        async def one(item: tuple[ObjectStoreSaver, str, builtins.list[str] | None]) -> None:
+            saver, thread_id, namespaces = item
             async with gate:
                 try:
-                    result = await driver.arun(
-                        self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id])
-                    )
+                    result = await driver.arun(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
                 except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                     result = ThreadMigration.failure(thread_id, exc)
+            _placed(result, saver.store)
             results.append(result)
             if on_result is not None:
                 on_result(result)
 
-        tasks = [asyncio.ensure_future(one(t)) for t in targets]
+        tasks = [asyncio.ensure_future(one(item)) for item in items]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
