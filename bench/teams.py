@@ -139,7 +139,7 @@ def throughput(spec: dict[str, Any], senders: int, per: int) -> dict[str, Any]:
             p.join()
     worker._stopping.set()
     created = {m["id"]: m["created_at"] for m in _team_messages(saver, team, "sink")}
-    when = _ingest_times(saver, team.thread_id("sink"))
+    when = _ingest_times(team.member_saver, team.thread_id("sink"))
     lat = sorted(when[i] - created[i] for i in created if i in when)
     return {
         "senders": senders, "messages": total, "ingested": ingested, "seconds": round(elapsed, 2),
@@ -150,7 +150,7 @@ def throughput(spec: dict[str, Any], senders: int, per: int) -> dict[str, Any]:
 
 
 def _team_messages(saver: ObjectStoreSaver, team: Team, name: str) -> list[dict[str, Any]]:
-    tup = saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
+    tup = team.member_saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
     if tup is None:
         return []
     messages = tup.checkpoint["channel_values"].get("messages", [])
@@ -179,7 +179,7 @@ def redelivery(spec: dict[str, Any], trials: int, ttl: float) -> dict[str, Any]:
         holder.start()
         from langgraph_handoff.ownership import SessionManager
 
-        sessions = SessionManager(saver)
+        sessions = SessionManager(team.member_saver)
         while True:  # wait until the holder owns the member (the event itself, polled)
             lease = sessions.get(team.thread_id("m"))
             if lease is not None and lease.owner == f"holder{trial}" and lease.state == "active":

@@ -86,7 +86,7 @@ def test_a_superseded_worker_process_cannot_ack_on_rgw() -> None:
     zombie.step()
     from langgraph_handoff.ownership import SessionManager
 
-    SessionManager(saver).acquire("zombie/alice", "successor", 30, force=True)
+    SessionManager(team.member_saver).acquire("zombie/alice", "successor", 30, force=True)
     msg = team.send("alice", "hello", sender="ops")
     assert zombie.step() == 0 and ingested_ids(saver, team, "alice") == []
     successor = TeamWorker(Team(ObjectStoreSaver(make_store(spec)), "zombie"), "successor", {"echo": echo_build},

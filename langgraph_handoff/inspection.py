@@ -24,8 +24,10 @@ from langgraph_handoff._format import envelope, keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
+from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.driver import fetch, fetch_many
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
+from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -34,6 +36,7 @@ from langgraph_handoff.errors import (
     ThreadNotFoundError,
 )
 from langgraph_handoff.stores.base import Get, ObjectInfo, StoredObject
+from langgraph_handoff.stores.prefixed import PrefixedStore, unprefixed
 
 __all__ = [
     "Problem",
@@ -273,6 +276,18 @@ class VerifyReport:
     #: None when the store has none (``setup`` writes it; a store used without it has none)
     marker: dict[str, Any] | None = None
 
+    def add(self, other: VerifyReport, prefix: str) -> None:
+        """Count in what ``other`` found in the keys under ``prefix`` (a team's space)."""
+        self.heads += other.heads
+        self.segments += other.segments
+        self.writes += other.writes
+        self.blobs += other.blobs
+        self.problems += [Problem(prefix + p.key, p.kind, p.detail) for p in other.problems]
+        self.unreferenced += [prefix + k for k in other.unreferenced]
+        self.formats.update(other.formats)
+        self.blob_formats.update(other.blob_formats)
+        self.schemas.update(other.schemas)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "heads": self.heads,
@@ -303,7 +318,7 @@ def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
     """The format marker: a marker envelope this version can read, holding langgraph-handoff's
     record. A store without one is not a problem (it was used without ``setup``)."""
     key = keys.FORMAT_MARKER_KEY
-    obj = fetch(saver.store, key)
+    obj = fetch(unprefixed(saver.store), key)  # a team space's saver: the store's own marker
     if obj is None:
         return
     try:
@@ -338,10 +353,24 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
 
     A head that cannot be read is a problem and the walk goes on. Problems make
     ``langgraph-handoff verify`` exit 1.
+
+    The whole store (no ``thread_id``) includes the threads of every agent team's members, which
+    live in their team's space (``teams/{TM}/members/``, ``ObjectStoreSaver.under``): their keys
+    are reported with that prefix.
     """
     report = VerifyReport()
-    store = saver.store
     _check_marker(saver, report)
+    _verify_heads(saver, thread_id, report)
+    if thread_id is None and not isinstance(saver.store, PrefixedStore):
+        for prefix in driver.run(saver.store, plan_team_spaces()):
+            space = VerifyReport()
+            _verify_heads(saver.under(prefix), None, space)
+            report.add(space, prefix)
+    return report
+
+
+def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport) -> None:
+    store = saver.store
     for hkey in _heads(saver, thread_id, report):
         obj = fetch(store, hkey)
         if obj is None:
@@ -403,7 +432,6 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 if env is not None:
                     report.blob_formats[env.format_version] += 1
         report.unreferenced += sorted(set(present) - referenced)
-    return report
 
 
 def _check_writes(

@@ -11,6 +11,8 @@ Layout (relative to the store's own prefix)::
     teams/{TM}/roster                       a team's members; moved by CAS (langgraph_handoff.teams)
     teams/{TM}/inbox/{M}/{id}               one message to member M (create-only, deleted once acked)
     teams/{TM}/dead/{M}/{id}                a message kept for a removed member (dead letter)
+    teams/{TM}/members/heads/..., .../data/... the members' conversations: threads "{TM}/{M}" in
+                                            this layout, under the team's prefix
     memory/{NS...}/=k/{K}                   one long-term memory item (langgraph_handoff.memory)
     memory/{NS...}/=p/{L}-{B}-{n}-{digest}  a pack: a snapshot of n items of one namespace (a cache)
 
@@ -43,6 +45,7 @@ __all__ = [
     "MEMORY_PACKS",
     "MEMORY_ROOT",
     "MAX_SEGMENT_LEN",
+    "TEAMS_ROOT",
     "blob_key",
     "blobs_prefix",
     "checkpoint_id_from_inverted",
@@ -67,6 +70,7 @@ __all__ = [
     "team_dead_prefix",
     "team_inbox_key",
     "team_inbox_prefix",
+    "team_members_prefix",
     "team_prefix",
     "team_roster_key",
     "thread_data_prefix",
@@ -346,13 +350,26 @@ FORMAT_MARKER_KEY = "meta/format"
 
 
 # --------------------------------------------------------------------------------------------------
-# Agent teams (langgraph_handoff.teams). A member's conversation is an ordinary thread
-# ("{team}/{member}") under heads/ and data/; only the roster and the messages live here.
+# Agent teams (langgraph_handoff.teams). A member's conversation is the thread "{team}/{member}"
+# of a saver on the team's own key space (team_members_prefix), never under the root's heads/ and
+# data/, where any thread id a user passes lands. (Up to 0.2 it was; teams.upgrade moves it.)
 # --------------------------------------------------------------------------------------------------
+
+TEAMS_ROOT = "teams/"
 
 
 def team_prefix(team_id: str) -> str:
-    return f"teams/{encode_segment(team_id)}/"
+    return f"{TEAMS_ROOT}{encode_segment(team_id)}/"
+
+
+def team_members_prefix(team_id: str) -> str:
+    """Where the members' conversations of a team live: a whole saver layout (``heads/``,
+    ``data/``) under this prefix (:meth:`ObjectStoreSaver.under`).
+
+    >>> team_members_prefix("support")
+    'teams/support/members/'
+    """
+    return team_prefix(team_id) + "members/"
 
 
 def team_roster_key(team_id: str) -> str:

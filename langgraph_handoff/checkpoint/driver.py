@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from langgraph_handoff._format import envelope
 from langgraph_handoff.errors import NotAnObjectError, ResponseTooLargeError, StoreUnavailableError
 from langgraph_handoff.stores.base import Get, Op, StoreBase, StoredObject, settle
+from langgraph_handoff.stores.prefixed import prefixed_op, unprefixed_result
 
 __all__ = [
     "PAUSE",
@@ -47,6 +48,7 @@ __all__ = [
     "fetch_many",
     "iterate",
     "run",
+    "under",
 ]
 
 R = TypeVar("R")
@@ -291,6 +293,46 @@ async def aiterate(store: StoreBase, plan: Plan[Any], result: list[Any] | None =
             value = await _aperform(store, step)
         except Exception as exc:  # noqa: BLE001 - handed to the plan, which decides
             error = exc
+
+
+def under(prefix: str, plan: Plan[R]) -> Plan[R]:
+    """``plan``, written for a store, as a step of a plan on the store that holds it under
+    ``prefix`` (:class:`~langgraph_handoff.stores.prefixed.PrefixedStore`): its operations go out
+    with the prefix and their results come back without it. A team's plans, which run on the
+    store's root (roster, inboxes), read and swap a member's head of the team's saver so.
+
+    >>> from langgraph_handoff.stores import MemoryStore
+    >>> root = MemoryStore()
+    >>> _ = root.put("teams/t/members/k", b"v")
+    >>> def read():
+    ...     obj = yield Get("k")
+    ...     return obj.key, obj.body
+    >>> run(root, under("teams/t/members/", read()))
+    ('k', b'v')
+    """
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = _advance(plan, value, error)
+        except _Done as done:
+            return done.value  # type: ignore[no-any-return]
+        if isinstance(step, Batch):
+            step = Batch(tuple(prefixed_op(prefix, op) for op in step.ops), step.outcomes)
+        elif not isinstance(step, (Sleep, Pause, Emit, Call)):
+            step = prefixed_op(prefix, step)
+        try:
+            got = yield step
+        except GeneratorExit:
+            plan.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the plan, as the driver would
+            value, error = None, exc
+            continue
+        if isinstance(got, list):
+            value, error = [unprefixed_result(prefix, r) for r in got], None
+        else:
+            value, error = unprefixed_result(prefix, got), None
 
 
 async def arun(store: StoreBase, plan: Plan[R]) -> R:

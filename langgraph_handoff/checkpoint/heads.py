@@ -139,6 +139,12 @@ class SaverHeads:
         """The heads of ``(thread, namespace)`` pairs, in one round trip of GETs."""
         return plan_read_many(self._saver, targets)
 
+    def holds(self, thread_id: str, ns: str, head: Head, checkpoint_id: str) -> Plan[bool]:
+        """Whether the namespace whose head is ``head`` holds checkpoint ``checkpoint_id``, in
+        the head or in a sealed segment (reads the segment that would hold it, no value)."""
+        found = yield from reading.find_container(self._saver, thread_id, ns, head, checkpoint_id)
+        return found is not None
+
     def remembered(self, thread_id: str, ns: str = "") -> HeadRead | None:
         """The head this process last read or wrote for the namespace, if it remembers one (no
         I/O). It may be stale: use it only where a stale head costs a request, never a wrong

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import dataclasses
 import itertools
 import logging
 import random
@@ -33,6 +34,7 @@ from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
+from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import (
@@ -46,11 +48,20 @@ from langgraph_handoff.checkpoint.ttl import (
 from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
+from langgraph_handoff.stores.prefixed import PrefixedStore
 from langgraph_handoff.stores.urls import store_from_url
 
 __all__ = ["ObjectStoreSaver"]
 
 log = logging.getLogger("langgraph_handoff")
+
+
+def _placed(result: ThreadMigration, store: StoreBase) -> None:
+    """Say in ``result`` which team space its thread lives in, and name its damaged objects by
+    their keys in the store (a space's saver names them by its own)."""
+    if isinstance(store, PrefixedStore):
+        result.space = store.prefix
+        result.damaged = [dataclasses.replace(d, key=store.prefix + d.key) for d in result.damaged]
 
 
 class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
@@ -137,6 +148,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self.store = signed_store(store, signing_key)
         self.layout = layout or Layout()
         self._cache = HeadCache(cache_size, cache_bytes)
+        self._cache_limits = (cache_size, cache_bytes)
 
     def __repr__(self) -> str:
         return f"ObjectStoreSaver({self.store!r})"
@@ -262,6 +274,37 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         clone = copy.copy(self)
         clone._fence = (lease.thread_id, int(lease.epoch))
         return clone
+
+    def under(self, prefix: str) -> ObjectStoreSaver:
+        """A saver with this one's serializer, layout, migrations and clock whose threads live
+        under ``prefix`` (``"teams/{TM}/members/"``) of this saver's store
+        (:class:`~langgraph_handoff.stores.prefixed.PrefixedStore`), apart from every thread id
+        a caller of this saver can pass: this saver never lists, reads or writes them. An agent
+        team keeps its members' conversations so (:mod:`langgraph_handoff.teams`).
+
+        Its threads have no TTL: this saver's sweep never sees them, and their owner (the team)
+        decides how long they live. It shares this saver's store (closing it closes nothing) and
+        its store probe, but has a head cache of its own.
+
+        >>> saver = ObjectStoreSaver.from_url("memory://")
+        >>> members = saver.under("teams/t/members/")
+        >>> cfg = {"configurable": {"thread_id": "t/alice", "checkpoint_ns": ""}}
+        >>> cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+        ...       "channel_values": {"x": 1}, "channel_versions": {"x": 1}, "versions_seen": {}}
+        >>> _ = members.put(cfg, cp, {}, {"x": 1})
+        >>> members.get_tuple(cfg) is not None, saver.get_tuple(cfg) is None, saver.thread_ids()
+        (True, True, [])
+        """
+        cache_size, cache_bytes = self._cache_limits
+        return type(self)(
+            PrefixedStore(self.store, prefix),
+            serde=self.serde,
+            layout=self.layout,
+            cache_size=cache_size,
+            cache_bytes=cache_bytes,
+            migrations=self.migrations,
+            clock=self._clock,
+        )
 
     def with_head_rider(self, thread_id: str, rider: Callable[[HeadMeta], HeadMeta]) -> ObjectStoreSaver:
         """A copy of this saver whose every ``put`` to the root namespace of ``thread_id`` passes
@@ -606,32 +649,46 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         ``on_start`` gets the number of threads, ``on_result`` each thread's result as it
         finishes (progress). A run over every thread with no failure stamps the store's format
         marker (:meth:`mark_format`), when it met no stray key either. This is what
-        ``langgraph-handoff migrate`` runs."""
+        ``langgraph-handoff migrate`` runs.
+
+        Every thread means the threads of every agent team's members too, which live in their
+        team's space and not among this saver's (:meth:`under`); their results name it in
+        ``space`` (``"teams/{TM}/members/"``; ``""`` for this saver's own threads)."""
         started = time.monotonic()
         signs = self._sign_store(dry_run) if thread_ids is None else None  # first: see plans/signing.py
         signed = driver.run(*signs) if signs is not None else None
         targets, foreign = driver.run(self.store, self._plan_migration_targets(thread_ids))
+        items = [(self, t, ns) for t, ns in targets.items()]
+        if thread_ids is None:  # and every team's members' threads (plans/spaces.py)
+            for prefix in driver.run(self.store, plan_team_spaces()):
+                space = self.under(prefix)
+                found, damaged = driver.run(space.store, space._plan_migration_targets(None))
+                items += [(space, t, ns) for t, ns in found.items()]
+                foreign += [dataclasses.replace(d, key=prefix + d.key) for d in damaged]
         if on_start is not None:
-            on_start(len(targets))
+            on_start(len(items))
         results: builtins.list[ThreadMigration] = []
 
-        def one(thread_id: str) -> ThreadMigration:
+        def one(item: tuple[ObjectStoreSaver, str, builtins.list[str] | None]) -> ThreadMigration:
+            saver, thread_id, namespaces = item
             try:
-                return driver.run(self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id]))
+                result = driver.run(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
-                return ThreadMigration.failure(thread_id, exc)
+                result = ThreadMigration.failure(thread_id, exc)
+            _placed(result, saver.store)
+            return result
 
         # at most ``concurrency`` threads are handed to the pool at a time, the next one only once
         # a result is in: when on_result fails or Ctrl-C comes, only those under way finish. With
         # every thread queued up front, the workers went on taking new threads until the caller's
         # thread got the CPU back to stop them (6 of 60 migrated instead of at most 2 under load)
         pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="migrate")
-        waiting = iter(targets)
+        waiting = iter(items)
         running: set[Future[ThreadMigration]] = set()  # submitted, result not reported yet
 
         def start_more() -> None:
-            for thread_id in itertools.islice(waiting, max(1, concurrency) - len(running)):
-                running.add(pool.submit(one, thread_id))
+            for item in itertools.islice(waiting, max(1, concurrency) - len(running)):
+                running.add(pool.submit(one, item))
 
         try:
             start_more()
@@ -676,24 +733,31 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         signs = self._sign_store(dry_run) if thread_ids is None else None
         signed = await driver.arun(*signs) if signs is not None else None
         targets, foreign = await driver.arun(self.store, self._plan_migration_targets(thread_ids))
+        items = [(self, t, ns) for t, ns in targets.items()]
+        if thread_ids is None:  # and every team's members' threads (plans/spaces.py)
+            for prefix in await driver.arun(self.store, plan_team_spaces()):
+                space = self.under(prefix)
+                found, damaged = await driver.arun(space.store, space._plan_migration_targets(None))
+                items += [(space, t, ns) for t, ns in found.items()]
+                foreign += [dataclasses.replace(d, key=prefix + d.key) for d in damaged]
         if on_start is not None:
-            on_start(len(targets))
+            on_start(len(items))
         gate = asyncio.Semaphore(max(1, concurrency))
         results: builtins.list[ThreadMigration] = []
 
-        async def one(thread_id: str) -> None:
+        async def one(item: tuple[ObjectStoreSaver, str, builtins.list[str] | None]) -> None:
+            saver, thread_id, namespaces = item
             async with gate:
                 try:
-                    result = await driver.arun(
-                        self.store, self._plan_migrate_thread(thread_id, dry_run, targets[thread_id])
-                    )
+                    result = await driver.arun(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
                 except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                     result = ThreadMigration.failure(thread_id, exc)
+            _placed(result, saver.store)
             results.append(result)
             if on_result is not None:
                 on_result(result)
 
-        tasks = [asyncio.ensure_future(one(t)) for t in targets]
+        tasks = [asyncio.ensure_future(one(item)) for item in items]
         try:
             await asyncio.gather(*tasks)
         except BaseException:

@@ -62,6 +62,7 @@ from langgraph_handoff.errors import (
     UnsafeStoreError,
 )
 from langgraph_handoff.stores.base import Delete, DeleteMany, Get, Put, StoreBase
+from langgraph_handoff.stores.prefixed import unprefixed
 
 R = TypeVar("R")
 
@@ -206,7 +207,10 @@ def _record(scope: Hashable | None, failure: UnsafeStoreError | None, *, keep: b
 
 
 def setup(store: StoreBase) -> None:
-    """Run :func:`plan_setup` now and keep its verdict for the store's scope (``saver.setup()``)."""
+    """Run :func:`plan_setup` now and keep its verdict for the store's scope (``saver.setup()``).
+    A prefixed view (a team's members) is probed at the root of the store it looks into: the
+    marker lives there, and one verdict covers every view."""
+    store = unprefixed(store)
     try:
         driver.run(store, _plan_setup_of(store))
     except UnsafeStoreError as exc:
@@ -216,6 +220,7 @@ def setup(store: StoreBase) -> None:
 
 
 async def asetup(store: StoreBase) -> None:
+    store = unprefixed(store)
     try:
         await driver.arun(store, _plan_setup_of(store))
     except UnsafeStoreError as exc:

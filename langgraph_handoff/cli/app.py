@@ -61,6 +61,7 @@ from langgraph_handoff.stores.redact import redact_url
 
 __all__ = [
     "AllowTypes",
+    "InTeam",
     "Json",
     "Migrations",
     "Ns",
@@ -102,6 +103,15 @@ Migrations = Annotated[
     ),
 ]
 Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
+InTeam = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+    typer.Option(
+        "--team",
+        metavar="TEAM",
+        help="the threads of TEAM's members (thread ids TEAM/NAME), which live in the team's own space, "
+        "apart from the store's threads",
+    ),
+]
 AllowTypes = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
     typer.Option(
@@ -196,17 +206,20 @@ def _cmd(*words: str) -> str:
     return "`langgraph-handoff " + " ".join(shlex.quote(w) for w in words) + "`"
 
 
-def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None) -> str | None:
+def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None, team: str | None = None) -> str | None:
     """The command to run after ``exc``, on the store at ``url`` (None when the message says
     all there is to say). The URL is shown redacted: a query value or user info in it is ``***``
-    (the reader has the URL; the terminal's scrollback and a CI log need not)."""
+    (the reader has the URL; the terminal's scrollback and a CI log need not). With ``team``
+    (``--team``) a thread is one of that team's members', so the commands name the team too: the
+    same thread id among the store's own threads is another thread."""
     url = redact_url(url)
+    in_team = ("--team", team) if team is not None else ()
     if isinstance(exc, CorruptObjectError):
         thread = keys.thread_of_key(exc.key)
         if thread is not None:
             return (
-                f"{_cmd('verify', url, '--thread', thread)} lists what is damaged; if the thread's state is "
-                f"expendable, {_cmd('delete', url, thread, '--yes', '--force')} deletes it without reading it"
+                f"{_cmd('verify', url, '--thread', thread, *in_team)} lists what is damaged; if the thread's state is "
+                f"expendable, {_cmd('delete', url, thread, '--yes', '--force', *in_team)} deletes it without reading it"
             )
         if exc.key == keys.FORMAT_MARKER_KEY:
             return f"delete the object {exc.key!r}, then {_cmd('setup', url)} writes it again"
@@ -242,6 +255,7 @@ def open_saver(
     create: bool = False,
     allow_types: Sequence[str] | None = None,
     rewrites_values: bool = False,
+    team: str | None = None,
 ) -> Iterator[ObjectStoreSaver]:
     """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
     would otherwise create an empty store and report nothing to do), except for ``setup``. A
@@ -249,7 +263,10 @@ def open_saver(
 
     Values are read with :func:`reading_serializer` (strict), except by a command that
     ``rewrites_values`` (``migrate --migrations``): a value read strictly and written back would
-    lose its type, so that command builds them as your workers do."""
+    lose its type, so that command builds them as your workers do.
+
+    With ``team``, the saver of that team's members' conversations (``Team.member_saver``): a
+    member's thread is not among the store's own (:mod:`langgraph_handoff.teams.core`)."""
     urls.parse(url)  # a malformed URL (user info, a repeated parameter) is refused before any message shows it
     parsed = urlparse(url)
     if parsed.scheme.lower() == "file" and not create:
@@ -257,12 +274,17 @@ def open_saver(
         if not path.is_dir():
             raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
     serde = None if rewrites_values else reading_serializer(allow_types)
+    space = None
+    if team is not None:
+        from langgraph_handoff.teams.model import validate_name
+
+        space = keys.team_members_prefix(validate_name(team, "team id"))
     with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations)) as saver:
         try:
-            yield saver
+            yield saver if space is None else saver.under(space)
         except LangGraphHandoffError as exc:
             if getattr(exc, "next_step", None) is None:
-                exc.next_step = next_step(exc, url, migrations)  # type: ignore[attr-defined]
+                exc.next_step = next_step(exc, url, migrations, team)  # type: ignore[attr-defined]
             raise
 
 

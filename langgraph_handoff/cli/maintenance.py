@@ -22,6 +22,7 @@ from langgraph_handoff.checkpoint.plans.migrate import ThreadMigration
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.checkpoint.ttl import ThreadSweep
 from langgraph_handoff.cli.app import (
+    InTeam,
     Json,
     Migrations,
     Url,
@@ -155,18 +156,21 @@ def delete(
     ] = False,
     as_json: Json = False,
     migrations: Migrations = None,
+    team: InTeam = None,
 ) -> None:
     """Delete a thread and everything it stored (exit 2 if there is no such thread).
 
     A thread whose heads cannot be read (truncated, failing their checksum, not ours) is deleted
     only with --force, without reading them; its root head becomes an empty head that fences any
-    session lease it may have held. Nothing of another thread is touched.
+    session lease it may have held. Nothing of another thread is touched. With --team, a member
+    of that team (its conversation, and the record of what it ingested: re-sent old messages
+    would be ingested again).
     """
     from langgraph_handoff.inspection import thread_heads
 
     if not yes:
         raise LangGraphHandoffError(f"deleting {thread_id!r} cannot be undone: add --yes")
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, team=team) as saver:
         present = thread_heads(saver, thread_id)
         leftovers = 0
         if not present.exists:  # no checkpoints; data objects an interrupted delete left are still removed
@@ -284,7 +288,7 @@ def migrate(
                     styled(
                         (result.status, "red"),
                         " ",
-                        cell(result.thread_id),
+                        cell(result.thread_id + (f" (in {result.space})" if result.space else "")),
                         f": {shown_message(result.error)}" if result.error else "",
                     )
                 )

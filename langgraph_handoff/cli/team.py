@@ -1,4 +1,4 @@
-"""``langgraph-handoff team spawn|remove|revive|discard``: change a team's roster from the shell.
+"""``langgraph-handoff team spawn|remove|revive|discard|upgrade``: change a team from the shell.
 
 ::
 
@@ -6,11 +6,15 @@
     langgraph-handoff team remove  URL TEAM NAME
     langgraph-handoff team revive  URL TEAM NAME
     langgraph-handoff team discard URL TEAM NAME --reason TEXT [--by NAME]
+    langgraph-handoff team upgrade URL [TEAM]...
 
 ``spawn`` creates the team with its first member. ``remove`` keeps the member's pending messages
 as dead letters (``team dead``). ``revive`` puts a failed member back to work: its unfinished step
 runs again. ``discard`` drops that step instead, for a poison message (a turn that fails every
 time): recorded on the roster and in the member's conversation, and the lead gets an event.
+``upgrade`` moves the conversations of members spawned by 0.2 out of the store's root, where any
+user's thread id reached them (:mod:`langgraph_handoff.teams.upgrade`); it exits 1 while a member
+is still served by a worker of the older release, or could not be moved.
 
 A team or member that does not exist exits 2 with "no team 'x'" or "no member 'x'" and the valid
 names. The commands live here, registered on ``cli.team_app`` by :func:`register`, so the rest
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -82,6 +86,44 @@ def register(
             t.require(name)
             member = t.revive(name)
         out(as_json, member.model_dump(mode="json"), f"revived {shown(name)}: {shown(member.state)}")
+
+    @team_app.command("upgrade")
+    def team_upgrade(
+        url: Url,
+        teams: Annotated[
+            Optional[list[str]],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+            typer.Argument(metavar="TEAM", help="the teams to upgrade (default: every team in the store)"),
+        ] = None,
+        as_json: Json = False,
+        migrations: Migrations = None,
+    ) -> None:
+        """Move the conversations of members spawned by 0.2 into their team's own space.
+
+        Up to 0.2 a member's conversation was the thread TEAM/NAME among the store's threads, which
+        any user's thread id reaches. Safe while workers run (a worker of the older release keeps
+        a member it serves until it stops: the member is reported as held) and idempotent; new
+        workers do the same for each member they take. Exits 1 if a member was held or failed.
+        """
+        from langgraph_handoff.checkpoint import driver
+        from langgraph_handoff.checkpoint.plans.spaces import plan_team_ids
+
+        unsettled = 0
+        with saver(url, migrations) as s:
+            for team_id in teams or driver.run(s.store, plan_team_ids()):
+                t = Team(s, team_id)
+                if not teams and not t.roster().members:
+                    continue  # found by its keys, with nobody on it (dead letters of a team gone)
+                moves = t.upgrade()
+                for move in moves:
+                    unsettled += not move.settled
+                    copied = f" ({move.copied} objects)" if move.copied else ""
+                    why = f": {shown(move.detail)}" if move.detail else ""
+                    out(as_json, {"team": team_id, **move.as_dict()},
+                        f"{shown(team_id)}/{shown(move.member)}: {move.outcome}{copied}{why}")  # fmt: skip
+                if not moves and not as_json:
+                    out(as_json, {}, f"{shown(team_id)}: nothing to upgrade")
+        if unsettled:
+            raise typer.Exit(1)
 
     @team_app.command("discard")
     def team_discard(

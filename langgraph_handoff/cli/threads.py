@@ -16,6 +16,7 @@ from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.cli.app import (
     AllowTypes,
+    InTeam,
     Json,
     Migrations,
     Ns,
@@ -35,16 +36,16 @@ Thread = Annotated[str, typer.Argument(metavar="THREAD", help="a thread id (`thr
 
 
 @app.command()
-def threads(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
+def threads(url: Url, as_json: Json = False, migrations: Migrations = None, team: InTeam = None) -> None:
     """List the threads that hold checkpoints: namespaces, latest root checkpoint id.
 
     A head that cannot be read (truncated, failing its checksum, not ours) or a key under heads/
     that is not a head's is reported and skipped (`{"damaged": ...}` lines with --json); the
-    command then exits 1.
+    command then exits 1. An agent team's members are not among them: --team TEAM lists those.
     """
     from langgraph_handoff.inspection import list_threads
 
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, team=team) as saver:
         found = list_threads(saver)
     for row in found.rows:
         text = f"{shown(row['thread_id'])}\t{len(row['namespaces'])} namespace(s)\tlatest {shown(row['latest'])}"
@@ -66,6 +67,7 @@ def history(
     as_json: Json = False,
     migrations: Migrations = None,
     allow_types: AllowTypes = None,
+    team: InTeam = None,
 ) -> None:
     """List a thread's checkpoints, namespace by namespace (the root graph's first), each newest
     first; --limit N keeps each namespace's N newest.
@@ -75,7 +77,7 @@ def history(
     """
     from langgraph_handoff.inspection import thread_heads
 
-    with open_saver(url, migrations, allow_types=allow_types) as saver:
+    with open_saver(url, migrations, allow_types=allow_types, team=team) as saver:
         present = thread_heads(saver, thread_id).require()
         if ns is not None and ns not in present.namespaces:
             for d in present.unreadable:
@@ -131,6 +133,7 @@ def show(
     as_json: Json = False,
     migrations: Migrations = None,
     allow_types: AllowTypes = None,
+    team: InTeam = None,
 ) -> None:
     """One checkpoint's values, metadata and pending writes as JSON (the latest by default).
 
@@ -138,7 +141,7 @@ def show(
     type a stored value names shows as the arguments it was stored with (never imported)."""
     from langgraph_handoff.inspection import show_checkpoint, thread_heads
 
-    with open_saver(url, migrations, allow_types=allow_types) as saver:
+    with open_saver(url, migrations, allow_types=allow_types, team=team) as saver:
         if not raw:
             document(as_json, show_checkpoint(saver, thread_id, checkpoint, ns))
             return
@@ -181,12 +184,13 @@ def diff(
     as_json: Json = False,
     migrations: Migrations = None,
     allow_types: AllowTypes = None,
+    team: InTeam = None,
 ) -> None:
     """What changed between two checkpoints of a thread, channel by channel (items appended to a
     list are shown as appended). Values are built as `show` builds them."""
     from langgraph_handoff.inspection import diff_checkpoints
 
-    with open_saver(url, migrations, allow_types=allow_types) as saver:
+    with open_saver(url, migrations, allow_types=allow_types, team=team) as saver:
         document(as_json, diff_checkpoints(saver, thread_id, from_id, to_id, ns))
 
 
@@ -196,12 +200,14 @@ def verify(
     thread: Annotated[Optional[str], typer.Option("--thread", help="only this thread")] = None,  # noqa: UP045
     as_json: Json = False,
     migrations: Migrations = None,
+    team: InTeam = None,
 ) -> None:
     """Read every object: the format marker, checksums, versions, dangling references, keys under
-    heads/ that are not heads' (exit 1 on problems)."""
+    heads/ that are not heads' (exit 1 on problems). Every team's members' threads are checked
+    too; --team TEAM checks only that team's (--thread then names one of them)."""
     from langgraph_handoff.inspection import thread_heads, verify_store
 
-    with open_saver(url, migrations) as saver:
+    with open_saver(url, migrations, team=team) as saver:
         if thread is not None:
             thread_heads(saver, thread).require()
         report = verify_store(saver, thread)

@@ -33,7 +33,9 @@ from langgraph_handoff.errors import (
 )
 
 __all__ = [
+    "FOREVER",
     "Lease",
+    "RETIRED",
     "State",
     "Status",
     "Transfer",
@@ -43,11 +45,17 @@ __all__ = [
     "begin_transfer",
     "release",
     "renew",
+    "retire",
     "write_refusal",
 ]
 
 State = Literal["active", "transferring", "released"]
-Status = Literal["owned", "expired", "transferring", "stuck", "released", "ownerless"]
+
+#: ``Lease.via`` of a retired session (:func:`retire`): its thread moved away for good
+RETIRED = "retired"
+#: how long a retired lease holds: for good (finite, as every stored lease time is)
+FOREVER = 1e15
+Status = Literal["owned", "expired", "transferring", "stuck", "released", "ownerless", "retired"]
 
 
 class Transfer(Model):
@@ -129,7 +137,15 @@ class Lease(Model):
         """
         return fenced(meta.replace(lease=self.model_dump(mode="json")), self.epoch)
 
+    @property
+    def retired(self) -> bool:
+        """Is the session retired (:func:`retire`): nobody may own it again? (A retired lease a
+        ``delete_thread`` released is not: the thread of that id starts again.)"""
+        return self.via == RETIRED and self.state == "active"
+
     def status(self, now: float) -> Status:
+        if self.retired:
+            return "retired"
         if self.state == "released":
             return "released"
         if self.state == "transferring":
@@ -245,6 +261,36 @@ def accept(
         acquired_at=now,
         via="transfer",
         ttl=ttl,
+    )
+
+
+def retire(current: Lease | None, thread_id: str, owner: str, *, now: float) -> Lease:
+    """Take a session for good: its thread moved elsewhere (a team member's conversation moved
+    out of the store's root, :mod:`langgraph_handoff.teams.upgrade`), and no worker may own it
+    again. The lease is held by ``owner`` (a description of where the thread went) until
+    :data:`FOREVER` at epoch + 1, so a worker that still serves the session is fenced, and one
+    of an older release that looks for free sessions finds it held.
+
+    Allowed when the session is free, released, expired, or locked for a transfer (its owner
+    stopped writing); ``LeaseHeldError`` while a worker holds it: that worker still serves it.
+    Retiring a retired session returns it unchanged.
+
+    >>> lease = retire(acquire(None, "t/a", "old-worker", ttl=30, now=1000.0), "t/a", "moved", now=1031.0)
+    >>> lease.epoch, lease.retired, lease.expired(10**12)
+    (2, True, False)
+    """
+    owner = _check_owner(owner)
+    if current is not None and current.retired:
+        return current
+    if current is not None and current.state == "active" and not current.expired(now):
+        raise LeaseHeldError(thread_id, current.owner, current.expires_at, "owned")
+    return Lease(
+        thread_id=thread_id,
+        owner=owner,
+        epoch=(current.epoch if current else 0) + 1,
+        expires_at=FOREVER,
+        acquired_at=now,
+        via=RETIRED,
     )
 
 

@@ -40,7 +40,9 @@ R = TypeVar("R")
 class SessionInfo:
     """One session as monitoring sees it. ``status``: ``owned``, ``expired`` (the owner stopped
     renewing: nobody is responsible until someone reclaims it), ``transferring``, ``stuck`` (a
-    transfer nobody accepted in time), ``released``, or ``ownerless`` (checkpoints, never leased)."""
+    transfer nobody accepted in time), ``released``, ``ownerless`` (checkpoints, never leased),
+    or ``retired`` (its thread moved away for good: a team member's conversation of 0.2,
+    ``lease.retire``)."""
 
     thread_id: str
     status: Status
@@ -137,6 +139,21 @@ class SessionManager:
                 "again to finish (bound subgraph writes check the root head meanwhile)"
             ))  # fmt: skip
         return None
+
+    def plan_retire(self, thread_id: str, owner: str) -> Plan[tuple[Lease, bool]]:
+        """Retire a session for good (:func:`~langgraph_handoff.ownership.lease.retire`), as a
+        plan for a caller that moves its thread elsewhere (:mod:`langgraph_handoff.teams.upgrade`):
+        the new epoch reaches every namespace head, so no superseded worker writes again. Returns
+        the lease and whether this call retired it (False: it was retired before).
+        ``LeaseHeldError`` while a worker holds the session."""
+        before: list[Lease | None] = [None]
+
+        def decide(current: Lease | None, now: float) -> Lease:
+            before[0] = current
+            return L.retire(current, thread_id, owner, now=now)
+
+        lease = yield from self._plan_change(thread_id, decide, fence_all=True)
+        return lease, not (before[0] is not None and before[0].retired)
 
     def _plan_get(self, thread_id: str) -> Plan[Lease | None]:
         thread_id = keys.validate_thread_id(thread_id)

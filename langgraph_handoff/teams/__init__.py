@@ -2,6 +2,9 @@
 
 * :class:`Team`: roster (compare-and-swap) and mailboxes (one create-only object per message) on
   the saver's store; ``send``, ``broadcast``, ``status``, ``request_shutdown``, dead letters.
+  Members' conversations are threads of ``team.member_saver``, in the team's own key space, out
+  of reach of every thread id a user passes to the saver (:mod:`~langgraph_handoff.teams.core`;
+  stores of 0.2: :mod:`~langgraph_handoff.teams.upgrade`).
 * :class:`TeamWorker`: serves members under leases; a batch of messages is one turn, acked in the
   same compare-and-swap as the checkpoint that stores it. Builds get the member
   (:class:`MemberContext`).

@@ -1,6 +1,15 @@
 """What every part of a :class:`~langgraph_handoff.teams.team.Team` reads: its store and the
 plan runners over it, the members' threads, and the roster as this object last saw it.
 
+**Where a member's conversation lives.** Each member's conversation is the LangGraph thread
+``"{team}/{name}"`` of :attr:`TeamCore.member_saver`, a saver on the team's own key space
+(``teams/{TM}/members/``, :meth:`ObjectStoreSaver.under`), not of the saver the team was made
+with. Any string is a thread id a user-facing graph on the same store accepts, so a member's
+thread at the store's root was one a user could name: asking for thread ``"support/alice"``
+read and wrote that agent's conversation and its inbox acknowledgement (kept in the same head).
+No thread id passed to the root saver reaches ``teams/``. Members spawned before that release
+are moved on their first take by a worker, or by ``Team.upgrade`` (:mod:`.upgrade`).
+
 ``Team`` is assembled from this base and its mixins (``views``: inboxes, statuses and
 conversations; ``requests``: waiting for answers), each in its own module; they share only what
 is here, so none of them declares another's methods.
@@ -15,6 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Plan
+from langgraph_handoff.checkpoint.heads import HeadRead
 from langgraph_handoff.errors import UnknownRecipientError, UnknownTeamError
 from langgraph_handoff.stores.base import Get, StoreBase
 from langgraph_handoff.teams.model import Member, Roster, decode_roster, member_thread, validate_name
@@ -31,6 +41,8 @@ class TeamCore:
     """The store, the plan runners and the roster's read side of a team (set up by ``Team``)."""
 
     saver: ObjectStoreSaver
+    #: the saver of the members' conversations, on the team's own key space (see above)
+    member_saver: ObjectStoreSaver
     store: StoreBase
     team_id: str
     clock: Callable[[], float]
@@ -44,8 +56,17 @@ class TeamCore:
         return await driver.arun(self.store, trust.gated(self.store, plan))
 
     def thread_id(self, name: str) -> str:
-        """The LangGraph thread of member ``name``."""
+        """The LangGraph thread of member ``name`` in :attr:`member_saver` (not in ``saver``)."""
         return member_thread(self.team_id, name)
+
+    @property
+    def members_prefix(self) -> str:
+        """The key prefix of :attr:`member_saver`'s store: ``teams/{TM}/members/``."""
+        return keys.team_members_prefix(self.team_id)
+
+    def _plan_member_head(self, name: str) -> Plan[HeadRead]:
+        """Member ``name``'s root head, read from a plan on the team's store (1 GET)."""
+        return driver.under(self.members_prefix, self.member_saver.heads.read(self.thread_id(name)))
 
     def _remember(self, roster: Roster | None) -> None:
         with self._lock:

@@ -86,7 +86,8 @@ def validate_name(name: object, what: str = "member name") -> str:
 
 
 def member_thread(team_id: str, name: str) -> str:
-    """The LangGraph thread id of a member: its conversation is its memory across activations."""
+    """The LangGraph thread id of a member in its team's member saver (``Team.member_saver``):
+    its conversation is its memory across activations."""
     return f"{team_id}/{name}"
 
 
@@ -133,6 +134,10 @@ class Member(Model):
     incarnation: str = Field(default_factory=lambda: secrets.token_hex(4))
     #: the last unfinished step an operator discarded (``Team.discard``): checkpoint, messages, why
     discard: dict[str, Any] | None = None
+    #: where the member's conversation lives: ``"team"``, the team's own key space (every member
+    #: spawned since 0.3), or ``"root"``: spawned by 0.2, whose conversation may still be the root
+    #: thread ``"{team}/{name}"`` until a worker or ``Team.upgrade`` moves it (``teams.upgrade``)
+    space: Literal["root", "team"] = "root"
 
 
 class Roster(Model):

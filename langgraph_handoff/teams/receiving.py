@@ -67,7 +67,10 @@ def plan_receive(
 ) -> Plan[Receipt | None]:
     """LIST member ``name``'s inbox; if anything is there, GET every message (and the member's
     root head, unless the caller passes the one it ``known``-s) in one round trip, and split them
-    into ready (at most ``limit``), done and held. None for an empty inbox."""
+    into ready (at most ``limit``), done and held. None for an empty inbox.
+
+    Runs on the team's store; ``saver`` is the team's member saver (``Team.member_saver``), whose
+    head sits under ``keys.team_members_prefix``."""
     listed = yield from plan_list(keys.team_inbox_prefix(team_id, name))
     if not listed:
         return None
@@ -76,7 +79,7 @@ def plan_receive(
     if known is not None:
         head, got = known.head, (yield Batch(ops))
     else:
-        got = yield Batch((Get(keys.head_key(thread, "")), *ops))
+        got = yield Batch((Get(keys.team_members_prefix(team_id) + keys.head_key(thread, "")), *ops))
         head = saver.heads.decode(got[0], thread).head
         got = got[1:]
     ack = AckState.of(head.meta if head is not None else None, thread)

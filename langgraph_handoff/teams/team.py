@@ -36,6 +36,7 @@ from langgraph_handoff.errors import (
     ConflictError,
     CorruptObjectError,
     InvalidInputError,
+    LangGraphHandoffError,
     MemberExistsError,
     PreconditionFailedError,
     UnknownOutcomeError,
@@ -61,6 +62,7 @@ from langgraph_handoff.teams.receiving import Receipt, plan_delete_ingested, pla
 from langgraph_handoff.teams.receiving import plan_list as _plan_list
 from langgraph_handoff.teams.requests import TeamRequests, check_wait
 from langgraph_handoff.teams.status import has_next
+from langgraph_handoff.teams.upgrade import MemberMove, plan_move_member
 from langgraph_handoff.teams.views import DeadLetter, InboxEntry, TeamViews, conversation_of, last_turn_inputs
 
 __all__ = ["DeadLetter", "InboxEntry", "Receipt", "Team"]
@@ -79,8 +81,10 @@ def _backoff(attempt: int) -> float:
 class Team(TeamViews, TeamRequests):
     """The roster and mailboxes of one team, on ``saver``'s store.
 
-    Each member is an ordinary LangGraph thread ``"{team_id}/{name}"`` (its memory across
-    activations); the roster and one create-only object per message live under ``teams/``.
+    Each member's conversation (its memory across activations) is the LangGraph thread
+    ``"{team_id}/{name}"`` of :attr:`member_saver`: a saver on the team's own key space
+    (``teams/{TM}/members/``), which no thread id passed to ``saver`` reaches. The roster and one
+    create-only object per message live under ``teams/`` too.
 
     >>> from langgraph_handoff import ObjectStoreSaver
     >>> team = Team(ObjectStoreSaver.from_url("memory://"), "release-42")
@@ -112,6 +116,7 @@ class Team(TeamViews, TeamRequests):
         self.saver = saver
         self.store = saver.store
         self.team_id = validate_name(team_id, "team id")
+        self.member_saver = saver.under(keys.team_members_prefix(self.team_id))
         #: how long ingested external message ids are remembered (see :mod:`teams.acks`)
         self.window = float(window)
         #: the hop budget of a conversation (:mod:`teams.chains`): messages further than this many
@@ -152,7 +157,7 @@ class Team(TeamViews, TeamRequests):
         name = validate_name(name)
         if not isinstance(role, str) or not role:
             raise InvalidInputError(f"spawn({name!r}) needs a role: the name of the graph that runs this member")
-        member = Member(name=name, role=role, description=description, spawned_at=self.clock())
+        member = Member(name=name, role=role, description=description, spawned_at=self.clock(), space="team")
 
         def decide(roster: Roster) -> Roster:
             if name in roster.members:
@@ -240,12 +245,54 @@ class Team(TeamViews, TeamRequests):
         the messages that step had ingested from the conversation, adds a note saying what was
         dropped and why, and sends the lead an event. Raises :class:`InvalidInputError` if the
         member is not failed or has no unfinished step."""
-        tup = self.saver.get_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
+        self.upgrade([validate_name(name)])  # a member of 0.2 has its unfinished step at the root until moved
+        tup = self.member_saver.get_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return self._run(self._plan_discard_step(name, reason, by, tup))
 
     async def adiscard(self, name: str, *, reason: str, by: str = "operator") -> Member:
-        tup = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id(validate_name(name))}})
+        await self.aupgrade([validate_name(name)])
+        tup = await self.member_saver.aget_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return await self._arun(self._plan_discard_step(name, reason, by, tup))
+
+    # -- moving conversations of 0.2 out of the user's thread ids (teams.upgrade) ---------------------
+    def _plan_upgrade(self, names: Sequence[str] | None) -> Plan[list[MemberMove]]:
+        roster = yield from self._plan_require()
+        for name in names or ():
+            if validate_name(name) not in roster.members:
+                raise UnknownRecipientError(self.team_id, name, roster.names())
+        moves: list[MemberMove] = []
+        for name in names if names is not None else roster.names():
+            if roster.members[name].space == "team":
+                continue
+            try:
+                moves.append((yield from plan_move_member(self, name)))
+            except LangGraphHandoffError as exc:  # one member's damage: reported, the others go on
+                log.error("team %s: could not move %r's conversation: %s", self.team_id, name, exc)
+                moves.append(MemberMove(name, "failed", detail=f"{type(exc).__name__}: {exc}"))
+        settled = {m.member for m in moves if m.settled}
+
+        def decide(roster: Roster) -> Roster | None:
+            changed = {n: m.model_copy(update={"space": "team"}) for n, m in roster.members.items()
+                       if n in settled and m.space != "team"}  # fmt: skip
+            return roster.model_copy(update={"members": {**roster.members, **changed}}) if changed else None
+
+        if settled:
+            yield from self._plan_change(decide)
+        return moves
+
+    def upgrade(self, names: Sequence[str] | None = None) -> list[MemberMove]:
+        """Move the conversations of members spawned by 0.2 (``Member.space == "root"``; default:
+        every such member, or those of ``names``) from the root thread ``"{team}/{name}"``, where
+        any user's thread id could reach them, into the team's space, and record the move on the
+        roster (:mod:`langgraph_handoff.teams.upgrade` has how, and why a kill or a worker of
+        the old release at any point loses nothing). Workers do it themselves for a member they
+        are about to take; this does it for all at once (``langgraph-handoff team upgrade``).
+        Idempotent. Returns one :class:`~langgraph_handoff.teams.upgrade.MemberMove` per member
+        considered: a member still served by a worker of the old release is ``"held"``."""
+        return self._run(self._plan_upgrade(names))
+
+    async def aupgrade(self, names: Sequence[str] | None = None) -> list[MemberMove]:
+        return await self._arun(self._plan_upgrade(names))
 
     def _remove(self, name: str) -> Plan[list[str]]:
         validate_name(name)
@@ -271,7 +318,7 @@ class Team(TeamViews, TeamRequests):
         if not listed:
             return moved
         thread = self.thread_id(name)
-        head, _ = yield from self.saver.heads.read(thread)
+        head, _ = yield from self._plan_member_head(name)
         ack = AckState.of(head.meta if head is not None else None, thread)
         for info in listed:
             roster, _ = yield from self._plan_roster()
@@ -500,12 +547,12 @@ class Team(TeamViews, TeamRequests):
         """What a consumer of ``name``'s inbox would ingest now (None: the inbox is empty): 1
         LIST, then 1 GET per message and the member's head in one round trip, split against the
         member's ack into ready (at most ``limit``), done and held. A consumer of your own ingests
-        ``ready`` in a turn whose saver carries :func:`~langgraph_handoff.teams.acks.ack_rider`, then
+        ``ready`` in a turn on :attr:`member_saver` carrying :func:`~langgraph_handoff.teams.acks.ack_rider`, then
         calls :meth:`delete_ingested`; :class:`TeamWorker` does all of it."""
-        return self._run(plan_receive(self.saver, self.team_id, validate_name(name), limit))
+        return self._run(plan_receive(self.member_saver, self.team_id, validate_name(name), limit))
 
     async def areceive(self, name: str, *, limit: int | None = None) -> Receipt | None:
-        return await self._arun(plan_receive(self.saver, self.team_id, validate_name(name), limit))
+        return await self._arun(plan_receive(self.member_saver, self.team_id, validate_name(name), limit))
 
     def delete_ingested(self, name: str, messages: Sequence[Message]) -> None:
         """Delete messages ``name`` ingested: only ever after the checkpoint recording them (and

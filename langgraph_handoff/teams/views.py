@@ -123,7 +123,7 @@ class TeamViews(TeamCore):
     # -- inboxes and dead letters -------------------------------------------------------------------
     def _inbox(self, name: str) -> Plan[list[InboxEntry]]:
         validate_name(name)
-        receipt = yield from plan_receive(self.saver, self.team_id, name)
+        receipt = yield from plan_receive(self.member_saver, self.team_id, name)
         if receipt is None:
             return []
         sel = receipt.selection
@@ -181,8 +181,10 @@ class TeamViews(TeamCore):
         out = []
         for name in roster.names():
             thread = self.thread_id(name)
-            head, _ = driver.run(self.store, self.saver.heads.read(thread))
-            tup = self.saver.get_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
+            head, _ = driver.run(self.store, self._plan_member_head(name))
+            tup = (
+                self.member_saver.get_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
+            )
             pending = len(driver.run(self.store, plan_list(keys.team_inbox_prefix(self.team_id, name))))
             out.append(self._derive(roster.members[name], head, tup, pending))
         return out
@@ -192,9 +194,11 @@ class TeamViews(TeamCore):
         out = []
         for name in roster.names():
             thread = self.thread_id(name)
-            head, _ = await driver.arun(self.store, self.saver.heads.read(thread))
+            head, _ = await driver.arun(self.store, self._plan_member_head(name))
             tup = (
-                await self.saver.aget_tuple({"configurable": {"thread_id": thread}}) if head and head.records else None
+                await self.member_saver.aget_tuple({"configurable": {"thread_id": thread}})
+                if head and head.records
+                else None
             )
             pending = len(await driver.arun(self.store, plan_list(keys.team_inbox_prefix(self.team_id, name))))
             out.append(self._derive(roster.members[name], head, tup, pending))
@@ -228,10 +232,10 @@ class TeamViews(TeamCore):
         ()
         """
         self._run(self._plan_check(name))
-        tup = self.saver.get_tuple({"configurable": {"thread_id": self.thread_id(name)}})
+        tup = self.member_saver.get_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return conversation_of(name, tup)
 
     async def aconversation(self, name: str) -> Conversation:
         await self._arun(self._plan_check(name))
-        tup = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id(name)}})
+        tup = await self.member_saver.aget_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return conversation_of(name, tup)

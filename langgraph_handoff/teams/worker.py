@@ -135,7 +135,7 @@ class TeamWorker(SessionWorker):
     2
     >>> worker.step()
     0
-    >>> lead = team.saver.get_tuple({"configurable": {"thread_id": "t/lead"}})
+    >>> lead = team.member_saver.get_tuple({"configurable": {"thread_id": "t/lead"}})
     >>> [m.content.splitlines()[-1] for m in lead.checkpoint["channel_values"]["messages"]]
     ['got: ping', 'got: got: ping']
     >>> worker.stop()
@@ -165,7 +165,8 @@ class TeamWorker(SessionWorker):
             raise InvalidInputError(f"TeamWorker(poll={poll!r}, max_poll={max_poll!r}): need 0 < poll <= max_poll")
         if capacity is not None and (not isinstance(capacity, int) or capacity < 1):
             raise InvalidInputError(f"TeamWorker(capacity={capacity!r}): use None or an integer of at least 1")
-        super().__init__(SessionManager(team.saver, clock=team.clock), owner, self._no_build, ttl=ttl,
+        # the members' conversations, leases and acks live in the team's own space (teams.core)
+        super().__init__(SessionManager(team.member_saver, clock=team.clock), owner, self._no_build, ttl=ttl,
                          heartbeat=heartbeat)  # fmt: skip
         self.team = team
         self.builds = dict(builds)
@@ -265,6 +266,8 @@ class TeamWorker(SessionWorker):
                 continue
             if self.capacity is not None and len(held) >= self.capacity and not self._left_unserved(name, now):
                 continue
+            if member.space != "team" and not self._moved(name, now):
+                continue
             if member.state == "stop_requested":
                 if self._shut.get(name) == roster.nonce:
                     continue
@@ -287,6 +290,30 @@ class TeamWorker(SessionWorker):
             self._hold(lease)
             self._fresh.add(name)
             held.add(thread)
+
+    def _moved(self, name: str, now: float) -> bool:
+        """Move the conversation of a member spawned by 0.2 into the team's space before taking
+        it (``teams.upgrade``): False while a worker of the old release still serves it (looked
+        at again as a held lease would be), or when the move failed (logged; retried after a
+        lease's time)."""
+        try:
+            moves = self.team.upgrade([name])
+        except Exception as exc:  # noqa: BLE001 - the store is down, or the member went: next step
+            log.warning("%s: could not move %r's conversation: %s: %s", self.owner, name, type(exc).__name__, exc)
+            self._skip_until[name] = now + self.ttl
+            return False
+        move = next((m for m in moves if m.member == name), None)
+        if move is None or move.settled:
+            return True
+        if move.outcome == "conflict":
+            log.error("%s: team %s: %s", self.owner, self.team.team_id, move.detail)
+            return True  # the member's conversation in the team's space is the one it has been running
+        if move.outcome == "held":
+            log.info("%s: %r is served by %r (an older release) until it stops", self.owner, name, move.held_by)
+            self._skip_until[name] = min(move.until or now, now + self.ttl / 3)
+        else:
+            self._skip_until[name] = now + self.ttl
+        return False
 
     def _left_unserved(self, name: str, now: float) -> bool:
         """At capacity: has ``name`` had messages waiting, with no live lease, for ``2 * max_poll``
@@ -362,7 +389,8 @@ class TeamWorker(SessionWorker):
                     self._discard_step(member, graph, cfg, state)
                     self._settled(thread_id)
                     return None
-                count = self._run(plan_count_resume(self.team.saver, thread_id, lease.epoch, cid))
+                plan = plan_count_resume(self.team.member_saver, thread_id, lease.epoch, cid)
+                count = self._run(driver.under(self.team.members_prefix, plan))
                 if count > self.max_failures:
                     raise PoisonStepError(
                         f"{count - 1} attempts to finish step {cid} of {name!r} did not complete "
@@ -440,9 +468,10 @@ class TeamWorker(SessionWorker):
         waiting = name in self._waiting
         # a paused member looks for the answer among everything pending, not just one batch
         # the lease holder knows the member's head from its own last write: no head GET
-        known = self.team.saver.heads.remembered(thread)
+        known = self.team.member_saver.heads.remembered(thread)
         limit = None if waiting else self.batch
-        receipt = self._run(receiving.plan_receive(self.team.saver, self.team.team_id, name, limit, known=known))
+        receipt = self._run(receiving.plan_receive(self.team.member_saver, self.team.team_id, name, limit,
+                                                   known=known))  # fmt: skip
         ingested = 0
         if receipt is not None:
             sel = receipt.selection

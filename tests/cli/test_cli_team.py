@@ -64,3 +64,66 @@ def test_a_missing_team_or_member_exits_non_zero_and_says_so(tmp_path: Path, com
     assert no_member.returncode == 2 and "no member 'alcie'. Valid recipients: lead" in no_member.stderr
     status = cli("team", "status", url, "nope")
     assert status.returncode == 2 and "no team 'nope'" in status.stderr
+
+
+@pytest.mark.heavy
+def test_team_upgrade_moves_a_0_2_store_and_team_reads_the_members(tmp_path: Path) -> None:
+    from langgraph_handoff.ownership import SessionManager
+    from tests.teams.test_team_upgrade import unpack
+
+    root = tmp_path / "store"
+    unpack(root)
+    url = f"file://{root}"
+    sessions = SessionManager(ObjectStoreSaver.from_url(url))
+    old = sessions.acquire("support/alice", "old-worker", 600, force=True)  # a worker of 0.2, alive
+    first = cli("team", "upgrade", url)
+    assert first.returncode == 1, first.stderr
+    lines = first.stdout.splitlines()
+    assert "support/alice: held: a worker of an older release ('old-worker') serves it" in lines[0]
+    assert lines[1:] == [
+        "support/bob: moved (6 objects)", "support/carol: nothing to move", "support/lead: moved (3 objects)"
+    ]  # fmt: skip
+    sessions.release(old)  # it stopped
+    again = cli("team", "upgrade", url, "support", "--json")
+    assert again.returncode == 0, again.stderr
+    [row] = [json.loads(x) for x in again.stdout.splitlines()]
+    assert (row["team"], row["member"], row["outcome"], row["copied"]) == ("support", "alice", "moved", 20)
+    assert cli("team", "upgrade", url).stdout.strip() == "support: nothing to upgrade"
+
+    assert [x.split("\t")[0] for x in cli("threads", url).stdout.splitlines()] == ["chat-1"]
+    members = cli("threads", url, "--team", "support")
+    assert [x.split("\t")[0] for x in members.stdout.splitlines()] == ["support/alice", "support/bob", "support/lead"]
+    history = cli("history", url, "support/alice", "--team", "support", "--limit", "1", "--json")
+    assert history.returncode == 0 and len(history.stdout.splitlines()) == 1
+    assert cli("history", url, "support/alice").returncode == 2  # not one of the store's threads
+    verify = cli("verify", url, "--json")
+    assert (
+        verify.returncode == 0 and json.loads(verify.stdout)["heads"] == 5 + 4
+    )  # chat-1, 4 retired; alice, bob x2, lead
+    sessions_out = cli("sessions", url)
+    assert "support/alice\tretired\towner moved to teams/support/members/" in sessions_out.stdout
+
+
+@pytest.mark.heavy
+def test_damage_in_a_members_thread_names_the_team_in_the_next_step(tmp_path: Path) -> None:
+    """The same thread id among the store's own threads is another thread: a repair suggested
+    for a member's damaged head must not delete that one."""
+    url = f"file://{tmp_path / 'store'}"
+    saver = ObjectStoreSaver.from_url(url)
+    team = Team(saver, "crew")
+    team.spawn("alice", role="echo")
+    team.send("alice", "hi", sender="ops")
+    worker = TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False)
+    assert worker.step() == 1
+    worker.stop()
+    echo_build(saver).invoke({"messages": [("user", "mine")]}, {"configurable": {"thread_id": "crew/alice"}})
+    key = "teams/crew/members/heads/crew%2falice/="
+    saver.store.put(key, saver.store.get(key).body[:-4])  # type: ignore[union-attr]
+    read = cli("show", url, "crew/alice", "--team", "crew")
+    assert read.returncode == 2
+    assert "`langgraph-handoff delete file://" in read.stderr and "crew/alice --yes --force --team crew`" in read.stderr
+    gone = cli("delete", url, "crew/alice", "--yes", "--force", "--team", "crew")
+    assert gone.returncode == 0, gone.stderr
+    assert team.conversation("alice").messages == ()
+    users = saver.get_tuple({"configurable": {"thread_id": "crew/alice"}})
+    assert users is not None and users.checkpoint["channel_values"]["messages"][0].content == "mine"

@@ -191,10 +191,10 @@ def _write_through_the_owners(store: Any) -> None:
     worker = TeamWorker(team, "worker-a", {"echo": _echo}, members=["bob"])
     worker.step()
     bob = worker.lease_for(team.thread_id("bob"))
-    tup = team.saver.get_tuple(_cfg(team.thread_id("bob")))
+    tup = team.member_saver.get_tuple(_cfg(team.thread_id("bob")))
     assert tup is not None
     cid = tup.config["configurable"]["checkpoint_id"]
-    driver.run(store, plan_count_resume(team.saver, team.thread_id("bob"), bob.epoch, cid))
+    driver.run(team.member_saver.store, plan_count_resume(team.member_saver, team.thread_id("bob"), bob.epoch, cid))
 
 
 #: maps keyed by ids that differ from run to run (a team ack's message ids and streams)
@@ -225,6 +225,12 @@ def test_the_owners_write_what_the_dicts_writers_wrote(stored: dict[str, bytes])
     store = MemoryStore()
     _write_through_the_owners(store)
     now = {_which(i.key): _unpacked(store.get(i.key).body, i.key) for i in store.list("heads/")}  # type: ignore[union-attr]
+    # a team member's head is in its team's space now, with the same metadata as when it was at the root
+    members = "teams/crew/members/"
+    for info in store.list(members + "heads/"):
+        obj = store.get(info.key)
+        assert obj is not None
+        now[_which(info.key[len(members) :])] = _unpacked(obj.body, info.key)
     before = {_which(k): _unpacked(data, k) for k, data in stored.items() if _which(k)[0] not in CRAFTED}
     assert sorted(now) == sorted(before)
     for which, head in before.items():

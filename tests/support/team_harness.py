@@ -69,7 +69,7 @@ def point_of(kind: str, key: str) -> str | None:
         return "inbox_list"
     if kind == "GET" and "/inbox/" in key:
         return "message_get"
-    if kind == "PUT" and key.startswith("heads/"):
+    if kind == "PUT" and "/members/heads/" in key:  # a member's head, in its team's space
         return "head_cas"
     if kind == "DELETE_MANY":
         return "discard"
@@ -253,7 +253,7 @@ def progress(saver: ObjectStoreSaver, team: Team, rounds: int) -> tuple[int, set
 
 
 def conversation(saver: ObjectStoreSaver, team: Team, name: str) -> list[BaseMessage]:
-    tup = saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
+    tup = team.member_saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
     return list(tup.checkpoint["channel_values"].get("messages", [])) if tup is not None else []
 
 
@@ -471,7 +471,7 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
 def _lease(saver: ObjectStoreSaver, team: Team, name: str) -> Any:
     from langgraph_handoff.ownership import SessionManager
 
-    return SessionManager(saver).get(team.thread_id(name))
+    return SessionManager(team.member_saver).get(team.thread_id(name))
 
 
 def main() -> int:
@@ -551,7 +551,7 @@ def matrix_consumer(spec: dict[str, Any], team_id: str, members: list[str], seed
                 continue
             thread = team.thread_id(name)
             rider = ack_rider(thread, ready, _secrets.token_hex(8), team.clock(), team.window)
-            graph = echo_build(saver.with_head_rider(thread, rider))
+            graph = echo_build(team.member_saver.with_head_rider(thread, rider))
             try:
                 graph.invoke({"messages": [m.as_human_message() for m in ready]},
                              {"configurable": {"thread_id": thread}}, durability="sync")  # fmt: skip

@@ -56,7 +56,7 @@ def agent_build(
 
 
 def conversation(saver: ObjectStoreSaver, team: Team, name: str) -> list[BaseMessage]:
-    tup = saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
+    tup = team.member_saver.get_tuple({"configurable": {"thread_id": team.thread_id(name)}})
     return list(tup.checkpoint["channel_values"].get("messages", [])) if tup is not None else []
 
 

@@ -31,7 +31,7 @@ class PauseAfterFirstRootPut(InterceptingStore):
     checkpoint, acked), until ``go`` is set."""
 
     def __init__(self, inner: Any, thread: str) -> None:
-        self.inner, self.key = inner, keys.head_key(thread, "")
+        self.inner, self.key = inner, keys.team_members_prefix(thread.split("/")[0]) + keys.head_key(thread, "")
         self.paused, self.go = threading.Event(), threading.Event()
         self.puts = 0
 
@@ -54,7 +54,7 @@ def _turn(team: Team, name: str) -> tuple[str, list[str]]:
     ready = receipt.selection.ready
     thread = team.thread_id(name)
     rider = ack_rider(thread, ready, secrets.token_hex(8), team.clock(), team.window)
-    graph = echo_build(team.saver.with_head_rider(thread, rider))
+    graph = echo_build(team.member_saver.with_head_rider(thread, rider))
     try:
         graph.invoke({"messages": [m.as_human_message() for m in ready]}, {"configurable": {"thread_id": thread}},
                      durability="sync")  # fmt: skip
@@ -108,7 +108,7 @@ def test_an_input_left_by_a_dead_consumer_is_finished_first_then_new_input_goes_
     b_team = Team(ObjectStoreSaver(saver.store), "t")
     assert _turn(b_team, "r1") == ("StaleWriterError", [m2.id])
     cfg = {"configurable": {"thread_id": "t/r1"}}
-    plain = echo_build(b_team.saver)
+    plain = echo_build(b_team.member_saver)
     assert plain.get_state(cfg).tasks  # A's half-done turn
     plain.invoke(None, cfg, durability="sync")
     assert ingested_ids(saver, team, "r1") == [m1.id]

@@ -203,13 +203,13 @@ class FailThirdHeadPut(InterceptingStore):
 def test_conversation_reads_a_member_from_its_first_checkpoint() -> None:
     """Reported: a poller that read ``channel_values["messages"]`` raised KeyError on a member's
     first checkpoint, which holds the ingested messages as input that has not run."""
-    store = FailThirdHeadPut(MemoryStore(), "heads/t%2falice/=")
+    store = FailThirdHeadPut(MemoryStore(), "teams/t/members/heads/t%2falice/=")
     team = make_team(store)
     team.spawn("alice", role="echo")
     assert team.conversation("alice") == Conversation("alice", (), None)
     msg = team.send("alice", "hi", sender="ops")
     TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False, heartbeat=3600).step()  # no renewal PUT
-    tup = team.saver.get_tuple({"configurable": {"thread_id": "t/alice"}})
+    tup = team.member_saver.get_tuple({"configurable": {"thread_id": "t/alice"}})
     assert "messages" not in tup.checkpoint["channel_values"]  # what the reported poller tripped on
     convo = team.conversation("alice")
     assert isinstance(convo, Conversation) and convo.unrun == 1 and convo.final_answer is None

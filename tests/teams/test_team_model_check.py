@@ -213,7 +213,7 @@ def run_schedule(seed: int, *, leases: bool) -> dict[str, Any]:
             while not stop.is_set():
                 for r in RECIPIENTS:
                     cfg = {"configurable": {"thread_id": team.thread_id(r)}}
-                    plain = echo_build(team.saver)
+                    plain = echo_build(team.member_saver)
                     if plain.get_state(cfg).tasks:  # a turn a dead consumer left half done
                         with contextlib.suppress(StaleWriterError):
                             plain.invoke(None, cfg, durability="sync")
@@ -227,7 +227,7 @@ def run_schedule(seed: int, *, leases: bool) -> dict[str, Any]:
                         continue
                     thread = team.thread_id(r)
                     rider = ack_rider(thread, ready, f"{name}-{rng.random()}", clock(), team.window)
-                    graph = echo_build(team.saver.with_head_rider(thread, rider))
+                    graph = echo_build(team.member_saver.with_head_rider(thread, rider))
                     try:
                         graph.invoke({"messages": [m.as_human_message() for m in ready]},
                                      {"configurable": {"thread_id": thread}}, durability="sync")  # fmt: skip
@@ -270,7 +270,7 @@ def _quiet(store: StoreBase) -> bool:
     """Nothing left to ingest, and no member in the middle of a step (read past the gates)."""
     if any(True for _ in store.list("teams/mc/inbox/")):
         return False
-    saver = ObjectStoreSaver(store)
+    saver = ObjectStoreSaver(store).under("teams/mc/members/")
     for r in RECIPIENTS:
         tup = saver.get_tuple({"configurable": {"thread_id": f"mc/{r}"}})
         if tup is not None and any(
@@ -297,7 +297,7 @@ def check(saver: ObjectStoreSaver, attempted: dict[str, list[str]], returned: di
             assert seen == [i for i in order if i in seen], f"{r}: {s} out of order"
     from langgraph_handoff.ownership import SessionManager
 
-    leases = [SessionManager(saver).get(f"mc/{r}") for r in RECIPIENTS]
+    leases = [SessionManager(team.member_saver).get(f"mc/{r}") for r in RECIPIENTS]
     changes = sum(lease.epoch - 1 for lease in leases if lease is not None)
     return {"ops": sched.ops, "crashes": len(sched.crashes), "ingested": len(ids), "owner_changes": changes}
 

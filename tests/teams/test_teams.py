@@ -205,7 +205,7 @@ def test_messages_enter_the_conversation_with_provenance_and_the_ack_rides_the_c
     assert human[1].content == f"[message from lead (#{second.id}, reply to #{first.id})]\nand add one"
     assert human[1].additional_kwargs["team_message"]["id"] == second.id
     assert convo[-1].content == "ack and add one"  # one turn for the batch
-    head = saver.heads.decode(store.get(head_key("t/alice", "")), "t/alice", "")[0]
+    head = team.member_saver.heads.decode(store.get("teams/t/members/" + head_key("t/alice", "")), "t/alice", "")[0]
     assert set(AckState.of(head.meta, "t/alice").recent) == {first.id, second.id}
     assert team.inbox("alice", all=True) == []  # deleted after the commit
     assert worker.step() == 0
@@ -246,7 +246,7 @@ def test_a_turn_whose_checkpoint_fails_acks_nothing_and_loses_nothing() -> None:
         fail = True
 
         def put(self, key: str, body: bytes, **kw: Any) -> str:
-            if self.fail and key == head_key("t/alice", "") and kw.get("if_match"):
+            if self.fail and key == "teams/t/members/" + head_key("t/alice", "") and kw.get("if_match"):
                 raise OSError("disk full")
             return super().put(key, body, **kw)
 
@@ -295,7 +295,7 @@ def test_two_consumers_without_leases_never_ingest_one_message_twice() -> None:
     released together by a barrier. The head CAS admits one; the other's put is refused."""
     saver, team = make_team()
     team.spawn("alice", role="echo")
-    graph0 = echo_build(saver)
+    graph0 = echo_build(team.member_saver)
     graph0.invoke({"messages": [("user", "start")]}, {"configurable": {"thread_id": "t/alice"}}, durability="sync")
     msgs = [team.send("alice", f"m{i}", sender="ops") for i in range(3)]
     receipts = [team.receive("alice") for _ in range(2)]
@@ -305,7 +305,7 @@ def test_two_consumers_without_leases_never_ingest_one_message_twice() -> None:
     def consume(i: int) -> None:
         ready = receipts[i].selection.ready
         rider = ack_rider("t/alice", ready, f"turn-{i}", 0.0)
-        graph = echo_build(ObjectStoreSaver(saver.store).with_head_rider("t/alice", rider))
+        graph = echo_build(saver.under("teams/t/members/").with_head_rider("t/alice", rider))
         barrier.wait()
         try:
             graph.invoke({"messages": [m.as_human_message() for m in ready]},
@@ -384,7 +384,7 @@ def test_a_fenced_worker_can_neither_ack_nor_deliver() -> None:
     zombie = TeamWorker(team, "zombie", builds, members=["alice"])
     zombie.step()
     # the zombie stalls; another worker takes alice over by force (an operator, or after expiry)
-    SessionManager(saver, clock=clock).acquire("t/alice", "other", 30, force=True)
+    SessionManager(team.member_saver, clock=clock).acquire("t/alice", "other", 30, force=True)
     msg = team.send("alice", "please report", sender="lead")
     assert zombie.step() == 0  # its turn's first put is refused: nothing acked
     assert ingested_ids(saver, team, "alice") == [] and [m.id for m in team.inbox("alice")] == [msg.id]
@@ -405,7 +405,7 @@ def test_a_dead_workers_members_are_picked_up_after_the_lease_expires() -> None:
     clock.now += 31
     assert survivor.step() == 1
     assert ingested_ids(saver, team, "alice") == [msg.id]
-    assert SessionManager(saver, clock=clock).get("t/alice").owner == "survivor"
+    assert SessionManager(team.member_saver, clock=clock).get("t/alice").owner == "survivor"
 
 
 # -- agents: outbox, tools, auto-reply -------------------------------------------------------------
@@ -737,7 +737,7 @@ def test_stop_hands_members_over_and_another_worker_accepts() -> None:
     msg = team.send("alice", "still there?", sender="ops")
     b = TeamWorker(team, "b", {"echo": echo_build}, auto_reply=False)
     assert b.step() == 1  # accepted the transfer (epoch 2) and ingested
-    lease = SessionManager(saver).get("t/alice")
+    lease = SessionManager(team.member_saver).get("t/alice")
     assert (lease.owner, lease.epoch, lease.via) == ("b", 2, "transfer")
     assert ingested_ids(saver, team, "alice") == [msg.id]
 

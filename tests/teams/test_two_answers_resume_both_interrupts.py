@@ -52,5 +52,5 @@ def test_two_answers_resume_both_interrupts():
         team.send("carol", "yes " + r.content[-2], sender="lead", reply_to=r.id)
     for _ in range(4):
         w.step()
-    state = saver.get_tuple({"configurable": {"thread_id": "t/carol"}}).checkpoint["channel_values"]
+    state = team.member_saver.get_tuple({"configurable": {"thread_id": "t/carol"}}).checkpoint["channel_values"]
     assert sorted(state.get("done", [])) == ["a:yes A", "b:yes B"], (state.get("done"), w._waiting)

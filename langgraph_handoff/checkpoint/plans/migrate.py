@@ -78,6 +78,9 @@ class ThreadMigration:
     error: str | None = None
     #: the objects of the thread that could not be read (it failed on the first; left as it was)
     damaged: list[DamagedObject] = field(default_factory=list)
+    #: where the thread lives: ``""`` for the store's root, ``"teams/{TM}/members/"`` for the
+    #: members of an agent team (``ObjectStoreSaver.under``)
+    space: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
