@@ -48,6 +48,8 @@ from langgraph_handoff.errors import (
     LeaseHeldError,
     MessageIngestedError,
     OwnershipLostError,
+    StoreUnavailableError,
+    UnknownOutcomeError,
 )
 from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.ownership.lease import Lease
@@ -100,6 +102,41 @@ def plan_count_resume(saver: ObjectStoreSaver, thread_id: str, epoch: int, check
 RoleFactory = Callable[..., Any]
 #: members a worker takes on its own before it leaves the rest to other workers (see ``capacity``)
 DEFAULT_CAPACITY = 4
+
+
+#: what a store raises when it is failing or unreachable, rather than refusing on purpose: a
+#: worker waits it out instead of dying or blaming the message it was running
+OUTAGES: tuple[type[Exception], ...] = (StoreUnavailableError, UnknownOutcomeError)
+#: the longest a worker waits between two tries while the store is failing (seconds)
+MAX_OUTAGE_BACKOFF = 30.0
+
+
+class _Pacer:
+    """The waits of a worker's loop (shared by ``run`` and ``arun``): idle steps back off from
+    ``poll`` to ``max_poll``; a store outage backs off from ``poll`` to
+    :data:`MAX_OUTAGE_BACKOFF`, logged once when it starts and every tenth try after."""
+
+    def __init__(self, poll: float, max_poll: float) -> None:
+        self.poll, self.max_poll = poll, max_poll
+        self.delay = poll
+        self.failing = 0
+
+    def after(self, busy: int) -> float:
+        """The wait after a step that worked; 0 when it was busy."""
+        if self.failing:
+            log.warning("the store answers again after %d failed steps", self.failing)
+            self.failing = 0
+        self.delay = self.poll if busy else min(self.delay * 2, self.max_poll)
+        return 0.0 if busy else self.delay
+
+    def outage(self, owner: str, exc: Exception) -> float:
+        """The wait after a step the store failed."""
+        self.failing += 1
+        wait: float = min(self.poll * 2.0 ** min(self.failing - 1, 20), MAX_OUTAGE_BACKOFF)
+        if self.failing == 1 or self.failing % 10 == 0:
+            log.warning("%s: the store is failing (%d steps so far), retrying in %.1f s: %s: %s",
+                        owner, self.failing, wait, type(exc).__name__, exc)  # fmt: skip
+        return wait
 
 
 class TeamWorker(SessionWorker):
@@ -368,6 +405,8 @@ class TeamWorker(SessionWorker):
                         self.leases.pop(thread, None)
                 except MessageIngestedError as exc:
                     log.warning("%s: %s", self.owner, exc)  # another consumer had them: nothing lost
+                except OUTAGES as exc:
+                    self._outage_in_turn(member, thread, exc)
                 except Exception as exc:  # noqa: BLE001 - a failing turn must not stop the other members
                     self._failed_turn(member, thread, exc)
             return total
@@ -419,6 +458,16 @@ class TeamWorker(SessionWorker):
             self.team.send(lead, f"{member.name}: {note.content}", sender=member.name, kind="event",
                            idempotency_key=f"discarded:{record.get('checkpoint')}",
                            data={"event": "step_discarded", **record})  # fmt: skip
+
+    def _outage_in_turn(self, member: Member, thread: str, exc: Exception) -> None:
+        """The store failed during a member's turn (or its clean-up): not the message's fault, so
+        it counts toward no failure. The next step settles what was committed (a committed turn
+        is never run again: its ack rides the checkpoint) and retries the rest."""
+        log.warning("%s: the store failed during the turn of %r (retried at the next step): %s: %s",
+                    self.owner, member.name, type(exc).__name__, exc)  # fmt: skip
+        with self._lock:
+            self._unsettled.add(thread)
+        self._fresh.add(member.name)
 
     def _failed_turn(self, member: Member, thread: str, exc: Exception) -> None:
         """Count a failed turn. The next step finishes the failed step first and then pays and
@@ -619,12 +668,21 @@ class TeamWorker(SessionWorker):
     # -- loops -------------------------------------------------------------------------------------------
     def run(self, *, until: Callable[[], bool] | None = None) -> list[str]:
         """Step until :meth:`stop` or ``SIGTERM`` (inside :meth:`handle_sigterm`) or ``until()``;
-        idle steps back off from ``poll`` to ``max_poll``. Then hands the members over."""
-        delay = self.poll
+        idle steps back off from ``poll`` to ``max_poll``. Then hands the members over.
+
+        An outage never ends it: a step the store fails (``StoreUnavailableError``, an unknown
+        outcome) is logged and tried again after a back-off doubling from ``poll`` to
+        :data:`MAX_OUTAGE_BACKOFF`, and the worker picks up where it was when the store answers
+        again (``tests/teams/test_worker_outages.py``)."""
+        pacer = _Pacer(self.poll, self.max_poll)
         while not self.stopping and not (until is not None and until()):
-            busy = self.step()
-            delay = self.poll if busy else min(delay * 2, self.max_poll)
-            if not busy:
+            try:
+                busy = self.step()
+            except OUTAGES as exc:
+                self._stopping.wait(pacer.outage(self.owner, exc))
+                continue
+            delay = pacer.after(busy)
+            if delay:
                 self._stopping.wait(delay)
         return self.stop() if not self._handed else []
 
@@ -634,11 +692,15 @@ class TeamWorker(SessionWorker):
 
     async def arun(self, *, until: Callable[[], bool] | None = None) -> list[str]:
         """Async twin of :meth:`run`: steps in a worker thread, sleeps on the event loop."""
-        delay = self.poll
+        pacer = _Pacer(self.poll, self.max_poll)
         while not self.stopping and not (until is not None and until()):
-            busy = await self.astep()
-            delay = self.poll if busy else min(delay * 2, self.max_poll)
-            if not busy:
+            try:
+                busy = await self.astep()
+            except OUTAGES as exc:
+                await asyncio.sleep(pacer.outage(self.owner, exc))
+                continue
+            delay = pacer.after(busy)
+            if delay:
                 await asyncio.sleep(delay)
         return self.stop() if not self._handed else []
 
