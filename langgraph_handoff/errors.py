@@ -141,6 +141,16 @@ class StaleWriterError(ConflictError):
     namespace any more, typically because another worker resumed the same thread and committed
     first. The losing run's step is *not* stored, so the thread never forks silently.
 
+    What the run left behind: this step is never stored, but the run's earlier steps may be.
+    With ``durability="sync"`` or ``"async"`` a run commits its input checkpoint before its first
+    step runs, and another run that started later may have extended it (so the other run's turn
+    answers this run's input too). :attr:`committed` lists the checkpoints of this run that are in
+    the thread (oldest first; found by the run id each put records), and :attr:`input_in_thread`
+    says whether anything of it is there. So a caller retries without sending a user message
+    twice: when ``input_in_thread``, the input is already in the conversation (reload it, and
+    ``invoke(None, config)`` if it still waits to be answered); otherwise nothing of this run is
+    there, and sending the same input again is safe.
+
     What to do: stop this run; reload the thread (``graph.get_state(config)``) and decide whether to
     resume from what the winner stored.
     """
@@ -154,20 +164,34 @@ class StaleWriterError(ConflictError):
         latest: str | None,
         checkpoint_id: str,
         reason: str = "",
+        committed: tuple[str, ...] = (),
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.expected_parent = expected_parent
         self.latest = latest
         self.checkpoint_id = checkpoint_id
+        #: this run's checkpoints that are in the thread (oldest first): what it left behind
+        self.committed = committed
         where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
         detail = reason or (
             f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint is now {latest!r}"
         )
+        behind = (
+            f"This run's earlier checkpoints {list(committed)!r} are in the thread (its input with them): "
+            "do not send it again"
+            if committed
+            else "Nothing of this run is in the thread"
+        )
         super().__init__(
-            f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. "
+            f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. {behind}. "
             "Another run committed first; reload the thread state and resume from it."
         )
+
+    @property
+    def input_in_thread(self) -> bool:
+        """Whether this run left checkpoints (its input among them) in the thread."""
+        return bool(self.committed)
 
 
 class OwnershipLostError(StaleWriterError):

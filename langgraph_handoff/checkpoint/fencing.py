@@ -91,6 +91,10 @@ class PutIntent:
     #: the writer carries a head rider (``with_head_rider``): its new input may not discard an
     #: input that is stored and has not run (whatever rode with that input would be lost)
     keeps_pending_input: bool = False
+    #: the run making this put (its metadata's ``run_id``): a refusal names what it left behind
+    run_id: str | None = None
+    #: the checkpoints this run put in this process (``checkpoint.runs``), for runs without an id
+    own: frozenset[str] = frozenset()
 
     @property
     def continues_lineage(self) -> bool:
@@ -133,7 +137,7 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
         existing = head.records[cid]
         if not intent.continues_lineage or existing.parent == intent.parent_id:
             return None  # idempotent re-put / upsert of the same checkpoint
-        return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent")
+        return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent", head)
     if intent.continues_lineage:
         if head is None and intent.parent_id is not None and swept_at is not None:
             return ThreadExpiredError(
@@ -155,6 +159,7 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
                     f"checkpoint {intent.parent_id!r} holds input that has not run yet (another turn's, "
                     "which died or is still running): new input would discard it; finish it first "
                     "(invoke(None))",
+                    head,
                 )
     if latest is not None and cid < latest:
         return CheckpointOrderError(intent.thread_id, intent.checkpoint_ns, cid, latest)
@@ -171,6 +176,7 @@ def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) 
                 latest,
                 "this run started from an empty thread, but another run created it meanwhile "
                 f"(latest checkpoint {latest!r})",
+                head,
             )
         return None
     if head is None:
@@ -181,11 +187,11 @@ def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) 
             "checkpoints any more (deleted or pruned by someone else)",
         )
     if latest != intent.parent_id:
-        return _stale(intent, latest)
+        return _stale(intent, latest, head=head)
     return None
 
 
-def _stale(intent: PutIntent, latest: str | None, reason: str = "") -> StaleWriterError:
+def _stale(intent: PutIntent, latest: str | None, reason: str = "", head: Head | None = None) -> StaleWriterError:
     return StaleWriterError(
         intent.thread_id,
         intent.checkpoint_ns,
@@ -193,7 +199,33 @@ def _stale(intent: PutIntent, latest: str | None, reason: str = "") -> StaleWrit
         latest=latest,
         checkpoint_id=intent.checkpoint_id,
         reason=reason,
+        committed=left_behind(head, intent),
     )
+
+
+def left_behind(head: Head | None, intent: PutIntent) -> tuple[str, ...]:
+    """The checkpoints of the refused put's run that are in ``head`` (oldest first): its parent
+    and the parent's ancestors as long as the record says the same run wrote them.
+
+    >>> left_behind(None, PutIntent("t", "", "c3", parent_id="c2", source="loop", run_id="r1"))
+    ()
+    """
+    if head is None or (intent.run_id is None and not intent.own):
+        return ()
+    found: list[str] = []
+    cid = intent.parent_id
+    while cid is not None and cid not in found:
+        record = head.records.get(cid)
+        if record is None:
+            break
+        by_id = (
+            intent.run_id is not None and record.bookkeeping is not None and record.bookkeeping.run_id == intent.run_id
+        )
+        if not by_id and cid not in intent.own:
+            break
+        found.append(cid)
+        cid = record.parent
+    return tuple(reversed(found))
 
 
 def write_refusal(meta: HeadMeta, epoch: int) -> str | None:

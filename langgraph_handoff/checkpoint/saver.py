@@ -35,6 +35,7 @@ from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
+from langgraph_handoff.checkpoint.runs import RunLedger
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
 from langgraph_handoff.checkpoint.ttl import (
@@ -148,6 +149,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self.store = signed_store(store, signing_key)
         self.layout = layout or Layout()
         self._cache = HeadCache(cache_size, cache_bytes)
+        self._runs = RunLedger()
         self._cache_limits = (cache_size, cache_bytes)
 
     def __repr__(self) -> str:

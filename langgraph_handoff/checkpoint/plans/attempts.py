@@ -11,6 +11,7 @@ tuning ``max_attempts`` during a network partition; it ends in
 Ceph RGW answers some lost races with HTTP 500 (an unknown outcome): such an attempt counts as
 answered when the read-back shows that the object changed, since someone else's write did.
 
+>>> from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
 >>> tally = Attempts()
 >>> tally.failed(UnknownOutcomeError("heads/t/=", "HTTP 503"), changed=False)
 >>> type(tally.exhausted("thread 't'", "lost 1 race")).__name__

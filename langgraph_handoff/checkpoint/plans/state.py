@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.runs import RunLedger
 from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 from langgraph_handoff.migrations import SchemaMigrations
@@ -102,6 +103,8 @@ class SaverState:
     layout: Layout
     _cache: HeadCache
     store: StoreBase
+    #: which checkpoints each run of this process put (what a refused run left behind)
+    _runs: RunLedger
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
     #: ``(thread_id, rider)``: a function of the root head's metadata applied inside every

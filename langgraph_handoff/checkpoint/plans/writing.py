@@ -612,7 +612,8 @@ def plan_put(
         branches = parent_id is not None and parent_id in state.branch_points
         intent = PutIntent(
             thread_id, ns, cid, parent_id, source, saw_empty=saw_empty, branches_from_history=branches, fence=fence,
-            by_run=by_run, keeps_pending_input=rides,
+            by_run=by_run, keeps_pending_input=rides, run_id=bookkeeping.run_id,
+            own=saver._runs.own(config, thread_id, ns),
         )  # fmt: skip
         conflict = check_put(head, intent)
         if conflict is not None and not fresh:
@@ -685,6 +686,7 @@ def plan_put(
                     assert head is not None
                     yield from _undo_if_fenced(saver, thread_id, ns, fence, before, new_head, etag, stored=head)
                 yield from _drop(manifest.replaced_archive(thread_id, ns, before, head))
+                saver._runs.wrote(config, thread_id, ns, cid)
                 return tuple_config(thread_id, ns, cid)  # our write had landed after all
             if archive is not None:  # an orphan: only our head could name it (a fresh nonce)
                 yield from _drop(manifest.replaced_archive(thread_id, ns, new_head, head))
@@ -699,6 +701,7 @@ def plan_put(
         yield from _drop(manifest.replaced_archive(thread_id, ns, head, new_head))
         if branches:
             saver._cache.use_branch_point(thread_id, ns, parent_id)  # type: ignore[arg-type]
+        saver._runs.wrote(config, thread_id, ns, cid)
         return tuple_config(thread_id, ns, cid)
     raise tally.exhausted(
         f"put of checkpoint {cid!r} on thread {thread_id!r}",

@@ -1,0 +1,145 @@
+"""A refused run says what it left behind, and the documented retry never sends a user message
+twice.
+
+With ``durability="sync"`` a run commits its input checkpoint before its first step; a run that
+starts later extends it and answers both inputs; the first run's step is then refused
+(``StaleWriterError``) though its input is in the thread. The docs said a refused run "stores
+nothing", so a caller retrying after the error sent its message twice. Now the error carries
+``committed`` (the run's checkpoints in the thread) and ``input_in_thread``, and the recipe in
+docs/checkpointer.md ("When two runs race") uses them. Two runs race on threads, their order
+forced by a barrier and a gate on one saver's store (no sleeps)."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+
+from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import StaleWriterError
+from langgraph_handoff.stores import MemoryStore
+
+
+class State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _graph(saver: ObjectStoreSaver, before_answer: Any = None) -> Any:
+    def model(state: State, config: RunnableConfig) -> dict[str, list[str]]:
+        who = config["configurable"]["who"]
+        if before_answer is not None:
+            before_answer(who)
+        return {"log": [f"answered by {who}"]}
+
+    builder = StateGraph(State)
+    builder.add_node("model", model)
+    builder.add_edge(START, "model")
+    builder.add_edge("model", END)
+    return builder.compile(checkpointer=saver)
+
+
+def send(graph: Any, text: str, config: dict[str, Any], refusals: list[StaleWriterError] | None = None) -> Any:
+    """The retry recipe of docs/checkpointer.md: never sends ``text`` twice."""
+    try:
+        return graph.invoke({"log": [text]}, config, durability="sync")
+    except StaleWriterError as exc:
+        if refusals is not None:
+            refusals.append(exc)
+        if exc.input_in_thread:  # our input is in the thread: answer it if nobody has
+            state = graph.get_state(config)
+            return graph.invoke(None, config) if state.next else state.values
+        return graph.invoke({"log": [text]}, config, durability="sync")
+
+
+def _config(who: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": "t", "who": who}}
+
+
+def test_a_run_refused_after_its_input_committed_says_so_and_is_not_sent_twice() -> None:
+    store = MemoryStore()
+    in_node = threading.Event()
+    both = threading.Barrier(2, timeout=30)
+
+    def before_answer(who: str) -> None:
+        if who == "A":
+            in_node.set()
+        both.wait()  # A's step runs only once B has committed its input on top of A's
+
+    graph = _graph(ObjectStoreSaver(store), before_answer)
+    errors: list[StaleWriterError] = []
+    results: list[Any] = []
+    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"), errors)))
+    a.start()
+    assert in_node.wait(30)
+    graph.invoke({"log": ["b"]}, _config("B"), durability="sync")
+    a.join(30)
+    (refused,) = errors
+    assert refused.input_in_thread and len(refused.committed) == 2  # its input, and its step 0
+    assert "are in the thread (its input with them): do not send it again" in str(refused)
+    history = {t.config["configurable"]["checkpoint_id"] for t in graph.get_state_history(_config("A"))}
+    assert set(refused.committed) <= history
+    # B's turn answered A's input too, and the recipe sent nothing again
+    assert results[0]["log"] == ["a", "b", "answered by B"]
+    assert graph.get_state(_config("A")).values["log"] == ["a", "b", "answered by B"]
+
+
+class Gated(MemoryStore):
+    """Once ``armed``, holds the next head write until ``release`` is set (LangGraph puts from
+    its own threads, so the write held is the first after arming: the racing run's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+        self.armed = False
+
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        if key.startswith("heads/") and self.armed:
+            self.armed = False
+            self.waiting.set()
+            assert self.release.wait(30)
+        return super().put(key, body, if_match=if_match, if_none_match=if_none_match)
+
+
+def test_a_run_refused_before_anything_of_it_was_stored_says_so_and_sends_once() -> None:
+    store = Gated()
+    graph = _graph(ObjectStoreSaver(store))
+    graph.invoke({"log": ["hello"]}, _config("B"), durability="sync")
+    results: list[Any] = []
+    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"))))
+    store.armed = True
+    a.start()
+    assert store.waiting.wait(30)  # A read the thread and holds its input's write
+    graph.invoke({"log": ["b"]}, _config("B"), durability="sync")
+    store.release.set()
+    a.join(30)
+    log = results[0]["log"]
+    assert log.count("a") == 1 and log.count("b") == 1
+    assert log == ["hello", "answered by B", "b", "answered by B", "a", "answered by A"]
+
+
+def test_the_refusal_names_nothing_when_nothing_of_the_run_is_there() -> None:
+    store = Gated()
+    graph = _graph(ObjectStoreSaver(store))
+    graph.invoke({"log": ["hello"]}, _config("B"), durability="sync")
+    errors: list[StaleWriterError] = []
+
+    def run_a() -> None:
+        try:
+            graph.invoke({"log": ["a"]}, _config("A"), durability="sync")
+        except StaleWriterError as exc:
+            errors.append(exc)
+
+    a = threading.Thread(target=run_a)
+    store.armed = True
+    a.start()
+    assert store.waiting.wait(30)
+    graph.invoke({"log": ["b"]}, _config("B"), durability="sync")
+    store.release.set()
+    a.join(30)
+    (refused,) = errors
+    assert refused.committed == () and not refused.input_in_thread
+    assert "Nothing of this run is in the thread" in str(refused)
