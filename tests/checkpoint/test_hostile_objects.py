@@ -185,8 +185,9 @@ def _framed(kind: Kind, stored: bytes, *, version: int, plain: int | None = None
         (3, None),  # no plain length: inflated under the ratio bound, and stopped there
         (4, 100),  # a plain length that lies: inflated no further than it says
         (4, 256 << 20),  # the truth, past the ratio bound: refused before inflating at all
+        (4, 0),  # zlib takes a limit of 0 as none: the fuzzer's bomb inflated whole (600 MiB)
     ],
-    ids=["format 3", "format 4 lying", "format 4 honest"],
+    ids=["format 3", "format 4 lying", "format 4 honest", "format 4 zero"],
 )
 def test_a_zlib_bomb_is_refused_before_it_inflates(version: int, plain: int | None, store: StoreBase) -> None:
     """The review's bomb: 261 KB of head inflating to 256 MiB (1028:1); one ``get_tuple`` took
