@@ -11,6 +11,7 @@ with the rest; a read of one checkpoint raises instead, naming the key.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections import Counter
 from collections.abc import Iterator
@@ -315,7 +316,29 @@ def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
             Problem(key, "format_marker", f"not langgraph-handoff's format marker (holds {str(marker)[:80]!r})")
         )
         return
+    if not _plain(marker):
+        report.problems.append(
+            Problem(key, "format_marker", f"the format marker holds what no writer puts there ({str(marker)[:80]!r})")
+        )
+        return
     report.marker = {"format": env.format_version, **{k: v for k, v in marker.items() if k != "package"}}
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is plain data as the package writes into the marker (text keys, no
+    bytes, finite numbers, a few levels deep): the report repeats the marker's fields, and
+    ``verify --json`` prints them (a bytes key raised out of ``json.dumps``)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 4:
+        return False
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
