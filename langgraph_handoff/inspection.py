@@ -10,6 +10,7 @@ with the rest; a read of one checkpoint raises instead, naming the key.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shlex
@@ -26,6 +27,7 @@ from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
+from langgraph_handoff.checkpoint.plans.reading import check_part, part_sizes
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
     CorruptObjectError,
@@ -349,6 +351,8 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
     * every segment a head lists exists; every value a checkpoint references is in its payload
       table, and every large value exists (``missing_segment``, ``missing_value``,
       ``dangling_reference``);
+    * every blob a tail or pieces were written over is what a read of them checks: the size its
+      checkpoint recorded, and a base's list frame (``CorruptObjectError``, as the read raises);
     * every writes document sits under the key of its own thread, namespace and checkpoint, and a
       copy folded into a checkpoint with the same ETag holds the same writes (``misplaced_writes``,
       ``folded_mismatch``);
@@ -409,9 +413,10 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
             if seg is not None:
                 report.formats[seg.format_version] += 1
                 tables.append((skey, seg.records, seg.payloads))
+        parts: dict[str, set[tuple[int, bool]]] = {}
         for where, recs, table in tables:
             checkpoints.update(recs)
-            referenced |= _check_refs(head, recs, table, where, present, report)
+            referenced |= _check_refs(head, recs, table, where, present, report, parts)
         report.schemas.update(r.schema for r in checkpoints.values())
         for key in sorted(present):
             if "/w/" in key:
@@ -424,6 +429,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
                 env = None if wobj is None else _decoded(_decode_blob_envelope, wobj.body, key, report)
                 if env is not None:
                     report.blob_formats[env.format_version] += 1
+                    _check_parts(key, env.body, parts.get(key, ()), report)
         report.unreferenced += sorted(set(present) - referenced)
     return report
 
@@ -467,11 +473,23 @@ def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:
         return None
 
 
+def _check_parts(key: str, data: bytes, expected: Any, report: VerifyReport) -> None:
+    """A blob that tails or pieces were written over: what a read of them checks."""
+    for size, base in sorted(expected):
+        try:
+            check_part(key, data, size, base=base)
+        except CorruptObjectError as exc:
+            report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+            return
+
+
 def _check_refs(
-    head: Head, recs: dict[str, Record], table: Any, where: str, present: Any, report: VerifyReport
-) -> set[str]:
+    head: Head, recs: dict[str, Record], table: Any, where: str, present: Any, report: VerifyReport,
+    parts: dict[str, set[tuple[int, bool]]],
+) -> set[str]:  # fmt: skip
     """Report values the checkpoints in ``recs`` reference but ``table`` lacks, and large values
-    missing from the store; return the blob keys referenced."""
+    missing from the store; return the blob keys referenced, and note in ``parts`` what each
+    blob a tail or pieces were written over must be (:func:`check_part`)."""
     blobs = set()
     for rec in recs.values():
         for ch, (origin, _version) in rec.values.items():
@@ -481,9 +499,11 @@ def _check_refs(
                     Problem(where, "missing_value", f"checkpoint {rec.id} references a value of {ch!r} it lacks")
                 )
             elif refs := blob_refs(origin, payload):
-                for ref in refs:
+                for ref, expected in itertools.zip_longest(refs, part_sizes(payload)):
                     bkey = keys.blob_key(head.thread_id, head.checkpoint_ns, *ref)
                     blobs.add(bkey)
+                    if expected is not None:
+                        parts.setdefault(bkey, set()).add(expected)
                     if bkey not in present:
                         report.problems.append(
                             Problem(bkey, "dangling_reference", f"{where} references channel {ch!r} here")
