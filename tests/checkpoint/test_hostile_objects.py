@@ -437,6 +437,35 @@ def test_copy_thread_copies_no_blob_that_is_not_one(store: StoreBase) -> None:
     assert list(store.list(keys.heads_prefix("dst"))) == []
 
 
+def test_copy_thread_reports_a_missing_blob_as_damage_not_as_a_busy_thread(store: StoreBase) -> None:
+    """Found by the fuzzer: a value naming a blob that is not there (a piece's digest altered)
+    made ``copy_thread`` start again 12 times, as if a prune were moving the thread, then raise
+    ``ConflictError`` ("retry when it is idle"). A head that has not changed meanwhile means the
+    blob is missing: a ``CorruptObjectError`` naming it, on the first attempt."""
+    saver = ObjectStoreSaver(store, layout=Layout(blob_threshold=16))
+    saver.put(
+        {"configurable": {"thread_id": "src", "checkpoint_ns": ""}},
+        _cp(doc="x" * 100),
+        {"source": "input", "step": -1},
+        {"doc": 1},
+    )
+    (blob,) = [i.key for i in store.list("data/") if "/b/" in i.key]
+    store.delete(blob)
+    reads: list[str] = []
+    get = store.get
+
+    def counting(key: str) -> Any:
+        reads.append(key)
+        return get(key)
+
+    store.get = counting  # type: ignore[method-assign]
+    with pytest.raises(CorruptObjectError) as info:
+        saver.copy_thread("src", "dst")
+    assert (info.value.key, info.value.reason) == (blob, "missing")
+    assert reads.count(blob) == 1  # no second attempt
+    assert list(store.list(keys.heads_prefix("dst"))) == []
+
+
 def test_an_object_too_large_to_fetch_is_its_threads_damage() -> None:
     """A client that refuses a body past its limit (the event-loop S3 client's
     ``max_object_bytes``) raises ``ResponseTooLargeError``; to a walk that is an object it
