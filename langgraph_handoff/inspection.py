@@ -10,7 +10,9 @@ with the rest; a read of one checkpoint raises instead, naming the key.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import shlex
 from collections import Counter
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.driver import fetch, fetch_many
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
+from langgraph_handoff.checkpoint.plans.reading import check_part, part_sizes
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import (
@@ -331,7 +334,29 @@ def _check_marker(saver: ObjectStoreSaver, report: VerifyReport) -> None:
             Problem(key, "format_marker", f"not langgraph-handoff's format marker (holds {str(marker)[:80]!r})")
         )
         return
+    if not _plain(marker):
+        report.problems.append(
+            Problem(key, "format_marker", f"the format marker holds what no writer puts there ({str(marker)[:80]!r})")
+        )
+        return
     report.marker = {"format": env.format_version, **{k: v for k, v in marker.items() if k != "package"}}
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is plain data as the package writes into the marker (text keys, no
+    bytes, finite numbers, a few levels deep): the report repeats the marker's fields, and
+    ``verify --json`` prints them (a bytes key raised out of ``json.dumps``)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 4:
+        return False
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> VerifyReport:
@@ -342,6 +367,8 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
     * every segment a head lists exists; every value a checkpoint references is in its payload
       table, and every large value exists (``missing_segment``, ``missing_value``,
       ``dangling_reference``);
+    * every blob a tail or pieces were written over is what a read of them checks: the size its
+      checkpoint recorded, and a base's list frame (``CorruptObjectError``, as the read raises);
     * every writes document sits under the key of its own thread, namespace and checkpoint, and a
       copy folded into a checkpoint with the same ETag holds the same writes (``misplaced_writes``,
       ``folded_mismatch``);
@@ -416,9 +443,10 @@ def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: Verify
             if seg is not None:
                 report.formats[seg.format_version] += 1
                 tables.append((skey, seg.records, seg.payloads))
+        parts: dict[str, set[tuple[int, bool]]] = {}
         for where, recs, table in tables:
             checkpoints.update(recs)
-            referenced |= _check_refs(head, recs, table, where, present, report)
+            referenced |= _check_refs(head, recs, table, where, present, report, parts)
         report.schemas.update(r.schema for r in checkpoints.values())
         for key in sorted(present):
             if "/w/" in key:
@@ -431,6 +459,7 @@ def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: Verify
                 env = None if wobj is None else _decoded(_decode_blob_envelope, wobj.body, key, report)
                 if env is not None:
                     report.blob_formats[env.format_version] += 1
+                    _check_parts(key, env.body, parts.get(key, ()), report)
         report.unreferenced += sorted(set(present) - referenced)
 
 
@@ -473,11 +502,23 @@ def _decoded(decoder: Any, body: bytes, key: str, report: VerifyReport) -> Any:
         return None
 
 
+def _check_parts(key: str, data: bytes, expected: Any, report: VerifyReport) -> None:
+    """A blob that tails or pieces were written over: what a read of them checks."""
+    for size, base in sorted(expected):
+        try:
+            check_part(key, data, size, base=base)
+        except CorruptObjectError as exc:
+            report.problems.append(Problem(key, type(exc).__name__, str(exc)))
+            return
+
+
 def _check_refs(
-    head: Head, recs: dict[str, Record], table: Any, where: str, present: Any, report: VerifyReport
-) -> set[str]:
+    head: Head, recs: dict[str, Record], table: Any, where: str, present: Any, report: VerifyReport,
+    parts: dict[str, set[tuple[int, bool]]],
+) -> set[str]:  # fmt: skip
     """Report values the checkpoints in ``recs`` reference but ``table`` lacks, and large values
-    missing from the store; return the blob keys referenced."""
+    missing from the store; return the blob keys referenced, and note in ``parts`` what each
+    blob a tail or pieces were written over must be (:func:`check_part`)."""
     blobs = set()
     for rec in recs.values():
         for ch, (origin, _version) in rec.values.items():
@@ -487,9 +528,11 @@ def _check_refs(
                     Problem(where, "missing_value", f"checkpoint {rec.id} references a value of {ch!r} it lacks")
                 )
             elif refs := blob_refs(origin, payload):
-                for ref in refs:
+                for ref, expected in itertools.zip_longest(refs, part_sizes(payload)):
                     bkey = keys.blob_key(head.thread_id, head.checkpoint_ns, *ref)
                     blobs.add(bkey)
+                    if expected is not None:
+                        parts.setdefault(bkey, set()).add(expected)
                     if bkey not in present:
                         report.problems.append(
                             Problem(bkey, "dangling_reference", f"{where} references channel {ch!r} here")

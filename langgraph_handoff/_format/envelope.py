@@ -260,6 +260,9 @@ def decode(data: bytes, *, key: str, expect: Kind | None = None) -> Envelope:
     limit = inflate_limit(length)
     if plain is not None and plain > limit:
         raise CorruptObjectError(key, _too_big(plain, length, limit))
+    if plain == 0:  # never written (bodies under COMPRESS_MIN are stored as they are), and zlib
+        # takes a limit of 0 as no limit at all: a bomb stating it inflated whole
+        raise CorruptObjectError(key, "compressed body says it inflates to 0 bytes")
     body = _inflate(stored, key, limit if plain is None else plain, length, measured=plain is None)
     if plain is not None and len(body) != plain:
         raise CorruptObjectError(key, f"body inflates to {len(body)} bytes, header says {plain}")
@@ -287,7 +290,7 @@ def _inflate(stored: bytes, key: str, limit: int, length: int, *, measured: bool
         if measured:
             limit = _inflated_size(stored, key, limit, length)
         inflater = zlib.decompressobj()
-        body = inflater.decompress(stored, limit)
+        body = inflater.decompress(stored, max(limit, 1))  # 0 would be no limit
         if inflater.unconsumed_tail or (not inflater.eof and inflater.decompress(b"", 1)):
             raise CorruptObjectError(key, _too_big(limit + 1, length, limit))
     except zlib.error as exc:

@@ -170,7 +170,7 @@ class Entry:
         try:
             if not isinstance(data["value"], dict):
                 raise TypeError("its value is not a map")
-            self.expires: float | None = None if data.get("expires_at") is None else _finite(data["expires_at"])
+            self.expires: float | None = expiry(okey, data)
             self.updated = datetime.fromisoformat(data["updated_at"]).timestamp()
             vectors = data.get("vectors")
             #: ``(dims, how many, float32 little-endian bytes)`` or None (not indexed)
@@ -244,6 +244,19 @@ class Entry:
             updated_at=i.updated_at,
             score=score,
         )
+
+
+def expiry(okey: str, data: dict[str, Any]) -> float | None:
+    """An item body's ``expires_at``, read only as the number the package writes: the sweep
+    decides on it, and ``float()`` of whatever a stored body holds raised out of the sweep
+    (bytes, text) or kept the item for ever (``inf``)."""
+    raw = data.get("expires_at")
+    if raw is None:
+        return None
+    try:
+        return _finite(raw)
+    except ValueError as exc:
+        raise CorruptObjectError(okey, f"malformed memory item (expires_at: {exc})") from None
 
 
 def _finite(value: Any) -> float:

@@ -50,6 +50,7 @@ from langgraph_handoff.memory.items import (
     Entry,
     check_ttl,
     encode_item,
+    expiry,
     fresh,
     item_key,
     marker,
@@ -383,14 +384,14 @@ class ObjectStoreMemory(BaseStore):
                     data, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=Kind.MEMORY)
                     if not isinstance(data, dict):
                         raise CorruptObjectError(obj.key, "malformed memory item (not a map)")
+                    expires = None if data.get("expired") is not None else expiry(obj.key, data)
                 except (CorruptObjectError, EnvelopeVersionError) as exc:
                     result.damaged.append(DamagedObject.from_error(exc, obj.key))
                     continue
                 if data.get("expired") is not None:
                     continue
-                expires = data.get("expires_at")
-                seen[obj.key] = (obj.etag, None if expires is None else float(expires))
-                if expires is None or now < float(expires):
+                seen[obj.key] = (obj.etag, expires)
+                if expires is None or now < expires:
                     continue
                 seen.pop(obj.key, None)
                 try:

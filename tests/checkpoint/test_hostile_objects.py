@@ -185,8 +185,9 @@ def _framed(kind: Kind, stored: bytes, *, version: int, plain: int | None = None
         (3, None),  # no plain length: inflated under the ratio bound, and stopped there
         (4, 100),  # a plain length that lies: inflated no further than it says
         (4, 256 << 20),  # the truth, past the ratio bound: refused before inflating at all
+        (4, 0),  # zlib takes a limit of 0 as none: the fuzzer's bomb inflated whole (600 MiB)
     ],
-    ids=["format 3", "format 4 lying", "format 4 honest"],
+    ids=["format 3", "format 4 lying", "format 4 honest", "format 4 zero"],
 )
 def test_a_zlib_bomb_is_refused_before_it_inflates(version: int, plain: int | None, store: StoreBase) -> None:
     """The review's bomb: 261 KB of head inflating to 256 MiB (1028:1); one ``get_tuple`` took
@@ -436,6 +437,35 @@ def test_copy_thread_copies_no_blob_that_is_not_one(store: StoreBase) -> None:
     assert list(store.list(keys.heads_prefix("dst"))) == []
 
 
+def test_copy_thread_reports_a_missing_blob_as_damage_not_as_a_busy_thread(store: StoreBase) -> None:
+    """Found by the fuzzer: a value naming a blob that is not there (a piece's digest altered)
+    made ``copy_thread`` start again 12 times, as if a prune were moving the thread, then raise
+    ``ConflictError`` ("retry when it is idle"). A head that has not changed meanwhile means the
+    blob is missing: a ``CorruptObjectError`` naming it, on the first attempt."""
+    saver = ObjectStoreSaver(store, layout=Layout(blob_threshold=16))
+    saver.put(
+        {"configurable": {"thread_id": "src", "checkpoint_ns": ""}},
+        _cp(doc="x" * 100),
+        {"source": "input", "step": -1},
+        {"doc": 1},
+    )
+    (blob,) = [i.key for i in store.list("data/") if "/b/" in i.key]
+    store.delete(blob)
+    reads: list[str] = []
+    get = store.get
+
+    def counting(key: str) -> Any:
+        reads.append(key)
+        return get(key)
+
+    store.get = counting  # type: ignore[method-assign]
+    with pytest.raises(CorruptObjectError) as info:
+        saver.copy_thread("src", "dst")
+    assert (info.value.key, info.value.reason) == (blob, "missing")
+    assert reads.count(blob) == 1  # no second attempt
+    assert list(store.list(keys.heads_prefix("dst"))) == []
+
+
 def test_an_object_too_large_to_fetch_is_its_threads_damage() -> None:
     """A client that refuses a body past its limit (the event-loop S3 client's
     ``max_object_bytes``) raises ``ResponseTooLargeError``; to a walk that is an object it
@@ -465,3 +495,30 @@ def test_an_object_too_large_to_fetch_is_its_threads_damage() -> None:
     # the walks outside a plan (``threads``, ``verify``) raised it and stopped
     _expect_malformed(list_threads(saver).damaged)
     assert [(p.key, p.kind) for p in verify_store(saver).problems] == [(BAD, "CorruptObjectError")]
+
+
+@pytest.mark.parametrize("stored_as", ["tail", "pieces"])
+def test_verify_finds_a_base_or_piece_that_is_not_what_its_value_was_written_over(
+    stored_as: str, store: StoreBase
+) -> None:
+    """Found by the fuzzer: a blob under a tail's base (or a piece of a value) replaced by another
+    well-formed blob made ``get_tuple`` refuse the value, while ``verify`` called the store fine.
+    ``verify`` now checks every base and piece as a read does (its size, a base's list frame)."""
+    from tests.support.signing_helpers import populate
+
+    populate(store)
+    thread = "plain" if stored_as == "tail" else "delta"
+    kind = rec_io.Tail if stored_as == "tail" else rec_io.Pieces
+    tables = [
+        rec_io.decode_segment(store.get(i.key).body, key=i.key).payloads  # type: ignore[union-attr]
+        for i in store.list(keys.data_prefix(thread, ""))
+        if "/s/" in i.key
+    ]
+    origin, payload = next((o, p) for t in tables for o, chs in t.items() for p in chs.values() if isinstance(p, kind))
+    blob = keys.blob_key(thread, "", *rec_io.blob_refs(origin, payload)[-1])
+    store.put(blob, envelope.encode(Kind.BLOB, msgpack.packb(["not", "the", "base"])))
+    saver = ObjectStoreSaver(store)
+    with pytest.raises(CorruptObjectError) as info:
+        list(saver.list({"configurable": {"thread_id": thread}}))
+    assert info.value.key == blob
+    assert [p.key for p in verify_store(saver).problems] == [blob]

@@ -335,6 +335,26 @@ def test_verify_checks_the_format_marker(url: str, tmp_path: Path) -> None:
     assert none.returncode == 0 and "format marker: none" in none.stdout
 
 
+@pytest.mark.parametrize(
+    "extra", [{b"probe": 1}, {"probe": {1: b"x"}}, {"probe": float("nan")}], ids=["bytes key", "int key", "nan"]
+)
+def test_verify_reports_a_marker_that_holds_what_json_cannot(url: str, tmp_path: Path, extra: dict[Any, Any]) -> None:
+    """Found by the fuzzer: a format marker with a bytes key crashed `verify --json` with a
+    traceback (the report repeats the marker's fields). The marker holds only text keys and
+    plain values; anything else is a `format_marker` problem."""
+    import msgpack
+
+    from langgraph_handoff._format import envelope
+
+    assert cli("setup", url).returncode == 0
+    record = {"package": "langgraph-handoff", **extra}
+    marker = envelope.encode(envelope.Kind.MARKER, msgpack.packb(record, use_bin_type=True))
+    (tmp_path / "store" / "meta" / "format").write_bytes(marker)
+    bad = cli("verify", url, "--json")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+    assert [p["kind"] for p in json.loads(bad.stdout)["problems"]] == ["format_marker"]
+
+
 def test_history_shows_each_namespace_and_limits_each_one(tmp_path: Path) -> None:
     """Found by a new user: history mixed a subgraph's checkpoints into the root's, with no
     namespace column, and --limit cut across both."""

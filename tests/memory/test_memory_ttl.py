@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from datetime import datetime, timezone, tzinfo
+from typing import Any
 
+import msgpack
 import pytest
 
+from langgraph_handoff._format import envelope
+from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff.errors import InvalidConfigError, InvalidInputError
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.memory import store as memory_module
@@ -256,3 +260,26 @@ def test_astop_waits_for_the_sweep_it_cancels_and_nothing_runs_after(monkeypatch
     assert asyncio.run(main()) is True  # asyncio.run also joins the worker threads
     assert told_to_stop.is_set()
     assert calls == ["run_many"]  # no swap and no second round trip after the cancellation
+
+
+@pytest.mark.parametrize("expires_at", [b"", "k2", [1], float("inf")], ids=["bytes", "text", "list", "inf"])
+def test_a_memory_item_whose_expiry_is_not_a_number_is_the_sweeps_damage(expires_at: Any) -> None:
+    """Found by the fuzzer: the sweep took ``float()`` of a stored ``expires_at`` and stopped
+    with ``ValueError`` (``inf``: an item that never expires). Now the item is damage, reported
+    with its key, and the sweep goes on to expire the others. (Written as a hostile writer
+    writes it: any msgpack under a valid checksum.)"""
+    store = MemoryStore()
+    clock = [1_000_000.0]
+    memory = ObjectStoreMemory(store, ttl={"default_ttl": 1}, clock=lambda: clock[0])
+    for k in ("k0", "k1"):
+        memory.put(NS, k, {"note": k})
+    (bad,) = [i.key for i in store.list("memory/") if i.key.endswith("/k0")]
+    obj = store.get(bad)
+    assert obj is not None
+    body = msgpack.unpackb(envelope.decode(obj.body, key=bad).body, raw=False)
+    body["expires_at"] = expires_at
+    store.put(bad, envelope.encode(Kind.MEMORY, msgpack.packb(body, use_bin_type=True)))
+    clock[0] += 3600
+    swept = ObjectStoreMemory(store, clock=lambda: clock[0]).sweep()
+    assert [(d.key, d.reason) for d in swept.damaged] == [(bad, "malformed")]
+    assert swept.removed == 1

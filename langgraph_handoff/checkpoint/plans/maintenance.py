@@ -268,10 +268,21 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
     return None
 
 
+def _absent(src: str, ns: str, etag: str | None, key: str) -> Plan[None]:
+    """A value the head references is absent. A concurrent prune or delete rewrites the head
+    before it deletes what the head no longer names, so if the head has moved, the copy starts
+    again (``Vanished``); if it has not, the value is missing: damage, not a busy thread."""
+    hkey = keys.head_key(src, ns)
+    now = yield Get(hkey)
+    if now is not None and now.etag == etag:
+        raise CorruptObjectError(key, f"{hkey} references this value but it is missing", "missing")
+    raise Vanished(key, "")
+
+
 def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: HeadMeta) -> Plan[bytes | None]:
     """Write one namespace's data objects under ``dst``; return its head, re-encoded for
     ``dst`` (None if the namespace vanished). Raises Vanished if the source moved."""
-    head, _etag, segments, _archived = yield from rewriting.plan_load_namespace(saver, src, ns)
+    head, etag, segments, _archived = yield from rewriting.plan_load_namespace(saver, src, ns)
     if head is None:
         return None
     schema = saver.layout.schema_version
@@ -297,7 +308,7 @@ def _copy_namespace(saver: SaverState, src: str, dst: str, ns: str, ownership: H
     for chunk in chunks(blob_keys, 64):
         for (from_key, to_key), obj in zip(chunk, (yield Batch(tuple(Get(k) for k, _ in chunk))), strict=True):
             if obj is None:
-                raise Vanished(from_key, "")
+                yield from _absent(src, ns, etag, from_key)
             rec_io.decode_blob(obj.body, key=from_key)  # bytes that are not a blob of ours are never copied in
             puts.append(Put(to_key, obj.body))
     wdocs = [i.key for i in (yield from listing.list_all(saver, keys.writes_prefix(src, ns)))]

@@ -240,21 +240,16 @@ def _value(saver: SaverState, payload: rec_io.Payload, blobs: Mapping[str, bytes
     if isinstance(payload, rec_io.Inline):
         return saver.serde.loads_typed((payload.type, payload.data))
     if isinstance(payload, rec_io.Tail):
-        base = _base_blob(blobs, blob_keys[0], payload.base_size)
+        base = check_part(blob_keys[0], blobs[blob_keys[0]], payload.base_size, base=True)
         value = _tail_over_copy(saver, payload, base, blob_keys[0])
         if value is not MISS:
             return value
         return saver.serde.loads_typed((payload.type, tails.joined(base, payload.count, payload.data)))
     if isinstance(payload, rec_io.Pieces):
-        base = _base_blob(blobs, blob_keys[0], payload.parts[0].size)
-        added = []
-        for key, part in zip(blob_keys[1:], payload.parts[1:], strict=True):
-            if len(blobs[key]) != part.size:
-                raise CorruptObjectError(
-                    key, f"a piece of a stored value is {len(blobs[key])} bytes, not the {part.size} its "
-                    "checkpoint recorded", "malformed",
-                )  # fmt: skip
-            added.append(blobs[key])
+        base, *added = (
+            check_part(key, blobs[key], part.size, base=i == 0)
+            for i, (key, part) in enumerate(zip(blob_keys, payload.parts, strict=True))
+        )
         return saver.serde.loads_typed((payload.type, tails.joined(base, payload.parts[-1].count, *added)))
     return saver.serde.loads_typed((payload.type, blobs[blob_keys[0]]))
 
@@ -327,15 +322,31 @@ def write_loader(saver: SaverState) -> Callable[[tuple[str, bytes]], Any]:
     return load
 
 
-def _base_blob(blobs: Mapping[str, bytes], key: str, size: int) -> bytes:
-    """The blob a tail or pieces were written over, checked to be the list they were written over."""
-    base = blobs[key]
-    if len(base) != size or tails.framing(base) is None:
+def part_sizes(payload: rec_io.Payload) -> tuple[tuple[int, bool], ...]:
+    """For each blob :func:`~.records.blob_refs` names for ``payload``: the size its checkpoint
+    recorded and whether it is a base (a whole list); nothing for a value stored whole in a
+    blob, whose size is not checked."""
+    if isinstance(payload, rec_io.Tail):
+        return ((payload.base_size, True),)
+    if isinstance(payload, rec_io.Pieces):
+        return tuple((part.size, i == 0) for i, part in enumerate(payload.parts))
+    return ()
+
+
+def check_part(key: str, data: bytes, size: int, *, base: bool) -> bytes:
+    """``data``, the blob ``key`` that a tail or pieces were written over (``base``: the list
+    they extend) or that pieces add, checked to be what they were written over. A read and
+    ``verify`` both check with this, so that what one refuses the other reports."""
+    if base and (len(data) != size or tails.framing(data) is None):
         raise CorruptObjectError(
-            key, f"the base of a stored value is {len(base)} bytes, not the list of {size} bytes its tail "
+            key, f"the base of a stored value is {len(data)} bytes, not the list of {size} bytes its tail "
             "was written over", "malformed",
         )  # fmt: skip
-    return base
+    if len(data) != size:
+        raise CorruptObjectError(
+            key, f"a piece of a stored value is {len(data)} bytes, not the {size} its checkpoint recorded", "malformed"
+        )
+    return data
 
 
 def folded_tasks(
