@@ -120,8 +120,8 @@ def _fetched(op: Any, outcome: Any) -> Any:
     return outcome
 
 
-#: reads of an object that keeps arriving cut short, each time differently, before the GET
-#: fails as an outage (``StoreUnavailableError``)
+#: reads of an object that keeps arriving cut short before the GET is decided: damage when
+#: every read was the same, else an outage (``StoreUnavailableError``)
 CUT_READS = 3
 
 
@@ -129,33 +129,39 @@ def _cut(op: Any, outcome: Any) -> bool:
     return isinstance(op, Get) and isinstance(outcome, StoredObject) and envelope.cut_short(outcome.body)
 
 
-def _after_cut(key: str, seen: StoredObject, again: Any, reads: int) -> bool:
-    """Whether ``again`` (the ``reads``-th read of an object that arrived cut short as ``seen``)
-    is the answer. A whole object (or none) is; so are the very same bytes under the same ETag,
-    for that object is stored cut short and decodes as the damage it is (``truncated``). Bodies
-    cut short differently each time are a transport failure, not the object: read again, and
-    after :data:`CUT_READS` reads it is an outage, never a ``CorruptObjectError`` telling the
-    operator to restore an object that is intact."""
+def _after_cut(key: str, again: Any, reads: int, identical: bool) -> bool:
+    """Whether ``again`` (the ``reads``-th read of an object that arrived cut short) is the
+    answer. A whole object (or none) is. After :data:`CUT_READS` reads that all arrived cut
+    short: the very same bytes under the same ETag every time are an object stored cut short,
+    which decodes as the damage it is (``truncated``); bodies that differed are a transport
+    failure, not the object, an outage (``StoreUnavailableError``), never a
+    ``CorruptObjectError`` telling the operator to restore an object that is intact. Three
+    identical cuts in a row, not two: the fault campaign saw two transient cuts that matched."""
     if not _cut(Get(key), again):
         return True
-    if again.body == seen.body and again.etag == seen.etag:
+    if reads < CUT_READS:
+        return False
+    if identical:
         return True
-    if reads >= CUT_READS:
-        raise StoreUnavailableError(
-            f"GET {key}: the body arrived cut short {reads} times, each time differently (the object is "
-            "probably intact); a proxy or the network is cutting answers. Retry the operation"
-        )
-    return False
+    raise StoreUnavailableError(
+        f"GET {key}: the body arrived cut short {reads} times, not always the same (the object is "
+        "probably intact); a proxy or the network is cutting answers. Retry the operation"
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    return isinstance(b, StoredObject) and a.body == b.body and a.etag == b.etag
 
 
 def _whole(store: StoreBase, op: Any, outcome: Any) -> Any:
     """``outcome`` of ``op``, read again while it arrives cut short; an error as a value."""
-    reads = 1
+    reads, identical = 1, True
     try:
         while _cut(op, outcome):
             reads += 1
             again = _fetched(op, _get(store, op))
-            if _after_cut(op.key, outcome, again, reads):
+            identical = identical and _same(outcome, again)
+            if _after_cut(op.key, again, reads, identical):
                 return again
             outcome = again
     except Exception as exc:  # noqa: BLE001 - an outcome, as the batch hands back every other
@@ -164,12 +170,13 @@ def _whole(store: StoreBase, op: Any, outcome: Any) -> Any:
 
 
 async def _awhole(store: StoreBase, op: Any, outcome: Any) -> Any:
-    reads = 1
+    reads, identical = 1, True
     try:
         while _cut(op, outcome):
             reads += 1
             again = _fetched(op, await _aget(store, op))
-            if _after_cut(op.key, outcome, again, reads):
+            identical = identical and _same(outcome, again)
+            if _after_cut(op.key, again, reads, identical):
                 return again
             outcome = again
     except Exception as exc:  # noqa: BLE001 - an outcome, as the batch hands back every other

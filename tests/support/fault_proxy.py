@@ -11,7 +11,7 @@ repeatable (no random schedule; the seeded campaign builds on the same rules):
 * ``cut``: the answer's head and half its body are sent, then the connection is reset;
 * ``shorten``: the answer arrives whole-looking but cut short: its body cut to ``keep`` bytes
   (half by default), under a ``Content-Length`` that says so (a proxy or server bug the client
-  cannot see at the HTTP level; each firing keeps one byte more, so two cut answers differ).
+  cannot see at the HTTP level; each cut keeps one byte more than the last, so no two match).
 
 ``partition`` resets every request until it is turned off (an outage). ``log`` records each
 request (method, path, what was done), so a test can say which request a fault hit.
@@ -78,6 +78,7 @@ class FaultProxy:
     partition: bool = False
     log: list[tuple[str, str, str]] = field(default_factory=list)
     injected: Counter[str] = field(default_factory=Counter)
+    shortened: int = 0
     _chaos: tuple[random.Random, float, tuple[str, ...]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: socketserver.ThreadingTCPServer | None = None
@@ -277,7 +278,8 @@ def _serve(proxy: FaultProxy, client: socket.socket, upstream: tuple[str, int]) 
                 return
             if kind == "shorten":
                 assert fault is not None
-                keep = (len(answer) // 2 if fault.keep < 0 else fault.keep) + fault.fired
+                keep = (len(answer) // 2 if fault.keep < 0 else fault.keep) + fault.fired + proxy.shortened
+                proxy.shortened += 1  # no two cut answers alike, as a network's cuts are
                 lines = [
                     line
                     for line in answer_head.split(b"\r\n")
