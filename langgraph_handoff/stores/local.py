@@ -64,6 +64,7 @@ from langgraph_handoff.stores.base import (
     ObjectInfo,
     StoreBase,
     StoredObject,
+    too_large,
     validate_key,
     validate_prefix,
 )
@@ -358,6 +359,8 @@ class LocalStore(StoreBase):
                 if exc.errno in LINKED:
                     raise self._linked(key) from None
                 raise self._not_an_object(key, "not a regular file (a socket, or a device)") from None
+            if isinstance(exc, PermissionError):  # a file this process may not read: not one it wrote
+                raise self._not_an_object(key, "a file this process may not read (permission denied)") from None
             raise
         try:
             st = os.fstat(fd)
@@ -365,9 +368,15 @@ class LocalStore(StoreBase):
                 if stat.S_ISDIR(st.st_mode):
                     return None  # the prefix of other keys, not an object
                 raise self._not_an_object(key, _what(st.st_mode))
+            if st.st_size > self.max_object_bytes:  # a sparse terabyte is not read into memory
+                raise too_large(f"read of {key}", self.max_object_bytes, st.st_size)
             chunks = [os.read(fd, st.st_size + 1)]
+            size = len(chunks[0])
             while chunks[-1]:  # to the end, should it have grown (only another writer's in-place write can)
                 chunks.append(os.read(fd, 1 << 20))
+                size += len(chunks[-1])
+                if size > self.max_object_bytes:
+                    raise too_large(f"read of {key}", self.max_object_bytes)
             return st, chunks[0] if len(chunks) == 2 else b"".join(chunks)
         finally:
             os.close(fd)

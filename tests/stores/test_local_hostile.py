@@ -434,3 +434,34 @@ class TestLocalStoreResolvers(StoreContract):
         for key in ("a/b/c", "a/b/d", "a/e", "f"):
             contract_store.delete(key)
         assert sorted(os.listdir(contract_store.root)) == [".locks"]
+
+
+def test_a_file_larger_than_max_object_bytes_is_refused_unread(tmp_path: Path) -> None:
+    """A sparse file of a terabyte planted at a key was read whole; it is refused from its
+    ``fstat`` size, and a read of the saver reports it as that key's damage."""
+    from langgraph_handoff.errors import ResponseTooLargeError
+
+    store = LocalStore(tmp_path / "s")
+    store.put("a/b", b"x")
+    with open(tmp_path / "s" / "a" / "b", "r+b") as fh:
+        fh.truncate(1 << 40)
+    with pytest.raises(ResponseTooLargeError, match="past max_object_bytes"):
+        store.get("a/b")
+
+
+def test_a_file_this_process_may_not_read_is_not_an_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted file another user owns, unreadable to the workers: ``PermissionError`` from
+    the open (injected: the tests run as root, which reads everything) is that key's damage,
+    not a raw error that stops every walk."""
+    store = LocalStore(tmp_path / "s")
+    store.put("a/b", b"x")
+    real = store._tree.open
+
+    def refused(root: Any, key: str, flags: int, *args: Any) -> int:
+        if key == "a/b":
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(root, key, flags, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(store._tree, "open", refused)
+    with pytest.raises(NotAnObjectError, match="permission denied"):
+        store.get("a/b")
