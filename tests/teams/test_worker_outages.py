@@ -8,7 +8,10 @@ command (a flag the test flips, no timing), and the worker waits it out and goes
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import StoreUnavailableError
@@ -60,7 +63,8 @@ def _team(store: Flaky) -> tuple[ObjectStoreSaver, Team]:
     return saver, team
 
 
-def test_run_waits_out_an_outage_and_ingests_what_is_sent_after_it() -> None:
+@pytest.mark.parametrize("loop", ["run", "arun"])
+def test_the_loop_waits_out_an_outage_and_ingests_what_is_sent_after_it(loop: str) -> None:
     store = Flaky()
     saver, team = _team(store)
     worker = TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False, poll=0.001, max_poll=0.01)
@@ -77,27 +81,10 @@ def test_run_waits_out_an_outage_and_ingests_what_is_sent_after_it() -> None:
             sent.append(team.send("alice", "after the outage", sender="lead").id)
         return bool(sent) and ingested_ids(saver, team, "alice") == sent
 
-    worker.run(until=until)
-    assert ingested_ids(saver, team, "alice") == sent
-
-
-async def test_arun_waits_out_an_outage_too() -> None:
-    store = Flaky()
-    saver, team = _team(store)
-    worker = TeamWorker(team, "w", {"echo": echo_build}, auto_reply=False, poll=0.001, max_poll=0.01)
-    store.down = True
-    checks = 0
-    sent: list[str] = []
-
-    def until() -> bool:
-        nonlocal checks
-        checks += 1
-        if checks == 6:
-            store.down = False
-            sent.append(team.send("alice", "after the outage", sender="lead").id)
-        return bool(sent) and ingested_ids(saver, team, "alice") == sent
-
-    await worker.arun(until=until)
+    if loop == "run":
+        worker.run(until=until)
+    else:
+        asyncio.run(worker.arun(until=until))
     assert ingested_ids(saver, team, "alice") == sent
 
 
