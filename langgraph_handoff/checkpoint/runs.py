@@ -16,8 +16,8 @@ another run meanwhile.
 >>> run = object()
 >>> config = {"configurable": {"__pregel_runtime": run}}
 >>> ledger.wrote(config, "t", "", "c1"); ledger.wrote(config, "t", "", "c2")
->>> ledger.own(config, "t", ""), ledger.own({"configurable": {}}, "t", "")
-(frozenset({'c1', 'c2'}), frozenset())
+>>> sorted(ledger.own(config, "t", "")), sorted(ledger.own({"configurable": {}}, "t", ""))
+(['c1', 'c2'], [])
 """
 
 from __future__ import annotations
