@@ -77,8 +77,8 @@ def make_store(spec: dict[str, Any]) -> StoreBase:
     raise ValueError(spec)
 
 
-def race_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str) -> str:
-    graph = build_graph(racer).compile(checkpointer=saver)
+def race_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str, graph: Any = None) -> str:
+    graph = graph if graph is not None else build_graph(racer).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": thread_id}}
     try:
         graph.invoke({"messages": [f"{racer}:in"]}, cfg, durability=durability)
@@ -98,9 +98,9 @@ def process_racer(spec: dict[str, Any], thread_id: str, racer: str, durability: 
         saver.close()
 
 
-async def arace_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str) -> str:
+async def arace_once(saver: ObjectStoreSaver, thread_id: str, racer: str, durability: str, graph: Any = None) -> str:
     """:func:`race_once` through ``ainvoke``."""
-    graph = build_graph(racer).compile(checkpointer=saver)
+    graph = graph if graph is not None else build_graph(racer).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": thread_id}}
     try:
         await graph.ainvoke({"messages": [f"{racer}:in"]}, cfg, durability=durability)
@@ -117,12 +117,16 @@ def race_threads(
     """Run ``racers`` racer threads sharing ``saver``; returns racer -> outcome. With
     ``api="async"`` each thread runs ``ainvoke`` on an event loop of its own."""
     outcomes: dict[str, str] = {}
+    # built here, one at a time: building a StateGraph reads type hints through ``inspect``,
+    # whose ``ast.parse`` is not thread-safe on CPython 3.11 ("AST constructor recursion depth
+    # mismatch" in one racer once, which then never reached the barrier)
+    graphs = {f"r{i}": build_graph(f"r{i}").compile(checkpointer=saver) for i in range(racers)}
 
     def run(racer: str) -> None:
         if api == "async":
-            outcomes[racer] = asyncio.run(arace_once(saver, thread_id, racer, durability))
+            outcomes[racer] = asyncio.run(arace_once(saver, thread_id, racer, durability, graphs[racer]))
         else:
-            outcomes[racer] = race_once(saver, thread_id, racer, durability)
+            outcomes[racer] = race_once(saver, thread_id, racer, durability, graphs[racer])
 
     threads = [threading.Thread(target=run, args=(f"r{i}",)) for i in range(racers)]
     for t in threads:
