@@ -1,4 +1,4 @@
-"""CPU the saver itself costs, next to LangGraph's ``InMemorySaver`` (issue 13, item 2).
+"""CPU the saver itself costs, next to LangGraph's ``InMemorySaver``.
 
 Runs the 5-node graph of ``tests/checkpoint/test_request_counts.py`` on ``memory://`` (no network: what is
 left is our own logic) and prints CPU milliseconds per operation, measured with

@@ -2,10 +2,10 @@
 a ``file://`` store (:class:`~langgraph_handoff.stores.local.LocalStore`) inside its root
 whatever another local user, or a sidecar on the same volume, places in it.
 
-Why: a security review (issue 44) put links into a store's directory. Following them,
-``delete_thread`` deleted every file of a directory outside the store, a read of a link to
-``/dev/zero`` took all memory, and a dangling link under ``.locks/`` made writers create files
-where it pointed. So a path below the root is resolved by the kernel with every link refused,
+Why: someone who can write into a store's directory can put links there. Following them,
+``delete_thread`` would delete every file of a directory outside the store, a read of a link to
+``/dev/zero`` would take all memory, and a dangling link under ``.locks/`` would make writers
+create files where it points. So a path below the root is resolved by the kernel with every link refused,
 from a handle on the root, and every change to a directory (a file made, renamed, removed) is made
 relative to a handle on that directory opened the same way, never by a path looked up again:
 

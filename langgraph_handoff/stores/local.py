@@ -14,7 +14,7 @@ on one host:
   exclusive lock (``root/.locks/tree``) that every prune shares, so no prune runs meanwhile
   (:meth:`LocalStore._making_dirs`).
 
-**On a machine others share** (issue 44: another local user or a sidecar can write into the
+**On a machine others share** (another local user or a sidecar can write into the
 directory), nothing outside the root is read, written or removed, and nothing blocks:
 
 * every path below the root is opened beneath it with every symbolic link refused
