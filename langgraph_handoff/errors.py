@@ -10,6 +10,7 @@ broadly or as narrowly as they need::
     │   │   ├── OwnershipLostError       a worker wrote with a lease epoch that was superseded
     │   │   └── ThreadExpiredError       a run continued a thread the TTL sweeper deleted meanwhile
     │   ├── LeaseHeldError               another worker owns the session and its lease is valid
+    │   ├── SessionLimitError            a session worker already holds its max_sessions
     │   ├── TransferError                a planned transfer cannot be accepted (none, wrong, expired)
     │   ├── CheckpointOrderError         a new checkpoint id sorts before the latest one (clock skew)
     │   ├── ThreadExistsError            copy_thread target already has checkpoints
@@ -87,6 +88,7 @@ __all__ = [
     "ReplyTimeoutError",
     "ResponseTooLargeError",
     "SchemaVersionError",
+    "SessionLimitError",
     "SigningKeyRequiredError",
     "StaleWriterError",
     "StoreError",
@@ -274,6 +276,26 @@ class LeaseHeldError(ConflictError):
         super().__init__(
             f"session {thread_id!r} is {state} by {owner!r} until {expires_at:.3f} (unix time); wait for it to "
             "expire or be released, or take it over with force=True if you know the owner is gone"
+        )
+
+
+class SessionLimitError(ConflictError):
+    """A ``SessionWorker`` already holds ``max_sessions`` sessions and refuses one more.
+
+    The limit is what one worker was measured to hold safely (see the ownership page); past it
+    a worker would take longer to hand its sessions over on ``SIGTERM`` than a redeploy allows.
+    What to do: send the session to another worker, release sessions that are done
+    (``worker.release(thread_id)``), run more workers, or raise ``max_sessions`` knowingly.
+    """
+
+    def __init__(self, owner: str, limit: int, thread_id: str) -> None:
+        self.owner = owner
+        self.limit = limit
+        self.thread_id = thread_id
+        super().__init__(
+            f"worker {owner!r} holds {limit} sessions, its max_sessions, and does not take session "
+            f"{thread_id!r}: send it to another worker, release sessions that are done "
+            "(worker.release(thread_id)), or raise max_sessions"
         )
 
 

@@ -124,6 +124,8 @@ class Kind(enum.IntEnum):
     #: never stored: what a signing store hands a reader in place of an object no known key
     #: signed (:mod:`.signing`); decoding it raises ``CorruptObjectError`` with its reason
     REFUSED = 11
+    #: a worker's liveness record (:mod:`langgraph_handoff.checkpoint.liveness`)
+    WORKER = 12
 
 
 @dataclass(frozen=True)

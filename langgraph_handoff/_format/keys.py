@@ -8,6 +8,8 @@ Layout (relative to the store's own prefix)::
     data/{T}/{N}/b/{sha256}                 large channel value, content-addressed (create-only)
     data/{T}/{N}/m/{inv(last_id)}-{nonce}   archive: the head's older segment references (create-only)
     meta/format                             store marker written by ``setup()``
+    workers/{W}/{I}                         liveness of incarnation I of session worker W
+                                            (langgraph_handoff.checkpoint.liveness)
     teams/{TM}/roster                       a team's members; moved by CAS (langgraph_handoff.teams)
     teams/{TM}/inbox/{M}/{id}               one message to member M (create-only, deleted once acked)
     teams/{TM}/dead/{M}/{id}                a message kept for a removed member (dead letter)
@@ -78,6 +80,7 @@ __all__ = [
     "validate_checkpoint_id",
     "validate_namespace",
     "validate_thread_id",
+    "worker_key",
     "writes_key",
     "writes_prefix",
 ]
@@ -347,6 +350,17 @@ def parse_blob_key(key: str) -> str | None:
 
 
 FORMAT_MARKER_KEY = "meta/format"
+
+WORKERS_ROOT = "workers/"
+
+
+def worker_key(owner: str, incarnation: str) -> str:
+    """The liveness record of one incarnation (one process) of session worker ``owner``.
+
+    >>> worker_key("worker-a", "0f3c")
+    'workers/worker-a/0f3c'
+    """
+    return f"{WORKERS_ROOT}{encode_segment(owner)}/{encode_segment(incarnation)}"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -275,7 +275,7 @@ class LeaseTerms:
     >>> meta = HeadMeta(lease={"epoch": 3, "owner": "a", "state": "transferring", "expires_at": 90,
     ...                        "transfer": {"deadline": 120.0}})
     >>> LeaseTerms.of(meta)
-    LeaseTerms(epoch=3, owner='a', state='transferring', expires_at=90.0, transfer_deadline=120.0)
+    LeaseTerms(epoch=3, owner='a', state='transferring', expires_at=90.0, transfer_deadline=120.0, liveness=None)
     >>> LeaseTerms.of(HeadMeta()) is None
     True
     """
@@ -287,6 +287,15 @@ class LeaseTerms:
     expires_at: float | None
     #: the deadline of a transfer under way (when the lease records one)
     transfer_deadline: float | None
+    #: the incarnation whose liveness record also keeps an active lease alive (``SessionWorker``)
+    liveness: str | None = None
+
+    @property
+    def liveness_ref(self) -> tuple[str, str] | None:
+        """``(owner, incarnation)`` of the liveness record keeping this active lease alive."""
+        if self.state != "active" or self.owner is None or self.liveness is None:
+            return None
+        return self.owner, self.liveness
 
     @classmethod
     def of(cls, meta: HeadMeta) -> LeaseTerms | None:
@@ -301,6 +310,7 @@ class LeaseTerms:
             state=state if isinstance(state, str) else "active",
             expires_at=_finite(raw.get("expires_at")),
             transfer_deadline=_finite(transfer.get("deadline")) if isinstance(transfer, Mapping) else None,
+            liveness=raw.get("liveness") if isinstance(raw.get("liveness"), str) else None,
         )
 
 

@@ -274,7 +274,22 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         nothing. It shares this saver's store and cache; writes to other threads are refused.
         See :class:`~langgraph_handoff.ownership.SessionManager`."""
         clone = copy.copy(self)
-        clone._fence = (lease.thread_id, int(lease.epoch))
+        clone._fence, clone._fence_lookup = (lease.thread_id, int(lease.epoch)), None
+        return clone
+
+    def with_lease_lookup(self, epoch_of: Callable[[str], int]) -> ObjectStoreSaver:
+        """A copy of this saver whose every write is fenced by the epoch ``epoch_of(thread_id)``
+        returns at the time of the write; ``epoch_of`` raises (``OwnershipLostError``) to refuse
+        a thread the caller does not hold. What :meth:`with_lease` does for one session, for all
+        the sessions a worker holds: :class:`~langgraph_handoff.ownership.SessionWorker` compiles
+        its graph once on such a saver instead of once per call.
+
+        >>> saver = ObjectStoreSaver.from_url("memory://").with_lease_lookup(lambda thread_id: 1)
+        >>> saver._fence_lookup("chat-1")
+        1
+        """
+        clone = copy.copy(self)
+        clone._fence, clone._fence_lookup = None, epoch_of
         return clone
 
     def under(self, prefix: str) -> ObjectStoreSaver:

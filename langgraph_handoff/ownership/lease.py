@@ -95,6 +95,25 @@ class Lease(Model):
     via: str = "acquire"
     #: the lease duration last asked for (what ``renew`` extends by, unless told otherwise)
     ttl: float = 30.0
+    #: the incarnation of the owner whose liveness record also keeps this lease alive (a
+    #: ``SessionWorker``'s: its heartbeat renews that one record, :mod:`~langgraph_handoff.checkpoint.liveness`), or ``None``
+    liveness: str | None = None
+
+    @property
+    def liveness_ref(self) -> tuple[str, str] | None:
+        """``(owner, incarnation)`` of the liveness record that may keep this lease alive."""
+        return (self.owner, self.liveness) if self.owner is not None and self.liveness is not None else None
+
+    def alive_until(self, record_expires_at: float) -> Lease:
+        """This lease with the time its owner's liveness record gives it, if later than its own.
+
+        >>> lease = acquire(None, "t-1", "worker-a", ttl=30, now=1000.0, liveness="0f3c")
+        >>> lease.expired(1100.0), lease.alive_until(1130.0).expired(1100.0)
+        (True, False)
+        """
+        if record_expires_at <= self.expires_at:
+            return self
+        return self.model_copy(update={"expires_at": record_expires_at})
 
     def expired(self, now: float) -> bool:
         """May another worker take the session over now? (A transfer nobody accepted in time
@@ -135,7 +154,9 @@ class Lease(Model):
         >>> meta.fence, meta.lease["owner"]
         (1, 'worker-a')
         """
-        return fenced(meta.replace(lease=self.model_dump(mode="json")), self.epoch)
+        # a lease without a liveness record is stored as before the field existed
+        data = self.model_dump(mode="json", exclude={"liveness"} if self.liveness is None else None)
+        return fenced(meta.replace(lease=data), self.epoch)
 
     @property
     def retired(self) -> bool:
@@ -153,13 +174,13 @@ class Lease(Model):
         return "expired" if self.expired(now) else "owned"
 
 
-def _check_ttl(ttl: float) -> float:
+def check_ttl(ttl: float) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0 or not math.isfinite(ttl):
         raise InvalidInputError(f"ttl must be a finite number of seconds > 0, got {ttl!r}")
     return float(ttl)
 
 
-def _check_owner(owner: object) -> str:
+def check_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner.strip():
         raise InvalidInputError(f"owner must be a non-empty string naming the worker, got {owner!r}")
     return owner
@@ -179,12 +200,22 @@ def _mine(current: Lease | None, lease: Lease) -> Lease:
     return current
 
 
-def acquire(current: Lease | None, thread_id: str, owner: str, *, ttl: float, now: float, force: bool = False) -> Lease:
+def acquire(
+    current: Lease | None,
+    thread_id: str,
+    owner: str,
+    *,
+    ttl: float,
+    now: float,
+    force: bool = False,
+    liveness: str | None = None,
+) -> Lease:
     """Take a free, released or expired session (epoch + 1); renew it if ``owner`` already holds
-    it; ``force`` takes it from a live owner (an operator who knows that worker is gone)."""
-    owner, ttl = _check_owner(owner), _check_ttl(ttl)
+    it; ``force`` takes it from a live owner (an operator who knows that worker is gone).
+    ``liveness``: the incarnation whose liveness record also keeps the lease alive."""
+    owner, ttl = check_owner(owner), check_ttl(ttl)
     if current is not None and current.owner == owner and current.state == "active" and not current.expired(now):
-        return current.model_copy(update={"expires_at": now + ttl, "ttl": ttl})
+        return current.model_copy(update={"expires_at": now + ttl, "ttl": ttl, "liveness": liveness})
     if current is not None and not force and not current.expired(now):
         verb = "being transferred" if current.state == "transferring" else "owned"
         raise LeaseHeldError(thread_id, current.owner, current.expires_at, verb)
@@ -197,13 +228,14 @@ def acquire(current: Lease | None, thread_id: str, owner: str, *, ttl: float, no
         acquired_at=now,
         via=via,
         ttl=ttl,
+        liveness=liveness,
     )
 
 
 def renew(current: Lease | None, lease: Lease, *, ttl: float, now: float) -> Lease:
     """Extend the holder's lease. Works even after ``expires_at`` as long as nobody took the
     session over (the epoch did not move): expiry only *allows* a takeover."""
-    ttl = _check_ttl(ttl)
+    ttl = check_ttl(ttl)
     cur = _mine(current, lease)
     if cur.state != "active":
         raise OwnershipLostError(
@@ -227,12 +259,12 @@ def begin_transfer(
 ) -> Lease:
     """Phase 1, *lock*: the owner stops processing and marks the session as being handed over.
     From here its own writes are refused; nobody else's are accepted before phase 3."""
-    timeout = _check_ttl(timeout)
+    timeout = check_ttl(timeout)
     cur = _mine(current, lease)
     if cur.state != "active":
         raise TransferError(f"session {lease.thread_id!r} is {cur.state}, not active: cannot start a transfer")
     if to_owner is not None:
-        _check_owner(to_owner)
+        check_owner(to_owner)
     transfer = Transfer(
         from_owner=cur.owner or "", to_owner=to_owner, note=note, started_at=now, deadline=now + timeout
     )
@@ -240,10 +272,17 @@ def begin_transfer(
 
 
 def accept(
-    current: Lease | None, thread_id: str, owner: str, *, transfer_id: str | None, ttl: float, now: float
+    current: Lease | None,
+    thread_id: str,
+    owner: str,
+    *,
+    transfer_id: str | None,
+    ttl: float,
+    now: float,
+    liveness: str | None = None,
 ) -> Lease:
     """Phase 3, *accept*: the new owner acknowledges; only now does ownership change (epoch + 1)."""
-    owner, ttl = _check_owner(owner), _check_ttl(ttl)
+    owner, ttl = check_owner(owner), check_ttl(ttl)
     if current is None or current.state != "transferring" or current.transfer is None:
         raise TransferError(f"session {thread_id!r} has no transfer pending")
     t = current.transfer
@@ -261,6 +300,7 @@ def accept(
         acquired_at=now,
         via="transfer",
         ttl=ttl,
+        liveness=liveness,
     )
 
 
@@ -279,7 +319,7 @@ def retire(current: Lease | None, thread_id: str, owner: str, *, now: float) -> 
     >>> lease.epoch, lease.retired, lease.expired(10**12)
     (2, True, False)
     """
-    owner = _check_owner(owner)
+    owner = check_owner(owner)
     if current is not None and current.retired:
         return current
     if current is not None and current.state == "active" and not current.expired(now):
@@ -299,4 +339,4 @@ def abort_transfer(current: Lease | None, lease: Lease, *, ttl: float, now: floa
     cur = _mine(current, lease)
     if cur.state != "transferring":
         raise TransferError(f"session {lease.thread_id!r} is {cur.state}: no transfer to abort")
-    return cur.model_copy(update={"state": "active", "transfer": None, "expires_at": now + _check_ttl(ttl)})
+    return cur.model_copy(update={"state": "active", "transfer": None, "expires_at": now + check_ttl(ttl)})

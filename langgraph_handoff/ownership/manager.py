@@ -17,13 +17,11 @@ from typing import Any, TypeVar
 
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.records import Head
-from langgraph_handoff.checkpoint import driver, trust
+from langgraph_handoff.checkpoint import driver, liveness, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.fencing import fence_of, fenced
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
-from langgraph_handoff.errors import (
-    LeaseHeldError,
-)
+from langgraph_handoff.errors import ConflictError, LeaseHeldError
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
 from langgraph_handoff.ownership.lease import Lease, Status
@@ -70,6 +68,30 @@ def lease_of(head: Head | None, thread_id: str) -> Lease | None:
     return Lease.from_meta(head.meta, thread_id) if head is not None else None
 
 
+#: until when each ``(owner, incarnation)`` liveness record read so far keeps its leases alive
+Alive = dict[tuple[str, str], float]
+
+
+def _record_to_read(lease: Lease | None, now: float, alive: Alive) -> tuple[str, str] | None:
+    """The liveness record to read before deciding on ``lease``: one only matters for an
+    active lease whose own time has passed (:mod:`~langgraph_handoff.checkpoint.liveness`)."""
+    if lease is None or lease.state != "active" or not lease.expired(now):
+        return None
+    ref = lease.liveness_ref
+    return ref if ref is not None and ref not in alive else None
+
+
+def _as_alive(lease: Lease | None, alive: Alive) -> Lease | None:
+    """``lease`` with its owner's liveness record's time, when that record was read."""
+    ref = lease.liveness_ref if lease is not None else None
+    return lease.alive_until(alive[ref]) if lease is not None and ref in alive else lease
+
+
+class _NeedRecord(Exception):  # control flow inside _plan_change, never raised out of it
+    def __init__(self, ref: tuple[str, str]) -> None:
+        self.ref = ref
+
+
 class SessionManager:
     """Who owns which session, for a fleet of workers sharing one store.
 
@@ -88,33 +110,60 @@ class SessionManager:
 
     # -- the one read-decide-swap loop ----------------------------------------------------------------
 
-    def _plan_change(self, thread_id: str, decide: Decide, *, fence_all: bool = False) -> Plan[Lease]:
+    def _plan_change(
+        self,
+        thread_id: str,
+        decide: Decide,
+        *,
+        fence_all: bool = False,
+        alive: Alive | None = None,
+        by_expiry: bool = False,
+    ) -> Plan[Lease]:
         """Read the root head, decide, compare-and-swap (``saver.heads.cas``: a lost race decides
         again on a fresh read; an unknown outcome whose lease landed is ours). After a change of
         epoch (or always, with ``fence_all``: acquire and accept, so retrying one finishes an
-        interrupted fence pass) the epoch is carried to every subgraph namespace head."""
+        interrupted fence pass) the epoch is carried to every subgraph namespace head.
+
+        ``by_expiry``: ``decide`` asks whether the lease lapsed (acquire, retire). Then a lease
+        past its own time whose owner keeps a liveness record is decided on with that record's
+        time (read first, then the head again: ``alive`` holds the records read). The holder's
+        own changes (renew, release, a transfer) never need it."""
         thread_id = keys.validate_thread_id(thread_id)
         decided: list[tuple[Lease | None, Lease]] = []  # (current, new) of the latest decision
+        alive = {} if alive is None else alive
 
         def change(head: Head | None) -> Head:
-            current = lease_of(head, thread_id)
-            new = decide(current, self.clock())
+            stored, now = lease_of(head, thread_id), self.clock()
+            ref = _record_to_read(stored, now, alive) if by_expiry else None
+            if ref is not None:
+                raise _NeedRecord(ref)
+            current = _as_alive(stored, alive)
+            new = decide(current, now)
             base = head if head is not None else Head(thread_id, "", {}, {})
             recorded = fence_of(base.meta)
             if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
-            decided[:] = [(current, new)]
+            decided[:] = [(stored, new)]
             return replace(base, meta=new.into(base.meta))
 
         def landed(head: Head | None) -> bool:
             return lease_of(head, thread_id) == decided[0][1]
 
         attempts = self.saver.layout.max_attempts
-        yield from self.saver.heads.cas(
-            thread_id, "", change, landed=landed,
-            contention=f"the lease of session {thread_id!r} kept changing under us ({attempts} attempts); retry",
-        )  # fmt: skip
+        for _ in range(attempts):  # each turn reads one more record; a head names one at a time
+            try:
+                yield from self.saver.heads.cas(
+                    thread_id, "", change, landed=landed,
+                    contention=f"the lease of session {thread_id!r} kept changing under us ({attempts} attempts); retry",
+                )  # fmt: skip
+                break
+            except _NeedRecord as need:
+                alive.update((yield from liveness.plan_alive_until([need.ref])))
+        else:
+            raise ConflictError(
+                f"the owner of session {thread_id!r} kept changing under us ({attempts} attempts); retry"
+            )
         current, new = decided[0]
         if fence_all or current is None or new.epoch != current.epoch:
             yield from self._plan_fence_namespaces(thread_id, new.epoch)
@@ -152,7 +201,7 @@ class SessionManager:
             before[0] = current
             return L.retire(current, thread_id, owner, now=now)
 
-        lease = yield from self._plan_change(thread_id, decide, fence_all=True)
+        lease = yield from self._plan_change(thread_id, decide, fence_all=True, by_expiry=True)
         return lease, not (before[0] is not None and before[0].retired)
 
     def _plan_get(self, thread_id: str) -> Plan[Lease | None]:
@@ -168,21 +217,33 @@ class SessionManager:
 
     # -- leases ---------------------------------------------------------------------------------------
 
-    def _acquire(self, thread_id: str, owner: str, ttl: float, force: bool) -> Plan[Lease]:
+    def _acquire(
+        self, thread_id: str, owner: str, ttl: float, force: bool, liveness: str | None, alive: Alive | None = None
+    ) -> Plan[Lease]:
         lease = yield from self._plan_change(
-            thread_id, lambda cur, now: L.acquire(cur, thread_id, owner, ttl=ttl, now=now, force=force), fence_all=True
+            thread_id,
+            lambda cur, now: L.acquire(cur, thread_id, owner, ttl=ttl, now=now, force=force, liveness=liveness),
+            fence_all=True,
+            alive=alive,
+            by_expiry=True,
         )
         log.info("session %r: %s holds epoch %d (%s)", thread_id, owner, lease.epoch, lease.via)
         return lease
 
-    def acquire(self, thread_id: str, owner: str, ttl: float, *, force: bool = False) -> Lease:
+    def acquire(
+        self, thread_id: str, owner: str, ttl: float, *, force: bool = False, liveness: str | None = None
+    ) -> Lease:
         """Own a session for ``ttl`` seconds: a free, released or expired one (epoch + 1, a
         *takeover* if someone held it), or renew your own. ``LeaseHeldError`` if another owner's
-        lease is valid; ``force=True`` takes it anyway (for an operator who knows that worker is gone)."""
-        return self._run(self._acquire(thread_id, owner, ttl, force))
+        lease is valid; ``force=True`` takes it anyway (for an operator who knows that worker is gone).
+        ``liveness``: the incarnation whose liveness record (:mod:`~langgraph_handoff.checkpoint.liveness`) also keeps the
+        lease alive, so that renewing that one record renews it (what ``SessionWorker`` does)."""
+        return self._run(self._acquire(thread_id, owner, ttl, force, liveness))
 
-    async def aacquire(self, thread_id: str, owner: str, ttl: float, *, force: bool = False) -> Lease:
-        return await self._arun(self._acquire(thread_id, owner, ttl, force))
+    async def aacquire(
+        self, thread_id: str, owner: str, ttl: float, *, force: bool = False, liveness: str | None = None
+    ) -> Lease:
+        return await self._arun(self._acquire(thread_id, owner, ttl, force, liveness))
 
     def renew(self, lease: Lease, ttl: float | None = None) -> Lease:
         """Extend your lease (the heartbeat). ``OwnershipLostError`` if the session moved on."""
@@ -208,6 +269,27 @@ class SessionManager:
 
     async def aget(self, thread_id: str) -> Lease | None:
         return await self._arun(self._plan_get(thread_id))
+
+    # -- worker liveness ------------------------------------------------------------------------------
+
+    def _keep_alive(self, owner: str, incarnation: str, ttl: float, stopped: bool) -> Plan[liveness.WorkerRecord]:
+        record = liveness.WorkerRecord(
+            L.check_owner(owner), incarnation, self.clock() + (0.0 if stopped else L.check_ttl(ttl)), stopped
+        )
+        yield from liveness.plan_write(record)
+        return record
+
+    def keep_alive(self, owner: str, incarnation: str, ttl: float, *, stopped: bool = False) -> liveness.WorkerRecord:
+        """Say that incarnation ``incarnation`` of worker ``owner`` is alive for ``ttl`` more
+        seconds (one PUT): every lease taken with ``liveness=incarnation`` holds as long
+        (:mod:`~langgraph_handoff.checkpoint.liveness`). ``stopped=True``: the worker stopped,
+        and what it still holds may be taken at once."""
+        return self._run(self._keep_alive(owner, incarnation, ttl, stopped))
+
+    async def akeep_alive(
+        self, owner: str, incarnation: str, ttl: float, *, stopped: bool = False
+    ) -> liveness.WorkerRecord:
+        return await self._arun(self._keep_alive(owner, incarnation, ttl, stopped))
 
     # -- planned transfer: lock, transfer, accept -----------------------------------------------------
 
@@ -239,20 +321,26 @@ class SessionManager:
     ) -> Lease:
         return await self._arun(self._begin(lease, to_owner, note, timeout))
 
-    def accept(self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None) -> Lease:
-        """Phase 3: the new owner acknowledges; ownership changes now, at epoch + 1."""
-        return self._run(
-            self._plan_change(
-                thread_id, lambda cur, now: L.accept(cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now)
-            )
+    def _accept(
+        self, thread_id: str, owner: str, ttl: float, transfer_id: str | None, liveness: str | None
+    ) -> Plan[Lease]:
+        return self._plan_change(
+            thread_id,
+            lambda cur, now: L.accept(
+                cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now, liveness=liveness
+            ),
         )
 
-    async def aaccept(self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None) -> Lease:
-        return await self._arun(
-            self._plan_change(
-                thread_id, lambda cur, now: L.accept(cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now)
-            )
-        )
+    def accept(
+        self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None, liveness: str | None = None
+    ) -> Lease:
+        """Phase 3: the new owner acknowledges; ownership changes now, at epoch + 1."""
+        return self._run(self._accept(thread_id, owner, ttl, transfer_id, liveness))
+
+    async def aaccept(
+        self, thread_id: str, owner: str, ttl: float, *, transfer_id: str | None = None, liveness: str | None = None
+    ) -> Lease:
+        return await self._arun(self._accept(thread_id, owner, ttl, transfer_id, liveness))
 
     def abort_transfer(self, lease: Lease, ttl: float) -> Lease:
         """The old owner takes its session back after a transfer nobody accepted."""
@@ -267,8 +355,11 @@ class SessionManager:
 
     # -- monitoring and forced takeover ------------------------------------------------------------------
 
-    def _plan_sessions(self, thread_ids: Sequence[str] | None) -> Plan[list[SessionInfo]]:
+    def _plan_sessions(self, thread_ids: Sequence[str] | None, alive: Alive | None = None) -> Plan[list[SessionInfo]]:
+        """Every session's status; a lease past its own time is judged by its owner's liveness
+        record (one GET per record, however many leases name it; ``alive`` keeps them)."""
         heads = self.saver.heads
+        alive = {} if alive is None else alive
         if thread_ids is None:
             ids = [t for t, ns in (yield from heads.ids()) if ns == ""]
         else:
@@ -278,10 +369,13 @@ class SessionManager:
         for start in range(0, len(ids), 64):
             chunk = ids[start : start + 64]
             reads = yield from heads.read_many([(t, "") for t in chunk])
-            for tid, (head, _) in zip(chunk, reads, strict=True):
+            leases = [lease_of(head, tid) for tid, (head, _) in zip(chunk, reads, strict=True)]
+            refs = [r for r in (_record_to_read(lease, now, alive) for lease in leases) if r is not None]
+            alive.update((yield from liveness.plan_alive_until(refs)))
+            for tid, (head, _), stored in zip(chunk, reads, leases, strict=True):
                 if head is None:
                     continue
-                lease = lease_of(head, tid)
+                lease = _as_alive(stored, alive)
                 status: Status = lease.status(now) if lease is not None else "ownerless"
                 if lease is None and not head.records:
                     continue
@@ -297,14 +391,15 @@ class SessionManager:
         return await self._arun(self._plan_sessions(thread_ids))
 
     def _plan_reclaim(
-        self, owner: str, ttl: float, thread_ids: Sequence[str] | None, limit: int | None
+        self, owner: str, ttl: float, thread_ids: Sequence[str] | None, limit: int | None, liveness: str | None
     ) -> Plan[list[Lease]]:
         taken: list[Lease] = []
-        for info in (yield from self._plan_sessions(thread_ids)):
+        alive: Alive = {}
+        for info in (yield from self._plan_sessions(thread_ids, alive)):
             if info.lease is None or info.status not in ("expired", "stuck"):
                 continue  # owned, in transfer, released (anyone may simply acquire it) or never leased
             try:
-                lease = yield from self._acquire(info.thread_id, owner, ttl, False)
+                lease = yield from self._acquire(info.thread_id, owner, ttl, False, liveness, alive)
             except LeaseHeldError:
                 continue  # renewed, or another reclaimer won
             log.warning(
@@ -321,18 +416,30 @@ class SessionManager:
         return taken
 
     def reclaim_expired(
-        self, owner: str, ttl: float, *, thread_ids: Sequence[str] | None = None, limit: int | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        thread_ids: Sequence[str] | None = None,
+        limit: int | None = None,
+        liveness: str | None = None,
     ) -> list[Lease]:
         """The health check: take over (epoch + 1) every session whose owner stopped renewing or
         whose transfer was never accepted. Resume each from its latest checkpoint with a saver
         bound to the new lease (``saver.with_lease(lease)``): LangGraph replays the pending
         writes of tasks that completed, so they are not executed again."""
-        return self._run(self._plan_reclaim(owner, ttl, thread_ids, limit))
+        return self._run(self._plan_reclaim(owner, ttl, thread_ids, limit, liveness))
 
     async def areclaim_expired(
-        self, owner: str, ttl: float, *, thread_ids: Sequence[str] | None = None, limit: int | None = None
+        self,
+        owner: str,
+        ttl: float,
+        *,
+        thread_ids: Sequence[str] | None = None,
+        limit: int | None = None,
+        liveness: str | None = None,
     ) -> list[Lease]:
-        return await self._arun(self._plan_reclaim(owner, ttl, thread_ids, limit))
+        return await self._arun(self._plan_reclaim(owner, ttl, thread_ids, limit, liveness))
 
 
 def session_note(

@@ -12,20 +12,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import signal
 import threading
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from langgraph_handoff.errors import ConflictError, OwnershipLostError
+from langgraph_handoff.errors import (
+    ConflictError,
+    InvalidInputError,
+    LangGraphHandoffError,
+    OwnershipLostError,
+    SessionLimitError,
+)
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager, session_note
 
 log = logging.getLogger("langgraph_handoff.ownership")
 
-#: builds the compiled graph for one session, given the lease-bound saver to use as checkpointer
+#: builds the worker's compiled graph, given the saver to use as checkpointer (called once per
+#: worker: that saver fences each write by the lease the worker holds for its thread)
 GraphFactory = Callable[[Any], Any]
+
+#: the most sessions one worker holds by default. A heartbeat costs one request whatever the
+#: number (the worker's liveness record); what grows with it is taking sessions (3 requests
+#: each), handing them over on ``stop`` and memory. Measured in bench/leases.py.
+MAX_SESSIONS = 10_000
+
+#: ``(worker, thread_id, epoch)`` of the run under way in this context: its writes keep the
+#: epoch the run started with, even if the worker takes the session again meanwhile
+_RUN: contextvars.ContextVar[tuple[object, str, int] | None] = contextvars.ContextVar("lgh_run", default=None)
 
 
 def _interrupted_step(graph: Any, state: Any) -> bool:
@@ -54,6 +73,11 @@ class WorkerStoppingError(ConflictError):
 class SessionWorker:
     """Serve sessions under leases.
 
+    The heartbeat renews one liveness record, whatever the number of sessions held (up to
+    ``max_sessions``; past it :class:`~langgraph_handoff.errors.SessionLimitError`), and the
+    graph ``build`` returns is built once, on a saver that fences each write by the lease this
+    worker holds for its thread.
+
     >>> from langgraph_handoff import ObjectStoreSaver
     >>> from langgraph.graph import StateGraph, START, END, MessagesState
     >>> def build(checkpointer):
@@ -79,7 +103,10 @@ class SessionWorker:
         heartbeat: float | None = None,
         transfer_timeout: float = 30.0,
         durability: str = "sync",
+        max_sessions: int = MAX_SESSIONS,
     ):
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise InvalidInputError(f"max_sessions must be a positive integer, got {max_sessions!r}")
         self.sessions = sessions
         self.owner = owner
         self.build = build
@@ -90,6 +117,8 @@ class SessionWorker:
         # "async", a task's writes can land for a checkpoint that a crash then never stores; the
         # next owner resumes from the one before and runs that task again (chaos run: 1 in 40).
         self.durability = durability
+        #: how many sessions :meth:`stop` hands over side by side
+        self.handover_concurrency = 32
         self.leases: dict[str, Lease] = {}
         self.lost: set[str] = set()
         #: sessions whose interrupted step this worker has not finished yet (see :meth:`settle`)
@@ -97,6 +126,12 @@ class SessionWorker:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._beat: threading.Thread | None = None
+        self.max_sessions = max_sessions
+        #: this process's incarnation of ``owner``: its leases name it, and the heartbeat renews
+        #: its one liveness record (:mod:`~langgraph_handoff.checkpoint.liveness`)
+        self.incarnation = uuid.uuid4().hex
+        self._alive_written = False
+        self._graph: Any = None
 
     # -- leases and the heartbeat -----------------------------------------------------------------
 
@@ -118,17 +153,24 @@ class SessionWorker:
             self._beat.start()
 
     def beat(self) -> None:
-        """Renew every lease once (what the heartbeat does every ``heartbeat`` seconds)."""
+        """Renew every lease once (what the heartbeat does every ``heartbeat`` seconds): one
+        write of this worker's liveness record renews every lease taken under it, whatever
+        their number; a lease taken otherwise is renewed on its own. A failure is logged and
+        left to the next beat: the heartbeat never dies."""
         with self._lock:
             held = list(self.leases.values())
+        if any(lease.liveness == self.incarnation for lease in held) or self._alive_written:
+            try:
+                self.sessions.keep_alive(self.owner, self.incarnation, self.ttl)
+            except Exception as exc:  # noqa: BLE001 - the store is down: next beat; never die
+                log.warning("%s could not renew its liveness record: %s: %s", self.owner, type(exc).__name__, exc)
         for lease in held:
+            if lease.liveness == self.incarnation:
+                continue
             try:
                 renewed = self.sessions.renew(lease, self.ttl)
             except OwnershipLostError:
-                log.warning("%s lost session %r (epoch %d)", self.owner, lease.thread_id, lease.epoch)
-                with self._lock:
-                    self.leases.pop(lease.thread_id, None)
-                    self.lost.add(lease.thread_id)
+                self._lose(lease)
                 continue
             except Exception as exc:  # noqa: BLE001 - the store is down, a lost race: next beat; never die
                 log.warning("%s could not renew %r: %s: %s", self.owner, lease.thread_id, type(exc).__name__, exc)
@@ -136,6 +178,36 @@ class SessionWorker:
             with self._lock:  # only if still held (stop() or release() may have run meanwhile)
                 if lease.thread_id in self.leases and self.leases[lease.thread_id].epoch == renewed.epoch:
                     self.leases[lease.thread_id] = renewed
+
+    def _lose(self, lease: Lease) -> None:
+        log.warning("%s lost session %r (epoch %d)", self.owner, lease.thread_id, lease.epoch)
+        with self._lock:
+            if lease.thread_id in self.leases and self.leases[lease.thread_id].epoch == lease.epoch:
+                del self.leases[lease.thread_id]
+            self.lost.add(lease.thread_id)
+
+    def _first_alive(self) -> None:
+        """Write the liveness record before the first lease names it (then the heartbeat does)."""
+        if not self._alive_written:
+            self.sessions.keep_alive(self.owner, self.incarnation, self.ttl)
+            self._alive_written = True
+
+    async def _afirst_alive(self) -> None:
+        if not self._alive_written:
+            await self.sessions.akeep_alive(self.owner, self.incarnation, self.ttl)
+            self._alive_written = True
+
+    def _room(self) -> int:
+        """How many more sessions this worker may take (``max_sessions`` minus those held)."""
+        with self._lock:
+            return max(0, self.max_sessions - len(self.leases))
+
+    def _room_for(self, thread_id: str) -> None:
+        """Refuse a new session past ``max_sessions`` (``SessionLimitError``)."""
+        with self._lock:
+            if thread_id in self.leases or len(self.leases) < self.max_sessions:
+                return
+        raise SessionLimitError(self.owner, self.max_sessions, thread_id)
 
     def _heartbeat_loop(self) -> None:
         while not self._stopping.wait(self.heartbeat):
@@ -157,12 +229,57 @@ class SessionWorker:
             raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
         with self._lock:
             held = self.leases.get(thread_id)
-        lease = held if held is not None else self.sessions.acquire(thread_id, self.owner, self.ttl)
-        self._hold(lease)
-        return lease
+        if held is None:
+            self._room_for(thread_id)
+            self._first_alive()
+            held = self.sessions.acquire(thread_id, self.owner, self.ttl, liveness=self.incarnation)
+        self._hold(held)
+        return held
+
+    async def _alease_for(self, thread_id: str) -> Lease:
+        if self.stopping:
+            raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
+        with self._lock:
+            held = self.leases.get(thread_id)
+        if held is None:
+            self._room_for(thread_id)
+            await self._afirst_alive()
+            held = await self.sessions.aacquire(thread_id, self.owner, self.ttl, liveness=self.incarnation)
+        self._hold(held)
+        return held
 
     def graph_for(self, lease: Lease) -> Any:
-        return self.build(self.sessions.saver.with_lease(lease))
+        """The worker's graph (built once, on first use): its saver writes each thread under
+        the lease this worker holds for it, and refuses a thread it does not hold."""
+        del lease  # one graph serves every session; kept for subclasses that build per lease
+        with self._lock:
+            if self._graph is None:
+                self._graph = self.build(self.sessions.saver.with_lease_lookup(self._epoch_of))
+            return self._graph
+
+    def _epoch_of(self, thread_id: str) -> int:
+        run = _RUN.get()
+        if run is not None and run[0] is self and run[1] == thread_id:
+            return run[2]
+        with self._lock:
+            lease = self.leases.get(thread_id)
+        if lease is None:
+            raise OwnershipLostError(
+                thread_id, "", epoch=0, current=0, reason=f"{self.owner} does not hold the session now"
+            )
+        return lease.epoch
+
+    @contextlib.contextmanager
+    def _running(self, lease: Lease) -> Iterator[None]:
+        """Pin ``lease``'s epoch for a run's writes, and forget a session found lost."""
+        token = _RUN.set((self, lease.thread_id, lease.epoch))
+        try:
+            yield
+        except OwnershipLostError:
+            self._lose(lease)
+            raise
+        finally:
+            _RUN.reset(token)
 
     def settle(self, thread_id: str, config: dict[str, Any] | None = None) -> Any:
         """Finish the step a previous owner was in when it died, before anything new happens.
@@ -174,13 +291,15 @@ class SessionWorker:
         checkpoint once (``invoke(None)``: completed tasks are replayed, not run again) if it has
         tasks. :meth:`invoke` calls it for you. Returns the resumed result, or ``None``.
         """
-        graph, cfg = self.graph_for(self.lease_for(thread_id)), self._config(thread_id, config)
+        lease = self.lease_for(thread_id)
         if not self._needs_settling(thread_id):
             return None
+        graph, cfg = self.graph_for(lease), self._config(thread_id, config)
         result = None
-        if _interrupted_step(graph, graph.get_state(cfg)):
-            log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
-            result = graph.invoke(None, cfg, durability=self.durability)
+        with self._running(lease):
+            if _interrupted_step(graph, graph.get_state(cfg)):
+                log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
+                result = graph.invoke(None, cfg, durability=self.durability)
         self._settled(thread_id)
         return result
 
@@ -194,18 +313,15 @@ class SessionWorker:
 
     async def asettle(self, thread_id: str, config: dict[str, Any] | None = None) -> Any:
         """Async twin of :meth:`settle`."""
-        with self._lock:
-            lease = self.leases.get(thread_id)
-        if lease is None:
-            lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
-            self._hold(lease)
-        graph, cfg = self.graph_for(lease), self._config(thread_id, config)
+        lease = await self._alease_for(thread_id)
         if not self._needs_settling(thread_id):
             return None
+        graph, cfg = self.graph_for(lease), self._config(thread_id, config)
         result = None
-        if _interrupted_step(graph, await graph.aget_state(cfg)):
-            log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
-            result = await graph.ainvoke(None, cfg, durability=self.durability)
+        with self._running(lease):
+            if _interrupted_step(graph, await graph.aget_state(cfg)):
+                log.info("%s resumes %r where the previous owner stopped", self.owner, thread_id)
+                result = await graph.ainvoke(None, cfg, durability=self.durability)
         self._settled(thread_id)
         return result
 
@@ -219,22 +335,19 @@ class SessionWorker:
         else:
             self._settled(thread_id)
         kwargs.setdefault("durability", self.durability)
-        return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
+        with self._running(lease):
+            return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
 
     async def ainvoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        if self.stopping:
-            raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
-        with self._lock:
-            lease = self.leases.get(thread_id)
-        if lease is None:
-            lease = await self.sessions.aacquire(thread_id, self.owner, self.ttl)
-        self._hold(lease)
+        """Async twin of :meth:`invoke`."""
+        lease = await self._alease_for(thread_id)
         if input is not None:
             await self.asettle(thread_id, config)
         else:
             self._settled(thread_id)
         kwargs.setdefault("durability", self.durability)
-        return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
+        with self._running(lease):
+            return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
 
     def accept_transfers(self, infos: list[Any] | None = None) -> list[Lease]:
         """Accept every pending transfer addressed to this worker or to anyone (``infos``: a
@@ -246,8 +359,13 @@ class SessionWorker:
                 continue
             if lease.transfer.to_owner not in (None, self.owner) or lease.owner == self.owner:
                 continue
+            if self._room() == 0:
+                break  # full: leave the rest to other workers
+            self._first_alive()
             try:
-                new = self.sessions.accept(info.thread_id, self.owner, self.ttl, transfer_id=lease.transfer.id)
+                new = self.sessions.accept(
+                    info.thread_id, self.owner, self.ttl, transfer_id=lease.transfer.id, liveness=self.incarnation
+                )
             except ConflictError:
                 continue  # someone else accepted first, or it expired
             self._hold(new)
@@ -258,9 +376,13 @@ class SessionWorker:
         """The health check: take over sessions whose owner stopped renewing (epoch + 1).
         Their interrupted steps are finished by the next :meth:`invoke` (or :meth:`settle`)."""
         ids = None if infos is None else [i.thread_id for i in infos if i.status in ("expired", "stuck")]
-        if ids == []:
+        room = self._room()
+        if ids == [] or room == 0:
             return []
-        leases = self.sessions.reclaim_expired(self.owner, self.ttl, thread_ids=ids)
+        self._first_alive()
+        leases = self.sessions.reclaim_expired(
+            self.owner, self.ttl, thread_ids=ids, limit=room, liveness=self.incarnation
+        )
         for lease in leases:
             self._hold(lease)
         return leases
@@ -275,21 +397,41 @@ class SessionWorker:
     # -- stopping -----------------------------------------------------------------------------------------
 
     def stop(self, *, to_owner: str | None = None, next_step: str = "continue the conversation") -> list[str]:
-        """Stop taking work and hand every held session over (lock + note). Returns the threads."""
+        """Stop taking work and hand every held session over (lock + note). Returns the threads.
+
+        Up to :attr:`handover_concurrency` sessions are handed over side by side (2 requests
+        each), so that a worker holding thousands of sessions hands them over within a
+        redeploy's grace period. One that fails (the store is down) is logged and left: the
+        worker's liveness record is then marked stopped, so another worker may take it at once."""
         self._stopping.set()
         with self._lock:
             held = list(self.leases.values())
             self.leases.clear()
-        handed: list[str] = []
-        for lease in held:
-            note = session_note(
-                source=self.owner, target=to_owner, next_step=next_step, briefing=f"{self.owner} is shutting down"
-            )
+        note = session_note(
+            source=self.owner, target=to_owner, next_step=next_step, briefing=f"{self.owner} is shutting down"
+        )
+
+        def hand(lease: Lease) -> bool:
             try:
                 self.sessions.begin_transfer(lease, to_owner=to_owner, note=note, timeout=self.transfer_timeout)
             except OwnershipLostError:
-                continue
-            handed.append(lease.thread_id)
+                return False
+            except LangGraphHandoffError as exc:  # the store failed: the others are still handed over
+                log.warning("%s could not hand %r over: %s: %s", self.owner, lease.thread_id, type(exc).__name__, exc)
+                return False
+            return True
+
+        if len(held) > 1:
+            with ThreadPoolExecutor(min(self.handover_concurrency, len(held)), "handover") as pool:
+                done = list(pool.map(hand, held))
+        else:
+            done = [hand(lease) for lease in held]
+        handed = [lease.thread_id for lease, ok in zip(held, done, strict=True) if ok]
+        if self._alive_written:  # what was not handed over may be taken at once, not after its TTL
+            try:
+                self.sessions.keep_alive(self.owner, self.incarnation, 0.0, stopped=True)
+            except LangGraphHandoffError as exc:
+                log.warning("%s could not mark its liveness record stopped: %s", self.owner, exc)
         log.info("%s stopped; handed over %d session(s)", self.owner, len(handed))
         return handed
 

@@ -63,6 +63,7 @@ PUBLIC: dict[str, set[str]] = {
         "ReplyTimeoutError",
         "ResponseTooLargeError",
         "SchemaVersionError",
+        "SessionLimitError",
         "SigningKeyRequiredError",
         "StaleWriterError",
         "StoreError",

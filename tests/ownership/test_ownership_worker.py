@@ -67,8 +67,10 @@ def test_heartbeat_keeps_the_session_and_notices_a_loss(fleet) -> None:  # type:
     with pytest.raises(LeaseHeldError):
         b.invoke("chat", {"log": ["b"]})
     SessionManager(saver, clock=clock).acquire("chat", "ops", ttl=30, force=True)
-    a.beat()
-    assert "chat" in a.lost and "chat" not in a.leases
+    a.beat()  # one write of a's liveness record: it reads no lease, so it notices nothing yet
+    with pytest.raises(OwnershipLostError):
+        a.invoke("chat", {"log": ["late"]})  # the first write after the takeover is refused ...
+    assert "chat" in a.lost and "chat" not in a.leases  # ... and the worker forgets the session
     a.stop()
 
 

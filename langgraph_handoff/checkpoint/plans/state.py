@@ -107,6 +107,9 @@ class SaverState:
     _runs: RunLedger
     #: ``(thread_id, epoch)`` of the session lease this saver writes under, if any
     _fence: tuple[str, int] | None = None
+    #: the epoch to write each thread under, looked up per write (``with_lease_lookup``: one
+    #: compiled graph serves every session a worker holds); it raises to refuse the write
+    _fence_lookup: Callable[[str], int] | None = None
     #: ``(thread_id, rider)``: a function of the root head's metadata applied inside every
     #: root-head compare-and-swap of that thread (see ``ObjectStoreSaver.with_head_rider``)
     _rider: tuple[str, Callable[[HeadMeta], HeadMeta]] | None = None

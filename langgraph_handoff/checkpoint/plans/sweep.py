@@ -77,8 +77,9 @@ from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
 from langgraph_handoff._format.records import Head
 from langgraph_handoff._frozen import fast_replace
+from langgraph_handoff.checkpoint import liveness
 from langgraph_handoff.checkpoint.driver import PAUSE, Batch, Plan
-from langgraph_handoff.checkpoint.fencing import released, session_of
+from langgraph_handoff.checkpoint.fencing import LeaseTerms, released, session_of
 from langgraph_handoff.checkpoint.plans import listing, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.checkpoint.ttl import (
@@ -353,6 +354,8 @@ def _sweep_group(
     if not live_heads:
         return ThreadSweep(thread_id, "empty")
     expires = max(_seen(h, e).expiry(default_ttl) for h, e in live_heads.values())
+    if result.now >= expires and "" in live_heads:
+        expires = max(expires, (yield from _worker_alive_until(live_heads[""][0])))
     if result.now < expires:
         return ThreadSweep(thread_id, "kept", expires_at=expires)
     if result.strategy == "keep_latest":
@@ -360,6 +363,18 @@ def _sweep_group(
     if result.dry_run:
         return ThreadSweep(thread_id, "would delete", expires_at=expires)
     return (yield from _sweep_delete(saver, thread_id, heads, expires, result.now))
+
+
+def _worker_alive_until(root: Head) -> Plan[float]:
+    """Until when the liveness record of the worker whose lease is on ``root`` keeps the
+    session alive (0.0: no such lease or record). A worker renews that one record, not each
+    lease (:mod:`~langgraph_handoff.checkpoint.liveness`), so a session it serves is idle
+    only once the record lapses too."""
+    terms = LeaseTerms.of(root.meta)
+    ref = terms.liveness_ref if terms is not None else None
+    if ref is None:
+        return 0.0
+    return (yield from liveness.plan_alive_until([ref])).get(ref, 0.0)
 
 
 def _tombstone(thread_id: str, ns: str, head: Head | None, now: float, upto: str | None) -> Head:

@@ -89,6 +89,8 @@ def _folded_size(folded: Folded) -> int:
 
 
 def _fence_for(saver: SaverState, thread_id: str) -> int | None:
+    if saver._fence_lookup is not None:
+        return saver._fence_lookup(thread_id)
     if saver._fence is None:
         return None
     bound, epoch = saver._fence
