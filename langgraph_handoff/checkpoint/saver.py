@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -25,12 +25,15 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_handoff import telemetry
 from langgraph_handoff._format import envelope, keys, signing
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.cache import HeadCache
+from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.heads import SaverHeads
+from langgraph_handoff.checkpoint.observed import observed, outcome_of
 from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
@@ -46,7 +49,7 @@ from langgraph_handoff.checkpoint.ttl import (
     TTLSettings,
     sweep_arguments,
 )
-from langgraph_handoff.errors import PreconditionFailedError, UnknownOutcomeError
+from langgraph_handoff.errors import PreconditionFailedError, StaleWriterError, UnknownOutcomeError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import Get, Put, StoreBase
 from langgraph_handoff.stores.prefixed import PrefixedStore
@@ -55,6 +58,27 @@ from langgraph_handoff.stores.urls import store_from_url
 __all__ = ["ObjectStoreSaver"]
 
 log = logging.getLogger("langgraph_handoff")
+R = TypeVar("R")
+
+
+def _thread(thread_id: Any) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _refused(operation: str, config: Any, exc: StaleWriterError) -> None:
+    """The INFO record of a refused write: expected when runs race, raised to the caller
+    anyway, and worth finding in the logs (its thread, its outcome, what the caller was told)."""
+    conf = (config or {}).get("configurable", {}) if isinstance(config, Mapping) else {}
+    outcome = outcome_of(exc)
+    log.info(
+        "checkpoint %s refused on thread %r (%s): %s",
+        operation,
+        conf.get("thread_id"),
+        outcome,
+        exc,
+        extra={"langgraph_handoff.event": "checkpoint.refused", telemetry.THREAD: conf.get("thread_id"),
+               telemetry.OUTCOME: outcome, telemetry.OPERATION: f"checkpoint.{operation}"},
+    )  # fmt: skip
 
 
 def _placed(result: ThreadMigration, store: StoreBase) -> None:
@@ -353,6 +377,14 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def _observed(self, operation: str, plan: Plan[R], config: Any, *, write: bool = False) -> Plan[R]:
+        """``plan`` as a traced, measured checkpoint operation (itself when telemetry is off)."""
+        if not telemetry.is_on():
+            return plan
+        conf = (config or {}).get("configurable", {}) if isinstance(config, Mapping) else {}
+        attrs = {telemetry.THREAD: conf.get("thread_id"), telemetry.NAMESPACE: conf.get("checkpoint_ns")}
+        return observed(operation, self.store, plan, attrs, write=write)
+
     # -- versions --------------------------------------------------------------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """``"{n:032}.{random}"``: ordered as strings, and unique across branches of a thread."""
@@ -367,10 +399,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     # -- reads -----------------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (exactly that id, or None), else the latest."""
-        return driver.run(self.store, self._plan_get_tuple(config))
+        return driver.run(self.store, self._observed("get_tuple", self._plan_get_tuple(config), config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await driver.arun(self.store, self._plan_get_tuple(config))
+        return await driver.arun(self.store, self._observed("get_tuple", self._plan_get_tuple(config), config))
 
     def list(
         self,
@@ -393,7 +425,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         :class:`~langgraph_handoff._format.damage.DamagedObject` to ``on_damaged``, and goes on
         with the other threads. Keys under ``heads/`` that are not head keys are skipped so too.
         """
-        return driver.iterate(self.store, self._plan_list(config, filter, before, limit, on_damaged))
+        plan = self._plan_list(config, filter, before, limit, on_damaged)
+        return driver.iterate(self.store, self._observed("list", plan, config))
 
     async def alist(
         self,
@@ -404,7 +437,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         limit: int | None = None,
         on_damaged: Callable[[DamagedObject], None] | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for item in driver.aiterate(self.store, self._plan_list(config, filter, before, limit, on_damaged)):
+        plan = self._observed("list", self._plan_list(config, filter, before, limit, on_damaged), config)
+        async for item in driver.aiterate(self.store, plan):
             yield item
 
     # -- writes ----------------------------------------------------------------------------------
@@ -416,7 +450,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint by compare-and-swap on its namespace's head (one request)."""
-        return driver.run(self.store, self._plan_put(config, checkpoint, metadata, new_versions))
+        plan = self._observed("put", self._plan_put(config, checkpoint, metadata, new_versions), config, write=True)
+        try:
+            return driver.run(self.store, plan)
+        except StaleWriterError as exc:
+            _refused("put", config, exc)
+            raise
 
     async def aput(
         self,
@@ -425,7 +464,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await driver.arun(self.store, self._plan_put(config, checkpoint, metadata, new_versions))
+        plan = self._observed("put", self._plan_put(config, checkpoint, metadata, new_versions), config, write=True)
+        try:
+            return await driver.arun(self.store, plan)
+        except StaleWriterError as exc:
+            _refused("put", config, exc)
+            raise
 
     def put_writes(
         self,
@@ -435,7 +479,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store one task's writes for a checkpoint (one create-only request)."""
-        driver.run(self.store, self._plan_put_writes(config, writes, task_id, task_path))
+        plan = self._plan_put_writes(config, writes, task_id, task_path)
+        driver.run(self.store, self._observed("put_writes", plan, config, write=True))
 
     async def aput_writes(
         self,
@@ -444,7 +489,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await driver.arun(self.store, self._plan_put_writes(config, writes, task_id, task_path))
+        plan = self._plan_put_writes(config, writes, task_id, task_path)
+        await driver.arun(self.store, self._observed("put_writes", plan, config, write=True))
 
     # -- maintenance -----------------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
@@ -456,10 +502,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         (:mod:`~langgraph_handoff.checkpoint.plans.maintenance`). Keys under the thread's
         ``heads/`` prefix that are not head keys are left alone; nothing of another thread is
         touched."""
-        driver.run(self.store, self._plan_delete_thread(thread_id))
+        plan = self._plan_delete_thread(thread_id)
+        driver.run(self.store, self._observed("delete_thread", plan, _thread(thread_id), write=True))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await driver.arun(self.store, self._plan_delete_thread(thread_id))
+        plan = self._plan_delete_thread(thread_id)
+        await driver.arun(self.store, self._observed("delete_thread", plan, _thread(thread_id), write=True))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids`` (all threads), with

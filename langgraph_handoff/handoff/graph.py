@@ -40,6 +40,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from langgraph_handoff.errors import InvalidHandoffError
+from langgraph_handoff.handoff import observe
 from langgraph_handoff.handoff.agents import REQUEST_KEY, HandoffAgent, build_tool_agent, tools_for
 from langgraph_handoff.handoff.model import Handoff, is_handoff_message
 from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy
@@ -103,6 +104,7 @@ def _user_text(messages: Sequence[BaseMessage]) -> str:
 
 
 def _emit(config: RunnableConfig, events: list[Event]) -> None:
+    observe.record(config, events)
     writer = get_stream_writer()
     for kind, data in events:
         writer({EVENT: kind, **data})
@@ -111,6 +113,7 @@ def _emit(config: RunnableConfig, events: list[Event]) -> None:
 
 
 async def _aemit(config: RunnableConfig, events: list[Event]) -> None:
+    observe.record(config, events)
     writer = get_stream_writer()
     for kind, data in events:
         writer({EVENT: kind, **data})
@@ -201,10 +204,11 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
     def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started, view = clock(), view_of(state)
         try:
-            if spec.kind == "function":  # as a child run, so it carries the handoff metadata too
-                out = function.invoke({**state, "messages": view}, child_config(config, state))
-            else:
-                out = runnable.invoke({"messages": view}, child_config(config, state))
+            with observe.agent_turn(spec.name, config, state):
+                if spec.kind == "function":  # as a child run, so it carries the handoff metadata too
+                    out = function.invoke({**state, "messages": view}, child_config(config, state))
+                else:
+                    out = runnable.invoke({"messages": view}, child_config(config, state))
         except GraphRecursionError as exc:
             return runaway(state, started, exc)
         return collect(state, view, out, started)
@@ -212,10 +216,11 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
     async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started, view = clock(), view_of(state)
         try:
-            if spec.kind == "function":
-                out = await function.ainvoke({**state, "messages": view}, child_config(config, state))
-            else:
-                out = await runnable.ainvoke({"messages": view}, child_config(config, state))
+            with observe.agent_turn(spec.name, config, state):
+                if spec.kind == "function":
+                    out = await function.ainvoke({**state, "messages": view}, child_config(config, state))
+                else:
+                    out = await runnable.ainvoke({"messages": view}, child_config(config, state))
         except GraphRecursionError as exc:
             return runaway(state, started, exc)
         return collect(state, view, out, started)

@@ -139,7 +139,6 @@ class HandoffPolicy:
                 source=state.get("active_agent"), target=target, reason=chosen.reason, chain=[target], trigger="route"
             )
             update["handoffs"] = [handoff.model_dump(mode="json")]
-        logger.info("route -> %s via %s (%s) scores=%s", target, chosen.method, chosen.reason, chosen.scores)
         return Plan(target, update, [("route", chosen.model_dump(mode="json"))])
 
     # -- after an agent step ------------------------------------------------------------------------
@@ -220,11 +219,6 @@ class HandoffPolicy:
                     )
                 update["turn_retries"] = retries + 1
                 assert source is not None
-                logger.info(
-                    "handoff by %r refused (%s); the agent gets the error and another go",
-                    source,
-                    "; ".join(e for _, e in problems),
-                )
                 return Plan(source, update, [("retry", {"source": source, "errors": [e for _, e in problems]})])
         for req, err in problems:
             out += _rewrite(messages, req.get("tool_call_id"), f"Not transferred: {err}.")
@@ -274,9 +268,7 @@ class HandoffPolicy:
         if target is None:
             # no usable fallback (none, disabled, or the fallback itself tripped): end the turn politely
             out.append(AIMessage(self.fallback_message.replace("{reason}", breach), name=ROUTER))
-            logger.warning("handoff by %r stopped, turn ended: %s", source, breach)
             return Plan(END, update, events)
-        logger.warning("circuit breaker: %s; %r -> fallback %r", breach, source, target)
         briefing = f"Automatic transfer because {breach}."
         if winner is not None:
             briefing += f" {source} had asked to hand over to {wanted}: {winner.get('briefing') or ''}".rstrip()
@@ -295,14 +287,6 @@ class HandoffPolicy:
 
     def _move(self, handoff: Handoff, update: dict[str, Any], out: list[BaseMessage], events: list[Event]) -> Plan:
         out.append(handoff.to_message())
-        logger.info(
-            "handoff %s -> %s (hop %d, chain %s): %s",
-            handoff.source,
-            handoff.target,
-            handoff.hop,
-            " -> ".join(handoff.chain),
-            handoff.briefing[:200],
-        )
         update.update(
             messages=out,
             handoffs=[handoff.model_dump(mode="json")],

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from langgraph_handoff import telemetry as T
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import driver, liveness, trust
@@ -87,6 +88,50 @@ def _as_alive(lease: Lease | None, alive: Alive) -> Lease | None:
     return lease.alive_until(alive[ref]) if lease is not None and ref in alive else lease
 
 
+def _noted(what: str, before: Lease | None, after: Lease, now: float) -> None:
+    """Log, trace and count one change of a session's lease. A takeover and an accept also
+    record how long the session had no working owner: from the old lease's end (its owner's
+    liveness record included) or from the lock of the transfer."""
+    if what == "acquire":
+        if before is not None and before.epoch == after.epoch:
+            return  # the owner renewed its own lease
+        what = after.via  # acquire or takeover
+    unowned = None
+    if what == "takeover" and before is not None:
+        unowned = max(0.0, now - before.expires_at)
+    elif what == "accept" and before is not None and before.transfer is not None:
+        unowned = max(0.0, now - before.transfer.started_at)
+    transfer = after.transfer or (before.transfer if before is not None else None)
+    attrs = {
+        T.EVENT: f"session.{what}", T.THREAD: after.thread_id, T.OWNER: after.owner, T.EPOCH: after.epoch,
+        T.VIA: what, T.TRANSFER_ID: transfer.id if transfer is not None else None,
+        "langgraph_handoff.session.previous_owner": before.owner if before is not None else None,
+    }  # fmt: skip
+    level = logging.WARNING if what == "takeover" else logging.INFO
+    text = {
+        "acquire": "%s acquired it at epoch %d",
+        "takeover": "%s took it over at epoch %d",
+        "begin_transfer": "%s locked it at epoch %d for a transfer",
+        "accept": "%s accepted it at epoch %d",
+        "release": "%s released it at epoch %d",
+        "abort_transfer": "%s took it back at epoch %d (transfer aborted)",
+        "retire": "%s retired it at epoch %d",
+    }.get(what, what + ": %s at epoch %d")
+    suffix = ""
+    if what in ("takeover", "accept") and before is not None:
+        suffix = f" from {before.owner!r} (epoch {before.epoch}), unowned {unowned:.1f} s"
+    elif what == "begin_transfer" and after.transfer is not None:
+        suffix = f" {after.transfer.id} to {after.transfer.to_owner or 'any worker'}"
+    log.log(level, "session %r: " + text + "%s", after.thread_id, after.owner, after.epoch, suffix, extra=attrs)
+    if not T.is_on():
+        return
+    with T.span(f"session {what}", attrs):
+        pass
+    T.counter(T.M_SESSION_CHANGES, 1, {T.VIA: what})
+    if unowned is not None:
+        T.histogram(T.M_SESSION_UNOWNED, unowned, {T.VIA: what})
+
+
 class _NeedRecord(Exception):  # control flow inside _plan_change, never raised out of it
     def __init__(self, ref: tuple[str, str]) -> None:
         self.ref = ref
@@ -118,6 +163,7 @@ class SessionManager:
         fence_all: bool = False,
         alive: Alive | None = None,
         by_expiry: bool = False,
+        what: str = "",
     ) -> Plan[Lease]:
         """Read the root head, decide, compare-and-swap (``saver.heads.cas``: a lost race decides
         again on a fresh read; an unknown outcome whose lease landed is ours). After a change of
@@ -127,9 +173,10 @@ class SessionManager:
         ``by_expiry``: ``decide`` asks whether the lease lapsed (acquire, retire). Then a lease
         past its own time whose owner keeps a liveness record is decided on with that record's
         time (read first, then the head again: ``alive`` holds the records read). The holder's
-        own changes (renew, release, a transfer) never need it."""
+        own changes (renew, release, a transfer) never need it. ``what``: the change, as logged,
+        traced and counted (:func:`_noted`)."""
         thread_id = keys.validate_thread_id(thread_id)
-        decided: list[tuple[Lease | None, Lease]] = []  # (current, new) of the latest decision
+        decided: list[tuple[Lease | None, Lease, Lease | None]] = []  # (stored, new, judged) of the last decision
         alive = {} if alive is None else alive
 
         def change(head: Head | None) -> Head:
@@ -144,7 +191,7 @@ class SessionManager:
             if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
-            decided[:] = [(stored, new)]
+            decided[:] = [(stored, new, current)]
             return replace(base, meta=new.into(base.meta))
 
         def landed(head: Head | None) -> bool:
@@ -164,9 +211,11 @@ class SessionManager:
             raise ConflictError(
                 f"the owner of session {thread_id!r} kept changing under us ({attempts} attempts); retry"
             )
-        current, new = decided[0]
+        current, new, judged = decided[0]
         if fence_all or current is None or new.epoch != current.epoch:
             yield from self._plan_fence_namespaces(thread_id, new.epoch)
+        if what:
+            _noted(what, judged, new, self.clock())
         return new
 
     def _plan_fence_namespaces(self, thread_id: str, epoch: int) -> Plan[None]:
@@ -201,7 +250,7 @@ class SessionManager:
             before[0] = current
             return L.retire(current, thread_id, owner, now=now)
 
-        lease = yield from self._plan_change(thread_id, decide, fence_all=True, by_expiry=True)
+        lease = yield from self._plan_change(thread_id, decide, fence_all=True, by_expiry=True, what="retire")
         return lease, not (before[0] is not None and before[0].retired)
 
     def _plan_get(self, thread_id: str) -> Plan[Lease | None]:
@@ -226,8 +275,8 @@ class SessionManager:
             fence_all=True,
             alive=alive,
             by_expiry=True,
+            what="acquire",
         )
-        log.info("session %r: %s holds epoch %d (%s)", thread_id, owner, lease.epoch, lease.via)
         return lease
 
     def acquire(
@@ -258,10 +307,13 @@ class SessionManager:
 
     def release(self, lease: Lease) -> Lease:
         """Give the session up; anyone may acquire it at once."""
-        return self._run(self._plan_change(lease.thread_id, lambda cur, now: L.release(cur, lease, now=now)))
+        return self._run(self._release(lease))
 
     async def arelease(self, lease: Lease) -> Lease:
-        return await self._arun(self._plan_change(lease.thread_id, lambda cur, now: L.release(cur, lease, now=now)))
+        return await self._arun(self._release(lease))
+
+    def _release(self, lease: Lease) -> Plan[Lease]:
+        return self._plan_change(lease.thread_id, lambda cur, now: L.release(cur, lease, now=now), what="release")
 
     def get(self, thread_id: str) -> Lease | None:
         """The session's lease as stored now (one GET)."""
@@ -298,9 +350,7 @@ class SessionManager:
         out = yield from self._plan_change(
             lease.thread_id,
             lambda cur, now: L.begin_transfer(cur, lease, to_owner=to_owner, note=data, timeout=timeout, now=now),
-        )
-        log.info(
-            "session %r: %s locked it for a transfer to %s", lease.thread_id, lease.owner, to_owner or "any worker"
+            what="begin_transfer",
         )
         return out
 
@@ -329,6 +379,7 @@ class SessionManager:
             lambda cur, now: L.accept(
                 cur, thread_id, owner, transfer_id=transfer_id, ttl=ttl, now=now, liveness=liveness
             ),
+            what="accept",
         )
 
     def accept(
@@ -344,13 +395,14 @@ class SessionManager:
 
     def abort_transfer(self, lease: Lease, ttl: float) -> Lease:
         """The old owner takes its session back after a transfer nobody accepted."""
-        return self._run(
-            self._plan_change(lease.thread_id, lambda cur, now: L.abort_transfer(cur, lease, ttl=ttl, now=now))
-        )
+        return self._run(self._abort(lease, ttl))
 
     async def aabort_transfer(self, lease: Lease, ttl: float) -> Lease:
-        return await self._arun(
-            self._plan_change(lease.thread_id, lambda cur, now: L.abort_transfer(cur, lease, ttl=ttl, now=now))
+        return await self._arun(self._abort(lease, ttl))
+
+    def _abort(self, lease: Lease, ttl: float) -> Plan[Lease]:
+        return self._plan_change(
+            lease.thread_id, lambda cur, now: L.abort_transfer(cur, lease, ttl=ttl, now=now), what="abort_transfer"
         )
 
     # -- monitoring and forced takeover ------------------------------------------------------------------
@@ -402,14 +454,6 @@ class SessionManager:
                 lease = yield from self._acquire(info.thread_id, owner, ttl, False, liveness, alive)
             except LeaseHeldError:
                 continue  # renewed, or another reclaimer won
-            log.warning(
-                "session %r: %s took it over at epoch %d (was %s, owner %r)",
-                info.thread_id,
-                owner,
-                lease.epoch,
-                info.status,
-                info.lease.owner,
-            )
             taken.append(lease)
             if limit is not None and len(taken) >= limit:
                 break

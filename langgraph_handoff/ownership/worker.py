@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from langgraph_handoff import telemetry
 from langgraph_handoff.errors import (
     ConflictError,
     InvalidInputError,
@@ -163,6 +164,7 @@ class SessionWorker:
             try:
                 self.sessions.keep_alive(self.owner, self.incarnation, self.ttl)
             except Exception as exc:  # noqa: BLE001 - the store is down: next beat; never die
+                telemetry.counter(telemetry.M_RENEW_FAILURES, 1, {telemetry.OUTCOME: "error"})
                 log.warning("%s could not renew its liveness record: %s: %s", self.owner, type(exc).__name__, exc)
         for lease in held:
             if lease.liveness == self.incarnation:
@@ -170,9 +172,11 @@ class SessionWorker:
             try:
                 renewed = self.sessions.renew(lease, self.ttl)
             except OwnershipLostError:
+                telemetry.counter(telemetry.M_RENEW_FAILURES, 1, {telemetry.OUTCOME: "lost"})
                 self._lose(lease)
                 continue
             except Exception as exc:  # noqa: BLE001 - the store is down, a lost race: next beat; never die
+                telemetry.counter(telemetry.M_RENEW_FAILURES, 1, {telemetry.OUTCOME: "error"})
                 log.warning("%s could not renew %r: %s: %s", self.owner, lease.thread_id, type(exc).__name__, exc)
                 continue
             with self._lock:  # only if still held (stop() or release() may have run meanwhile)

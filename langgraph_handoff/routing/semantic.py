@@ -26,6 +26,7 @@ from langgraph_handoff.errors import InvalidRouteError
 from langgraph_handoff.routing.decision import Method, Route, RouteDecision
 from langgraph_handoff.routing.encoders import Vector, as_encoder, cosine
 from langgraph_handoff.routing.text import require_text, script_of
+from langgraph_handoff.telemetry import content_on
 
 logger = logging.getLogger("langgraph_handoff.routing")
 
@@ -136,6 +137,15 @@ def _top2(scores: Mapping[str, float]) -> tuple[str, float, str | None, float]:
     if len(ranked) > 1:
         return best, s1, ranked[1][0], ranked[1][1]
     return best, s1, None, 0.0
+
+
+def _logged(text: str, decision: RouteDecision) -> None:
+    """The DEBUG line of one decision: the user's text only with content capture on (its
+    length and script otherwise; :mod:`langgraph_handoff.telemetry`)."""
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    said = repr(text[:80]) if content_on() else f"{len(text)} characters ({script_of(text)})"
+    logger.debug("semantic route of %s -> %s (%s)", said, decision.target, decision.reason)
 
 
 class SemanticRouter:
@@ -406,7 +416,7 @@ class SemanticRouter:
 
     def route(self, text: str) -> RouteDecision:
         decision = self.decide(self.scores(text), script_of(text))
-        logger.debug("semantic route %r -> %s (%s)", text[:80], decision.target, decision.reason)
+        _logged(text, decision)
         return decision
 
     async def aroute(self, text: str) -> RouteDecision:
@@ -414,7 +424,9 @@ class SemanticRouter:
             vec = await self.encoder.aencode_query(require_text(text))
         else:
             vec = self._encode_query(require_text(text))  # in-process TF-IDF: microseconds, no I/O
-        return self.decide(self._scores_for(vec), script_of(text))
+        decision = self.decide(self._scores_for(vec), script_of(text))
+        _logged(text, decision)
+        return decision
 
     # -- calibration ---------------------------------------------------------------------------
 

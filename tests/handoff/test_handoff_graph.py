@@ -764,8 +764,17 @@ def test_decisions_and_handoffs_are_streamed_logged_and_tagged(caplog: pytest.Lo
     assert chunks[1]["chain"] == ["tech", "after_sales"] and chunks[1]["briefing"] == "refund request"
     assert [n for n, _ in spy.custom] == ["langgraph_handoff.route", "langgraph_handoff.handoff"]
     assert any(md.get("handoff_agent") == "tech" for md in spy.chat_metadata)
-    text = caplog.text
-    assert "route -> tech via semantic" in text and "handoff tech -> after_sales" in text
+    text, thread, handoff = caplog.text, cfg()["configurable"]["thread_id"], chunks[1]
+    assert f"route on {thread} -> tech via semantic" in text
+    assert (
+        f"handoff {handoff['id']} on {thread}: tech -> after_sales (hop 1, chain tech -> after_sales; "
+        "briefing: 14 characters)" in text
+    )
+    assert "refund request" not in text  # no user text in the logs unless content capture is on
+    record = next(r for r in caplog.records if getattr(r, "langgraph_handoff.event", None) == "handoff")
+    assert getattr(record, "langgraph_handoff.handoff.id") == handoff["id"]
+    assert getattr(record, "gen_ai.conversation.id") == thread
+    assert getattr(record, "langgraph_handoff.handoff.chain") == "tech -> after_sales"
 
 
 def test_function_agents_carry_handoff_metadata() -> None:

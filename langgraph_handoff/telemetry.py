@@ -1,0 +1,348 @@
+"""OpenTelemetry traces and metrics, optional and safe.
+
+Why this shape:
+
+* **Optional.** Only ``opentelemetry-api`` is used (the ``otel`` extra); the application brings
+  the SDK and its exporters, as OpenTelemetry asks of libraries. Without the API installed, or
+  with ``LANGGRAPH_HANDOFF_TELEMETRY=off`` in the environment, or after
+  ``configure(enabled=False)``, every function here returns at once: one boolean test.
+* **Safe.** Telemetry never raises into a run: every call into OpenTelemetry is guarded, and a
+  failure is logged once at DEBUG and forgotten.
+* **One vocabulary.** Spans, metrics and log records share the attribute names below:
+  ``gen_ai.*`` where OpenTelemetry's GenAI conventions define a name (the thread is the
+  conversation), ``langgraph_handoff.*`` for the rest. Thread ids, handoff ids and checkpoint
+  ids go on spans and log records, never on metrics (their cardinality would sink a metrics
+  backend).
+* **No user text by default.** Briefings, reasons written by a model, payload values and user
+  messages are recorded only with ``capture_content=True`` (or the environment variable
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, the GenAI conventions' own switch);
+  otherwise their lengths and payload keys are.
+
+>>> from langgraph_handoff import telemetry
+>>> with telemetry.span("example", {telemetry.THREAD: "t-1"}) as s:  # a no-op without a provider
+...     pass
+>>> telemetry.counter(telemetry.M_HANDOFFS, 1, {telemetry.SOURCE: "a"})  # never raises
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from langgraph_handoff._version import __version__
+
+log = logging.getLogger("langgraph_handoff.telemetry")
+
+try:  # the otel extra
+    from opentelemetry import context as _context
+    from opentelemetry import metrics as _metrics
+    from opentelemetry import trace as _trace
+
+    _HAVE_OTEL = True
+except ImportError:  # pragma: no cover - exercised by tests that hide the package
+    _context = _metrics = _trace = None  # type: ignore[assignment]
+    _HAVE_OTEL = False
+
+__all__ = ["configure", "content_on", "is_on"]
+
+# -- the vocabulary --------------------------------------------------------------------------------
+#: the thread (GenAI: the conversation)
+THREAD = "gen_ai.conversation.id"
+#: the agent whose turn it is
+AGENT = "gen_ai.agent.name"
+#: what a span does, in GenAI terms (``invoke_agent``) or ours (``checkpoint.put``)
+OPERATION = "gen_ai.operation.name"
+HANDOFF_ID = "langgraph_handoff.handoff.id"
+SOURCE = "langgraph_handoff.handoff.source"
+TARGET = "langgraph_handoff.handoff.target"
+TRIGGER = "langgraph_handoff.handoff.trigger"
+HOP = "langgraph_handoff.handoff.hop"
+CHAIN = "langgraph_handoff.handoff.chain"
+REASON = "langgraph_handoff.reason"
+BRIEFING_LENGTH = "langgraph_handoff.handoff.briefing.length"
+BRIEFING = "langgraph_handoff.handoff.briefing"
+PAYLOAD_KEYS = "langgraph_handoff.handoff.payload.keys"
+METHOD = "langgraph_handoff.routing.method"
+SCORES = "langgraph_handoff.routing.scores"
+LEAD = "langgraph_handoff.routing.lead"
+RUNNER_UP = "langgraph_handoff.routing.runner_up"
+UNCERTAIN = "langgraph_handoff.routing.uncertain"
+BREAKER_KIND = "langgraph_handoff.breaker.kind"
+STORE = "langgraph_handoff.store"
+OUTCOME = "langgraph_handoff.outcome"
+REQUESTS = "langgraph_handoff.store.requests"
+CAS_ATTEMPTS = "langgraph_handoff.cas.attempts"
+REQUEST_METHOD = "langgraph_handoff.store.method"
+NAMESPACE = "langgraph_handoff.checkpoint.ns"
+CHECKPOINT_ID = "langgraph_handoff.checkpoint.id"
+OWNER = "langgraph_handoff.session.owner"
+EPOCH = "langgraph_handoff.session.epoch"
+VIA = "langgraph_handoff.session.via"
+TRANSFER_ID = "langgraph_handoff.session.transfer.id"
+EVENT = "langgraph_handoff.event"
+
+# -- the metrics -----------------------------------------------------------------------------------
+M_OPERATION_DURATION = "langgraph_handoff.checkpoint.operation.duration"
+M_STORE_REQUESTS = "langgraph_handoff.store.requests"
+M_CAS_RETRIES = "langgraph_handoff.checkpoint.cas.retries"
+M_REFUSALS = "langgraph_handoff.checkpoint.refusals"
+M_HANDOFFS = "langgraph_handoff.handoffs"
+M_ROUTING = "langgraph_handoff.routing.decisions"
+M_ROUTING_LEAD = "langgraph_handoff.routing.lead"
+M_BREAKER_TRIPS = "langgraph_handoff.breaker.trips"
+M_AGENT_DURATION = "langgraph_handoff.agent.duration"
+M_SESSION_CHANGES = "langgraph_handoff.session.changes"
+M_SESSION_UNOWNED = "langgraph_handoff.session.unowned.duration"
+M_RENEW_FAILURES = "langgraph_handoff.session.renew.failures"
+
+_HISTOGRAMS = {
+    M_OPERATION_DURATION: ("s", "time of one checkpoint operation, store requests included"),
+    M_ROUTING_LEAD: ("1", "the winning route's score lead over the runner-up"),
+    M_AGENT_DURATION: ("s", "time of one agent's turn"),
+    M_SESSION_UNOWNED: ("s", "time a session had no working owner, at a takeover or an accept"),
+}
+_COUNTERS = {
+    M_STORE_REQUESTS: "requests sent to the object store, by method and outcome",
+    M_CAS_RETRIES: "compare-and-swap attempts lost to another writer (412) or left unsettled",
+    M_REFUSALS: "writes refused to keep the data right, by reason",
+    M_HANDOFFS: "handoffs, by source, target and trigger",
+    M_ROUTING: "routing decisions, by method and target",
+    M_BREAKER_TRIPS: "circuit breaker trips, by kind",
+    M_SESSION_CHANGES: "session ownership changes, by kind",
+    M_RENEW_FAILURES: "heartbeats that could not renew a lease or liveness record",
+}
+
+
+def _env_on(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    return raw.strip().lower() not in ("0", "false", "off", "no", "none")
+
+
+class _State:
+    """What ``configure`` set: read on every call, so one boolean decides the cost when off."""
+
+    def __init__(self) -> None:
+        self.on = _HAVE_OTEL and _env_on("LANGGRAPH_HANDOFF_TELEMETRY", True)
+        self.content = _env_on("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False)
+        self.tracer_provider: Any = None
+        self.meter_provider: Any = None
+        self.tracer: Any = None
+        self.instruments: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.warned = False
+
+
+_state = _State()
+
+
+def configure(
+    *,
+    enabled: bool | None = None,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    capture_content: bool | None = None,
+) -> None:
+    """Switch telemetry on or off, or send it to given providers instead of the global ones
+    (tests, or an application with several). ``capture_content``: record user text (briefings,
+    reasons written by a model, payload values) on spans and in log records.
+
+    >>> configure(enabled=False); is_on()
+    False
+    >>> configure(enabled=True); is_on()  # on, and no provider set up to record anything
+    False
+    """
+    with _state.lock:
+        if enabled is not None:
+            _state.on = bool(enabled) and _HAVE_OTEL
+        if capture_content is not None:
+            _state.content = bool(capture_content)
+        if tracer_provider is not None or meter_provider is not None or enabled is not None:
+            _state.tracer_provider = tracer_provider
+            _state.meter_provider = meter_provider
+            _state.tracer = None
+            _state.instruments = {}
+
+
+_NO_OP = frozenset({"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"})
+
+
+def is_on() -> bool:
+    """Is telemetry being emitted: the API is installed, nothing switched it off, and some
+    provider (an SDK the application set up, or one given to :func:`configure`) would record
+    it? Without one, every span and metric would be a no-op, so none is made at all."""
+    if not _state.on:
+        return False
+    if _state.tracer_provider is not None or _state.meter_provider is not None:
+        return True
+    try:
+        tracing = type(_trace.get_tracer_provider()).__name__ not in _NO_OP
+        return tracing or type(_metrics.get_meter_provider()).__name__ not in _NO_OP
+    except Exception as exc:  # noqa: BLE001
+        _failed(exc)
+        return False
+
+
+def content_on() -> bool:
+    """May user text go on spans and into log records?"""
+    return _state.content
+
+
+def _failed(exc: BaseException) -> None:
+    if not _state.warned:
+        _state.warned = True
+        log.debug("telemetry failed and is skipped: %s: %s", type(exc).__name__, exc)
+
+
+def _tracer() -> Any:
+    tracer = _state.tracer
+    if tracer is None:
+        provider = _state.tracer_provider
+        tracer = (provider or _trace.get_tracer_provider()).get_tracer("langgraph_handoff", __version__)
+        if provider is not None:  # the global provider may be set later: ask it each time
+            _state.tracer = tracer
+    return tracer
+
+
+def _instrument(name: str) -> Any:
+    inst = _state.instruments.get(name)
+    if inst is None:
+        meter = (_state.meter_provider or _metrics.get_meter_provider()).get_meter("langgraph_handoff", __version__)
+        if name in _HISTOGRAMS:
+            unit, description = _HISTOGRAMS[name]
+            inst = meter.create_histogram(name, unit=unit, description=description)
+        else:
+            inst = meter.create_counter(name, description=_COUNTERS[name])
+        _state.instruments[name] = inst
+    return inst
+
+
+def counter(name: str, value: int = 1, attributes: Mapping[str, Any] | None = None) -> None:
+    """Add ``value`` to counter ``name`` (one of the ``M_*`` names)."""
+    if not is_on():
+        return
+    try:
+        _instrument(name).add(value, attributes=dict(attributes or {}))
+    except Exception as exc:  # noqa: BLE001 - telemetry never breaks a run
+        _failed(exc)
+
+
+def histogram(name: str, value: float, attributes: Mapping[str, Any] | None = None) -> None:
+    """Record ``value`` in histogram ``name`` (one of the ``M_*`` names)."""
+    if not is_on():
+        return
+    try:
+        _instrument(name).record(value, attributes=dict(attributes or {}))
+    except Exception as exc:  # noqa: BLE001
+        _failed(exc)
+
+
+class Span:
+    """What :func:`span` yields: set attributes and add events without ever raising, whether
+    a real span is recording or not."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    @property
+    def recording(self) -> bool:
+        try:
+            return self._span is not None and bool(self._span.is_recording())
+        except Exception:  # noqa: BLE001
+            return False
+
+    def set(self, attributes: Mapping[str, Any]) -> None:
+        if self._span is None:
+            return
+        try:
+            self._span.set_attributes({k: _value(v) for k, v in attributes.items() if v is not None})
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+
+    def event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+        if self._span is None:
+            return
+        try:
+            self._span.add_event(name, {k: _value(v) for k, v in (attributes or {}).items() if v is not None})
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+
+    def error(self, exc: BaseException) -> None:
+        if self._span is None:
+            return
+        try:
+            self._span.set_status(_trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}"))
+            self._span.set_attribute("error.type", type(exc).__name__)
+        except Exception as e:  # noqa: BLE001
+            _failed(e)
+
+
+_OFF = Span(None)
+
+
+def _value(v: Any) -> Any:
+    """An attribute value OpenTelemetry takes: str, bool, int, float or a sequence of one."""
+    if isinstance(v, str | bool | int | float):
+        return v
+    if isinstance(v, Sequence):
+        return [x if isinstance(x, str | bool | int | float) else str(x) for x in v]
+    return str(v)
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "internal",
+    current: bool = True,
+) -> Iterator[Span]:
+    """A span named ``name`` around the block, the current one inside it (``current=False``:
+    not current, for a span around a plan that yields to other tasks). An exception in the
+    block marks the span as an error and goes on unchanged."""
+    if not is_on():
+        yield _OFF
+        return
+    try:
+        otel_kind = _trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL
+        attrs = {k: _value(v) for k, v in (attributes or {}).items() if v is not None}
+        raw = _tracer().start_span(name, kind=otel_kind, attributes=attrs)
+    except Exception as exc:  # noqa: BLE001
+        _failed(exc)
+        yield _OFF
+        return
+    handle = Span(raw)
+    token = None
+    if current:
+        try:
+            token = _context.attach(_trace.set_span_in_context(raw))
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+    try:
+        yield handle
+    except BaseException as exc:
+        handle.error(exc)
+        raise
+    finally:
+        if token is not None:
+            try:
+                _context.detach(token)
+            except Exception as exc:  # noqa: BLE001
+                _failed(exc)
+        try:
+            raw.end()
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+
+
+def now() -> float:
+    """A monotonic clock for durations."""
+    return time.perf_counter()

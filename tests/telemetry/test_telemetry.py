@@ -1,0 +1,258 @@
+"""OpenTelemetry: which spans and metrics a run emits, that none is emitted when telemetry is
+off, and that a failing telemetry pipeline never breaks a run.
+
+The SDK's in-memory span exporter and metric reader stand in for a backend; they are given to
+``telemetry.configure`` (the global providers can be set once per process only)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from langgraph_handoff import ObjectStoreSaver, telemetry
+from langgraph_handoff.errors import StaleWriterError
+from langgraph_handoff.handoff import HandoffAgent, create_handoff_graph, handoff_log
+from langgraph_handoff.handoff.tools import tool_name_for
+from langgraph_handoff.ownership import SessionManager, SessionWorker
+from langgraph_handoff.stores import MemoryStore
+from langgraph_handoff.stores.counting import CountingStore
+from langgraph_handoff.testing import ScriptedChatModel, tool_call
+
+
+class Otel:
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.finished()]
+
+    def metric(self, name: str) -> dict[tuple[tuple[str, Any], ...], Any]:
+        """Data points of metric ``name``: attributes -> value (a sum) or count (a histogram)."""
+        out: dict[tuple[tuple[str, Any], ...], Any] = {}
+        data = self.reader.get_metrics_data()
+        for rm in data.resource_metrics if data else []:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == name:
+                        for p in m.data.data_points:
+                            out[tuple(sorted(p.attributes.items()))] = getattr(p, "value", None) or p.count
+        return out
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    o = Otel()
+    telemetry.configure(enabled=True, tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
+    try:
+        yield o
+    finally:
+        telemetry.configure(enabled=True, capture_content=False)
+
+
+def desk(checkpointer: Any) -> Any:
+    agents = [
+        HandoffAgent(
+            "tech",
+            ScriptedChatModel(
+                [tool_call(tool_name_for("after_sales"), {"briefing": "customer wants a refund for order 7"})]
+            ),
+            description="broken devices",
+        ),
+        HandoffAgent("after_sales", ScriptedChatModel(["refund started"]), description="returns and refunds"),
+    ]
+    return create_handoff_graph(agents, checkpointer=checkpointer, default_agent="tech")
+
+
+def test_a_handoff_run_is_one_set_of_spans_named_for_what_happened(otel: Otel) -> None:
+    graph = desk(ObjectStoreSaver.from_url("memory://"))
+    out = graph.invoke(
+        {"messages": [("user", "my phone is broken, I want my money back")]}, {"configurable": {"thread_id": "c-1"}}
+    )
+    names = otel.names()
+    agents = [n for n in names if n.startswith(("invoke_agent", "handoff", "route"))]
+    assert agents == ["route tech", "invoke_agent tech", "handoff after_sales", "invoke_agent after_sales"]
+    handoff = next(s for s in otel.finished() if s.name == "handoff after_sales")
+    assert handoff.attributes is not None
+    assert handoff.attributes["langgraph_handoff.handoff.id"] == handoff_log(out)[-1].id
+    assert handoff.attributes["gen_ai.conversation.id"] == "c-1"
+    assert handoff.attributes["langgraph_handoff.handoff.chain"] == "tech -> after_sales"
+    assert handoff.attributes["langgraph_handoff.handoff.briefing.length"] == len("customer wants a refund for order 7")
+    assert "langgraph_handoff.handoff.briefing" not in handoff.attributes  # no user text by default
+    turn = next(s for s in otel.finished() if s.name == "invoke_agent after_sales")
+    assert turn.attributes is not None and turn.attributes["gen_ai.agent.name"] == "after_sales"
+    puts = [s for s in otel.finished() if s.name == "checkpoint put"]
+    assert puts and all(s.attributes and s.attributes["langgraph_handoff.outcome"] == "committed" for s in puts)
+    assert otel.metric("langgraph_handoff.handoffs") == {
+        (
+            ("langgraph_handoff.handoff.source", "tech"),
+            ("langgraph_handoff.handoff.target", "after_sales"),
+            ("langgraph_handoff.handoff.trigger", "tool"),
+        ): 1
+    }
+
+
+async def test_the_async_run_emits_the_same_spans(otel: Otel) -> None:
+    graph = desk(ObjectStoreSaver.from_url("memory://"))
+    await graph.ainvoke({"messages": [("user", "broken, refund please")]}, {"configurable": {"thread_id": "c-2"}})
+    names = [n for n in otel.names() if n.startswith(("invoke_agent", "handoff"))]
+    assert names == ["invoke_agent tech", "handoff after_sales", "invoke_agent after_sales"]
+
+
+def test_content_capture_puts_the_briefing_on_the_span_and_in_the_log(
+    otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    telemetry.configure(capture_content=True)
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff"):
+        desk(ObjectStoreSaver.from_url("memory://")).invoke(
+            {"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}}
+        )
+    handoff = next(s for s in otel.finished() if s.name == "handoff after_sales")
+    assert handoff.attributes is not None
+    assert handoff.attributes["langgraph_handoff.handoff.briefing"] == "customer wants a refund for order 7"
+    assert "briefing: customer wants a refund for order 7" in caplog.text
+
+
+def test_store_requests_are_counted_as_the_store_saw_them(otel: Otel) -> None:
+    store = CountingStore(MemoryStore())
+    desk(ObjectStoreSaver(store)).invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+    counted = otel.metric("langgraph_handoff.store.requests")
+    by_method: dict[str, int] = {}
+    for attrs, value in counted.items():
+        method = dict(attrs)["langgraph_handoff.store.method"]
+        by_method[method] = by_method.get(method, 0) + value
+    seen = {"GET": store.counts["GET"], "PUT": store.counts["PUT"], "LIST": store.counts["LIST"]}
+    assert by_method == {k: v for k, v in seen.items() if v}
+
+
+def _race(saver_a: ObjectStoreSaver, saver_b: ObjectStoreSaver) -> None:
+    """Two runs extend the same checkpoint: the second is refused (a run's config carries
+    LangGraph's ``__pregel_*`` entries; the write rule refuses a run that is not extending the
+    latest checkpoint)."""
+    cfg = {"configurable": {"thread_id": "race", "checkpoint_ns": ""}}
+    first = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+             "channel_values": {"x": 1}, "channel_versions": {"x": 1}, "versions_seen": {}}  # fmt: skip
+    parent = saver_a.put(cfg, first, {"source": "input"}, {"x": 1})
+    run = {"configurable": {**parent["configurable"], "__pregel_runtime": object()}}
+    second = {**first, "id": "1ef4f797-8335-6428-8002-8a1503f9b875"}
+    third = {**first, "id": "1ef4f797-8335-6428-8003-8a1503f9b875"}
+    saver_a.put(run, second, {"source": "loop"}, {"x": 2})
+    saver_b.put(run, third, {"source": "loop"}, {"x": 2})
+
+
+def test_a_refused_write_is_counted_logged_and_traced(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff"), pytest.raises(StaleWriterError):
+        _race(ObjectStoreSaver(store), ObjectStoreSaver(store))
+    assert otel.metric("langgraph_handoff.checkpoint.refusals") == {
+        (("langgraph_handoff.outcome", "stale_writer"), ("langgraph_handoff.store", "memory")): 1
+    }
+    refused = [
+        s for s in otel.finished() if s.attributes and s.attributes.get("langgraph_handoff.outcome") == "stale_writer"
+    ]
+    assert [s.name for s in refused] == ["checkpoint put"]
+    record = next(r for r in caplog.records if getattr(r, "langgraph_handoff.event", None) == "checkpoint.refused")
+    assert record.levelno == logging.INFO and getattr(record, "gen_ai.conversation.id") == "race"
+
+
+def test_telemetry_off_emits_nothing(otel: Otel) -> None:
+    """Fails if any code path emits while telemetry is switched off."""
+    telemetry.configure(enabled=False)
+    store = MemoryStore()
+    desk(ObjectStoreSaver(store)).invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+    with pytest.raises(StaleWriterError):
+        _race(ObjectStoreSaver(store), ObjectStoreSaver(store))
+    worker = SessionWorker(SessionManager(ObjectStoreSaver(store)), "w", desk)
+    worker.invoke("s", {"messages": [("user", "hi")]})
+    worker.stop()
+    assert otel.finished() == []
+    data = otel.reader.get_metrics_data()
+    assert data is None or all(not sm.metrics for rm in data.resource_metrics for sm in rm.scope_metrics)
+
+
+class Exploding(SpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("the collector is down")
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("the collector is down")
+
+
+class BrokenMeterProvider:
+    def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no meter today")
+
+
+def test_a_telemetry_pipeline_that_raises_never_breaks_a_run() -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(Exploding())
+    telemetry.configure(enabled=True, tracer_provider=provider, meter_provider=BrokenMeterProvider())
+    try:
+        store = MemoryStore()
+        out = desk(ObjectStoreSaver(store)).invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+        assert out["messages"][-1].content == "refund started"
+        with pytest.raises(StaleWriterError):  # the run's own errors still reach the caller unchanged
+            _race(ObjectStoreSaver(store), ObjectStoreSaver(store))
+    finally:
+        telemetry.configure(enabled=True)
+
+
+def test_session_changes_are_spans_with_owner_and_epoch(otel: Otel, caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    a = SessionWorker(SessionManager(ObjectStoreSaver(store)), "worker-a", desk)
+    b = SessionWorker(SessionManager(ObjectStoreSaver(store)), "worker-b", desk)
+    with caplog.at_level(logging.INFO, logger="langgraph_handoff.ownership"):
+        a.invoke("chat", {"messages": [("user", "hi")]})
+        a.stop()
+        b.accept_transfers()
+        b.release("chat")
+    sessions = [(s.name, dict(s.attributes or {})) for s in otel.finished() if s.name.startswith("session ")]
+    assert [(n, a["langgraph_handoff.session.owner"], a["langgraph_handoff.session.epoch"]) for n, a in sessions] == [
+        ("session acquire", "worker-a", 1),
+        ("session begin_transfer", "worker-a", 1),
+        ("session accept", "worker-b", 2),
+        ("session release", "worker-b", 2),
+    ]
+    locked, accepted = sessions[1][1], sessions[2][1]
+    assert locked["langgraph_handoff.session.transfer.id"] == accepted["langgraph_handoff.session.transfer.id"]
+    events = [e for r in caplog.records if (e := getattr(r, "langgraph_handoff.event", None))]
+    assert events == ["session.acquire", "session.begin_transfer", "session.accept", "session.release"]
+    unowned = otel.metric("langgraph_handoff.session.unowned.duration")
+    assert list(unowned) == [(("langgraph_handoff.session.via", "accept"),)]
+
+
+def test_without_opentelemetry_installed_everything_runs() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+        from langgraph_handoff import ObjectStoreSaver, telemetry
+        from langgraph.graph import StateGraph, START, END, MessagesState
+        g = StateGraph(MessagesState)
+        g.add_node("a", lambda s: {"messages": [("ai", "ok")]})
+        g.add_edge(START, "a"); g.add_edge("a", END)
+        graph = g.compile(checkpointer=ObjectStoreSaver.from_url("memory://"))
+        out = graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
+        telemetry.configure(enabled=True)
+        print(telemetry.is_on(), out["messages"][-1].content)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "ok"]
