@@ -42,7 +42,9 @@ try:  # the otel extra
     from opentelemetry import context as _context
     from opentelemetry import metrics as _metrics
     from opentelemetry import trace as _trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    _PROPAGATOR = TraceContextTextMapPropagator()
     _HAVE_OTEL = True
 except ImportError:  # pragma: no cover - exercised by tests that hide the package
     _context = _metrics = _trace = None  # type: ignore[assignment]
@@ -275,6 +277,37 @@ class Span:
         except Exception as exc:  # noqa: BLE001
             _failed(exc)
 
+    def rename(self, name: str) -> None:
+        if self._span is None:
+            return
+        try:
+            self._span.update_name(name)
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+
+    def link(self, traceparent: str | None) -> None:
+        """Link this span to a span elsewhere (another worker's), given as its ``traceparent``."""
+        if self._span is None or not traceparent:
+            return
+        try:
+            for link in _links([traceparent]):
+                self._span.add_link(link.context)
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+
+    @property
+    def traceparent(self) -> str | None:
+        """This span as a W3C ``traceparent``, to carry to another worker (None when off)."""
+        if self._span is None:
+            return None
+        try:
+            carrier: dict[str, str] = {}
+            _PROPAGATOR.inject(carrier, context=_trace.set_span_in_context(self._span))
+            return carrier.get("traceparent")
+        except Exception as exc:  # noqa: BLE001
+            _failed(exc)
+            return None
+
     def error(self, exc: BaseException) -> None:
         if self._span is None:
             return
@@ -285,7 +318,9 @@ class Span:
             _failed(e)
 
 
-_OFF = Span(None)
+#: the span of a block that is not traced
+OFF = Span(None)
+_OFF = OFF
 
 
 def _value(v: Any) -> Any:
@@ -304,17 +339,19 @@ def span(
     *,
     kind: str = "internal",
     current: bool = True,
+    links: Sequence[str | None] = (),
 ) -> Iterator[Span]:
     """A span named ``name`` around the block, the current one inside it (``current=False``:
-    not current, for a span around a plan that yields to other tasks). An exception in the
-    block marks the span as an error and goes on unchanged."""
+    not current, for a span around a plan that yields to other tasks). ``links``: W3C
+    ``traceparent`` values of spans elsewhere (another worker) this one follows from. An
+    exception in the block marks the span as an error and goes on unchanged."""
     if not is_on():
         yield _OFF
         return
     try:
         otel_kind = _trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL
         attrs = {k: _value(v) for k, v in (attributes or {}).items() if v is not None}
-        raw = _tracer().start_span(name, kind=otel_kind, attributes=attrs)
+        raw = _tracer().start_span(name, kind=otel_kind, attributes=attrs, links=_links(links))
     except Exception as exc:  # noqa: BLE001
         _failed(exc)
         yield _OFF
@@ -341,6 +378,17 @@ def span(
             raw.end()
         except Exception as exc:  # noqa: BLE001
             _failed(exc)
+
+
+def _links(traceparents: Sequence[str | None]) -> list[Any]:
+    out = []
+    for tp in traceparents:
+        if not tp:
+            continue
+        ctx = _trace.get_current_span(_PROPAGATOR.extract({"traceparent": tp})).get_span_context()
+        if ctx.is_valid:
+            out.append(_trace.Link(ctx))
+    return out
 
 
 def now() -> float:

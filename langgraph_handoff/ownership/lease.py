@@ -71,6 +71,9 @@ class Transfer(Model):
     note: dict[str, Any] = Field(default_factory=dict)
     started_at: float
     deadline: float
+    #: the W3C ``traceparent`` of the span that locked the session (OpenTelemetry), so that
+    #: the accepting worker's span links to it: one story across the two workers
+    traceparent: str | None = None
 
 
 class Lease(Model):
@@ -98,6 +101,12 @@ class Lease(Model):
     #: the incarnation of the owner whose liveness record also keeps this lease alive (a
     #: ``SessionWorker``'s: its heartbeat renews that one record, :mod:`~langgraph_handoff.checkpoint.liveness`), or ``None``
     liveness: str | None = None
+    #: the W3C ``traceparent`` of the span that gave the session to its owner (an acquire, a
+    #: takeover or an accept), so that the next owner's span links to it
+    traceparent: str | None = None
+    #: the planned transfer that brought the session to its owner (:func:`accept`): its note
+    #: says what was done and what comes next (``SessionWorker.note_for``)
+    received: Transfer | None = None
 
     @property
     def liveness_ref(self) -> tuple[str, str] | None:
@@ -154,8 +163,13 @@ class Lease(Model):
         >>> meta.fence, meta.lease["owner"]
         (1, 'worker-a')
         """
-        # a lease without a liveness record is stored as before the field existed
-        data = self.model_dump(mode="json", exclude={"liveness"} if self.liveness is None else None)
+        # fields that are not set are stored as before they existed
+        data = self.model_dump(mode="json")
+        for name in ("liveness", "traceparent", "received"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        if isinstance(data.get("transfer"), dict) and data["transfer"].get("traceparent") is None:
+            data["transfer"].pop("traceparent", None)
         return fenced(meta.replace(lease=data), self.epoch)
 
     @property
@@ -301,6 +315,7 @@ def accept(
         via="transfer",
         ttl=ttl,
         liveness=liveness,
+        received=t,
     )
 
 

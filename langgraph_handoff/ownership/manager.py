@@ -88,12 +88,24 @@ def _as_alive(lease: Lease | None, alive: Alive) -> Lease | None:
     return lease.alive_until(alive[ref]) if lease is not None and ref in alive else lease
 
 
-def _noted(what: str, before: Lease | None, after: Lease, now: float) -> None:
+def _traced(current: Lease | None, new: Lease, traceparent: str) -> Lease:
+    """``new`` carrying the span that decided it: a new owner's lease, or a new transfer."""
+    if new.transfer is not None and (
+        current is None or current.transfer is None or current.transfer.id != new.transfer.id
+    ):
+        new = new.model_copy(update={"transfer": new.transfer.model_copy(update={"traceparent": traceparent})})
+    if current is None or new.epoch != current.epoch:
+        new = new.model_copy(update={"traceparent": traceparent})
+    return new
+
+
+def _noted(what: str, before: Lease | None, after: Lease, now: float, span: T.Span) -> None:
     """Log, trace and count one change of a session's lease. A takeover and an accept also
     record how long the session had no working owner: from the old lease's end (its owner's
     liveness record included) or from the lock of the transfer."""
     if what == "acquire":
         if before is not None and before.epoch == after.epoch:
+            span.rename("session renew")
             return  # the owner renewed its own lease
         what = after.via  # acquire or takeover
     unowned = None
@@ -125,8 +137,12 @@ def _noted(what: str, before: Lease | None, after: Lease, now: float) -> None:
     log.log(level, "session %r: " + text + "%s", after.thread_id, after.owner, after.epoch, suffix, extra=attrs)
     if not T.is_on():
         return
-    with T.span(f"session {what}", attrs):
-        pass
+    span.rename(f"session {what}")
+    span.set(attrs)
+    if what == "takeover" and before is not None:
+        span.link(before.traceparent)  # the old owner's acquire: the story goes on here
+    elif what == "accept" and before is not None and before.transfer is not None:
+        span.link(before.transfer.traceparent)  # the lock on the worker that handed it over
     T.counter(T.M_SESSION_CHANGES, 1, {T.VIA: what})
     if unowned is not None:
         T.histogram(T.M_SESSION_UNOWNED, unowned, {T.VIA: what})
@@ -176,8 +192,24 @@ class SessionManager:
         own changes (renew, release, a transfer) never need it. ``what``: the change, as logged,
         traced and counted (:func:`_noted`)."""
         thread_id = keys.validate_thread_id(thread_id)
+        if not what or not T.is_on():
+            return (yield from self._change(thread_id, decide, fence_all, alive, by_expiry, what, T.OFF))
+        with T.span(f"session {what}", {T.THREAD: thread_id}, current=False) as span:
+            return (yield from self._change(thread_id, decide, fence_all, alive, by_expiry, what, span))
+
+    def _change(
+        self,
+        thread_id: str,
+        decide: Decide,
+        fence_all: bool,
+        alive: Alive | None,
+        by_expiry: bool,
+        what: str,
+        span: T.Span,
+    ) -> Plan[Lease]:
         decided: list[tuple[Lease | None, Lease, Lease | None]] = []  # (stored, new, judged) of the last decision
         alive = {} if alive is None else alive
+        tp = span.traceparent
 
         def change(head: Head | None) -> Head:
             stored, now = lease_of(head, thread_id), self.clock()
@@ -191,6 +223,8 @@ class SessionManager:
             if (current is None or new.epoch != current.epoch) and new.epoch <= recorded:
                 # a new owner always gets an epoch above every one ever recorded for the thread
                 new = new.model_copy(update={"epoch": recorded + 1})
+            if tp is not None:
+                new = _traced(current, new, tp)
             decided[:] = [(stored, new, current)]
             return replace(base, meta=new.into(base.meta))
 
@@ -215,7 +249,7 @@ class SessionManager:
         if fence_all or current is None or new.epoch != current.epoch:
             yield from self._plan_fence_namespaces(thread_id, new.epoch)
         if what:
-            _noted(what, judged, new, self.clock())
+            _noted(what, judged, new, self.clock(), span)
         return new
 
     def _plan_fence_namespaces(self, thread_id: str, epoch: int) -> Plan[None]:

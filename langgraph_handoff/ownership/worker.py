@@ -29,6 +29,7 @@ from langgraph_handoff.errors import (
     OwnershipLostError,
     SessionLimitError,
 )
+from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership.lease import Lease
 from langgraph_handoff.ownership.manager import SessionManager, session_note
 
@@ -133,6 +134,11 @@ class SessionWorker:
         self.incarnation = uuid.uuid4().hex
         self._alive_written = False
         self._graph: Any = None
+        #: turns under way, sync and async (``stop`` waits for them before it locks)
+        self._inflight = {False: 0, True: 0}
+        self._drained = threading.Condition()
+        #: turns this worker served per session (for the note ``stop`` leaves)
+        self._served: dict[str, int] = {}
 
     # -- leases and the heartbeat -----------------------------------------------------------------
 
@@ -334,24 +340,79 @@ class SessionWorker:
         this worker got the session finishes the previous owner's interrupted step first
         (:meth:`settle`). ``input=None`` resumes the latest checkpoint."""
         lease = self.lease_for(thread_id)
-        if input is not None:
-            self.settle(thread_id, config)
-        else:
-            self._settled(thread_id)
-        kwargs.setdefault("durability", self.durability)
-        with self._running(lease):
-            return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
+        with self._turn(lease, asynchronous=False):
+            if input is not None:
+                self.settle(thread_id, config)
+            else:
+                self._settled(thread_id)
+            kwargs.setdefault("durability", self.durability)
+            with self._running(lease):
+                return self.graph_for(lease).invoke(input, self._config(thread_id, config), **kwargs)
 
     async def ainvoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
         lease = await self._alease_for(thread_id)
-        if input is not None:
-            await self.asettle(thread_id, config)
-        else:
-            self._settled(thread_id)
-        kwargs.setdefault("durability", self.durability)
-        with self._running(lease):
-            return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
+        with self._turn(lease, asynchronous=True):
+            if input is not None:
+                await self.asettle(thread_id, config)
+            else:
+                self._settled(thread_id)
+            kwargs.setdefault("durability", self.durability)
+            with self._running(lease):
+                return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
+
+    @contextlib.contextmanager
+    def _turn(self, lease: Lease, *, asynchronous: bool) -> Iterator[None]:
+        """One turn: counted as under way (``stop`` waits for it), traced as a ``session turn``
+        span; the first turn under a lease links to the span that gave this worker the session
+        (an acquire, a takeover or an accepted transfer, perhaps on another worker)."""
+        first = self._needs_settling(lease.thread_id)
+        with self._drained:
+            self._inflight[asynchronous] += 1
+        try:
+            attrs = {telemetry.THREAD: lease.thread_id, telemetry.OWNER: self.owner, telemetry.EPOCH: lease.epoch}
+            links = [lease.traceparent] if first else []
+            with telemetry.span("session turn", attrs, links=links):
+                yield
+            with self._lock:
+                self._served[lease.thread_id] = self._served.get(lease.thread_id, 0) + 1
+        finally:
+            with self._drained:
+                self._inflight[asynchronous] -= 1
+                self._drained.notify_all()
+
+    def note_for(self, thread_id: str) -> Handoff | None:
+        """The note of the planned transfer that brought ``thread_id`` to this worker (what the
+        previous owner did, decided and left to do), or None: it came otherwise, or is not held.
+
+        >>> from langgraph_handoff import ObjectStoreSaver
+        >>> sessions = SessionManager(ObjectStoreSaver.from_url("memory://"))
+        >>> a = SessionWorker(sessions, "worker-a", lambda cp: None)
+        >>> b = SessionWorker(sessions, "worker-b", lambda cp: None)
+        >>> _ = a.lease_for("chat-1"); a.stop(next_step="send the refund")
+        ['chat-1']
+        >>> _ = b.accept_transfers(); b.note_for("chat-1").payload["next_step"]
+        'send the refund'
+        """
+        with self._lock:
+            lease = self.leases.get(thread_id)
+        if lease is None or lease.received is None or not lease.received.note:
+            return None
+        return Handoff.from_data(lease.received.note)
+
+    def _wait_for_turns(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for the turns under way; return how many are still running.
+        On a thread running an event loop the async turns cannot finish while this waits (they
+        run on this very loop), so only the other threads' turns are waited for: use
+        :meth:`astop` there."""
+        try:
+            asyncio.get_running_loop()
+            kinds: tuple[bool, ...] = (False,)
+        except RuntimeError:
+            kinds = (False, True)
+        with self._drained:
+            self._drained.wait_for(lambda: all(self._inflight[k] == 0 for k in kinds), timeout=timeout)
+            return sum(self._inflight.values())
 
     def accept_transfers(self, infos: list[Any] | None = None) -> list[Lease]:
         """Accept every pending transfer addressed to this worker or to anyone (``infos``: a
@@ -400,24 +461,52 @@ class SessionWorker:
 
     # -- stopping -----------------------------------------------------------------------------------------
 
-    def stop(self, *, to_owner: str | None = None, next_step: str = "continue the conversation") -> list[str]:
+    def stop(
+        self,
+        *,
+        to_owner: str | None = None,
+        next_step: str = "continue the conversation",
+        drain: float | None = None,
+    ) -> list[str]:
         """Stop taking work and hand every held session over (lock + note). Returns the threads.
+
+        First the turns under way get up to ``drain`` seconds (default ``transfer_timeout``) to
+        finish, so that the lock does not refuse their last writes. Each session's note says
+        what this worker knows: how many turns it served there and the checkpoint the last one
+        ended at (the receiver reads it with :meth:`note_for`).
 
         Up to :attr:`handover_concurrency` sessions are handed over side by side (2 requests
         each), so that a worker holding thousands of sessions hands them over within a
         redeploy's grace period. One that fails (the store is down) is logged and left: the
         worker's liveness record is then marked stopped, so another worker may take it at once."""
         self._stopping.set()
+        still = self._wait_for_turns(self.transfer_timeout if drain is None else drain)
+        if still:
+            log.warning(
+                "%s stops with %d turn(s) still under way; their next writes will be refused", self.owner, still
+            )
         with self._lock:
             held = list(self.leases.values())
             self.leases.clear()
-        note = session_note(
-            source=self.owner, target=to_owner, next_step=next_step, briefing=f"{self.owner} is shutting down"
-        )
+            served = dict(self._served)
+
+        def note_of(lease: Lease) -> Handoff:
+            known = self.sessions.saver.heads.remembered(lease.thread_id)
+            latest = known.head.latest_id if known is not None and known.head is not None else None
+            turns = served.get(lease.thread_id, 0)
+            done = [f"{self.owner} served {turns} turn(s) of this session"]
+            if latest:
+                done.append(f"the last one ended at checkpoint {latest}")
+            return session_note(
+                source=self.owner, target=to_owner, next_step=next_step, completed_steps=done,
+                briefing=f"{self.owner} is shutting down; " + ", ".join(done),
+            )  # fmt: skip
 
         def hand(lease: Lease) -> bool:
             try:
-                self.sessions.begin_transfer(lease, to_owner=to_owner, note=note, timeout=self.transfer_timeout)
+                self.sessions.begin_transfer(
+                    lease, to_owner=to_owner, note=note_of(lease), timeout=self.transfer_timeout
+                )
             except OwnershipLostError:
                 return False
             except LangGraphHandoffError as exc:  # the store failed: the others are still handed over
@@ -438,6 +527,17 @@ class SessionWorker:
                 log.warning("%s could not mark its liveness record stopped: %s", self.owner, exc)
         log.info("%s stopped; handed over %d session(s)", self.owner, len(handed))
         return handed
+
+    async def astop(
+        self,
+        *,
+        to_owner: str | None = None,
+        next_step: str = "continue the conversation",
+        drain: float | None = None,
+    ) -> list[str]:
+        """:meth:`stop` for an async worker: it waits for the turns under way on this event
+        loop too (in a thread, so the loop keeps running them)."""
+        return await asyncio.to_thread(self.stop, to_owner=to_owner, next_step=next_step, drain=drain)
 
     @contextlib.contextmanager
     def handle_sigterm(self) -> Iterator[None]:

@@ -223,7 +223,11 @@ def test_session_changes_are_spans_with_owner_and_epoch(otel: Otel, caplog: pyte
         a.stop()
         b.accept_transfers()
         b.release("chat")
-    sessions = [(s.name, dict(s.attributes or {})) for s in otel.finished() if s.name.startswith("session ")]
+    sessions = [
+        (s.name, dict(s.attributes or {}))
+        for s in otel.finished()
+        if s.name.startswith("session ") and s.name != "session turn"
+    ]
     assert [(n, a["langgraph_handoff.session.owner"], a["langgraph_handoff.session.epoch"]) for n, a in sessions] == [
         ("session acquire", "worker-a", 1),
         ("session begin_transfer", "worker-a", 1),
@@ -256,3 +260,85 @@ def test_without_opentelemetry_installed_everything_runs() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["False", "ok"]
+
+
+def _span(otel: Otel, name: str, owner: str | None = None) -> ReadableSpan:
+    return next(
+        s
+        for s in otel.finished()
+        if s.name == name and (owner is None or (s.attributes or {}).get("langgraph_handoff.session.owner") == owner)
+    )
+
+
+def _linked(span: ReadableSpan, to: ReadableSpan) -> bool:
+    assert to.context is not None
+    return any(link.context.span_id == to.context.span_id for link in span.links)
+
+
+def test_one_story_across_workers_a_planned_transfer_and_a_takeover(otel: Otel) -> None:
+    """The spans of one conversation, on three workers, link up: A's lock -> B's accept -> B's
+    first turn; B's lease -> C's takeover (B died) -> C's first turn. And the note A left is
+    what B reads where its turn starts."""
+    store, now = MemoryStore(), [1000.0]
+
+    def worker(name: str) -> SessionWorker:
+        return SessionWorker(SessionManager(ObjectStoreSaver(store), clock=lambda: now[0]), name, desk, ttl=30)
+
+    a, b, c = worker("worker-a"), worker("worker-b"), worker("worker-c")
+    a.invoke("chat", {"messages": [("user", "hi")]})
+    a.stop(next_step="tell the customer the refund is on its way")
+    b.accept_transfers()
+    note = b.note_for("chat")
+    assert note is not None and note.payload is not None
+    assert note.payload["next_step"] == "tell the customer the refund is on its way"
+    assert note.payload["completed_steps"][0] == "worker-a served 1 turn(s) of this session"
+    b.invoke("chat", {"messages": [("user", "still there?")]})
+    now[0] += 31  # b dies without a word: its lease lapses (b never wrote a liveness record beat)
+    b._stopping.set()
+    assert [lease.thread_id for lease in c.reclaim()] == ["chat"]
+    c.invoke("chat", {"messages": [("user", "hello?")]})
+
+    locked, accepted = _span(otel, "session begin_transfer"), _span(otel, "session accept")
+    b_first = _span(otel, "session turn", "worker-b")
+    b_lease, takeover = accepted, _span(otel, "session takeover")
+    c_first = _span(otel, "session turn", "worker-c")
+    assert _linked(accepted, locked) and _linked(b_first, accepted)
+    assert _linked(takeover, b_lease) and _linked(c_first, takeover)
+    unowned = otel.metric("langgraph_handoff.session.unowned.duration")
+    assert sorted(dict(k)["langgraph_handoff.session.via"] for k in unowned) == ["accept", "takeover"]
+
+
+def test_stop_waits_for_the_turn_under_way_before_it_locks() -> None:
+    """Before, stop() locked at once and the turn in flight failed with OwnershipLostError."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(checkpointer: Any) -> Any:
+        from langgraph.graph import END, START, MessagesState, StateGraph
+
+        def step(state: Any) -> Any:
+            started.set()
+            assert release.wait(10)
+            return {"messages": [("ai", "done")]}
+
+        g = StateGraph(MessagesState)
+        g.add_node("step", step)
+        g.add_edge(START, "step")
+        g.add_edge("step", END)
+        return g.compile(checkpointer=checkpointer)
+
+    worker = SessionWorker(SessionManager(ObjectStoreSaver(MemoryStore())), "w", slow)
+    outcome: list[Any] = []
+    turn = threading.Thread(target=lambda: outcome.append(worker.invoke("chat", {"messages": [("user", "hi")]})))
+    turn.start()
+    assert started.wait(10)
+    stopper = threading.Thread(target=lambda: outcome.append(worker.stop()))
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive()  # stop() waits for the turn ...
+    release.set()
+    turn.join(10)
+    stopper.join(10)
+    assert outcome[0]["messages"][-1].content == "done"  # ... which finished and stored its answer
+    assert outcome[1] == ["chat"]
