@@ -650,7 +650,7 @@ def plan_put(
         firsts = [Put(*w) for w in (seal, archive) if w is not None]  # fresh nonce-named keys: nobody else writes them
         # the metadata index's entries, decided against the head this attempt swaps out: a
         # crash before the swap leaves a stale entry, never a committed value without one
-        firsts += metadata_index.entry_puts(saver, head, md, parent_id, thread_id, ns)
+        firsts += metadata_index.entry_puts(saver, head, md, md_typed[1], parent_id, thread_id, ns)
         if len(firsts) == 1:
             yield firsts[0]
         elif firsts:
