@@ -300,3 +300,41 @@ def test_index_keys_never_hold_the_value() -> None:
     secret = "alice@example.com"
     key = index_keys.entry_key("user_id", index_keys.value_digest(secret) or "", "t", "", "n0")
     assert "alice" not in key and "example" not in key
+
+
+class _AfterRootSwap(MemoryStore):
+    """Runs ``hook`` once, right after a conditional PUT of thread t's root head: a run writing
+    in a subgraph between a sweep's root swap and its swap of that subgraph's head."""
+
+    hook: Any = None
+
+    def run(self, op: Any) -> Any:
+        out = super().run(op)
+        if self.hook is not None and getattr(op, "key", "") == "heads/t/=" and getattr(op, "if_match", None):
+            hook, self.hook = self.hook, None
+            hook()
+        return out
+
+
+def test_a_sweep_keeps_the_entries_of_a_namespace_revived_under_it() -> None:
+    store = _AfterRootSwap()
+    clock = [1_000_000.0]
+    saver = ObjectStoreSaver(store, ttl={"default_ttl": 1}, clock=lambda: clock[0])
+    saver.rebuild_index()
+    put(saver, "t", None, 1, user_id="root-user")
+    child = put(saver, "t", None, 1, ns="child:1", user_id="child-user")
+    clock[0] += 3600
+    late = ObjectStoreSaver(store, ttl={"default_ttl": 1}, clock=lambda: clock[0])
+    store.hook = lambda: put(late, "t", child, 2, ns="child:1", user_id="child-user")
+    result = saver.sweep()
+    assert result.threads[0].revived_namespaces == ["child:1"]
+    assert list(saver.list(None, filter={"user_id": "root-user"})) == []
+    assert len(list(saver.list(None, filter={"user_id": "child-user"}))) == 2
+    assert verify_store(saver).problems == []
+
+
+def test_the_async_rebuild_is_the_same_plan(store: StoreBase) -> None:
+    _threads(ObjectStoreSaver(store, layout=NO_INDEX), 12, users=3)
+    report = asyncio.run(ObjectStoreSaver(store).arebuild_index(["user_id"]))
+    assert (report.namespaces, report.created, report.complete) == (12, 12, ["user_id"])
+    assert len(list(ObjectStoreSaver(store).list(None, filter={"user_id": "u1"}))) == 8
