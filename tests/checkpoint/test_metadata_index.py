@@ -338,3 +338,22 @@ def test_the_async_rebuild_is_the_same_plan(store: StoreBase) -> None:
     report = asyncio.run(ObjectStoreSaver(store).arebuild_index(["user_id"]))
     assert (report.namespaces, report.created, report.complete) == (12, 12, ["user_id"])
     assert len(list(ObjectStoreSaver(store).list(None, filter={"user_id": "u1"}))) == 8
+
+
+def test_a_signing_saver_never_trusts_a_forged_marker() -> None:
+    """``meta/index`` is what filters trust for completeness: it is signed like every object,
+    and one no key signed declares nothing (filters read every thread)."""
+    from langgraph_handoff._format import envelope
+
+    store = MemoryStore()
+    key = "k1:" + "ab" * 32
+    saver = ObjectStoreSaver(store, signing_key=key)
+    saver.setup()
+    put(saver, "t", None, 1, user_id="u")
+    old = ObjectStoreSaver(store, signing_key=key, layout=NO_INDEX)
+    put(old, "hidden", None, 1, user_id="u")  # no entry
+    forged = {"package": "langgraph-handoff", "index": {"complete": ["user_id"]}}
+    store.put(index_keys.INDEX_MARKER_KEY, envelope.encode(envelope.Kind.MARKER, envelope.packb(forged)))
+    counted = CountingStore(store)
+    found = _ids(ObjectStoreSaver(counted, signing_key=key).list(None, filter={"user_id": "u"}))
+    assert [t for t, _, _ in found] == ["hidden", "t"] and counted.requests > 4  # the walk
