@@ -7,7 +7,9 @@ the keys ``Layout.indexed_metadata`` names.
 
 **A hint, never the answer.** Every thread an entry names is read and filtered as the full walk
 filters it, so a stale entry (a thread pruned, swept or deleted since) costs a read, never a
-wrong result; entries are therefore not signed, and nothing in them is trusted but a key name.
+wrong result; an entry is only listed, never read, and nothing in it is trusted but its key
+name. What is trusted is ``meta/index`` (complete or not), read through the saver's store like
+every object: a signing saver refuses one no key signed, and its filters read every thread.
 What must hold is the other direction: *no missing entry*. Kept so:
 
 * a ``put`` writes the entries of its checkpoint's indexed values **before** the head
