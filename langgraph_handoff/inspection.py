@@ -28,6 +28,7 @@ from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import Head, Inline, Record, blob_refs
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.driver import fetch, fetch_many
+from langgraph_handoff.checkpoint.plans import metadata_index
 from langgraph_handoff.checkpoint.plans.listing import UNREADABLE
 from langgraph_handoff.checkpoint.plans.reading import check_part, part_sizes
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
@@ -278,6 +279,10 @@ class VerifyReport:
     #: the store's format marker (``meta/format``): its format version and what it records,
     #: None when the store has none (``setup`` writes it; a store used without it has none)
     marker: dict[str, Any] | None = None
+    #: metadata-index entries that name a namespace no longer there, or a value none of its
+    #: checkpoints carries any more (a prune, a sweep): not problems, a filtered list only
+    #: reads that namespace for nothing (``plans/metadata_index.py``)
+    stale_index_entries: int = 0
 
     def add(self, other: VerifyReport, prefix: str) -> None:
         """Count in what ``other`` found in the keys under ``prefix`` (a team's space)."""
@@ -290,6 +295,7 @@ class VerifyReport:
         self.formats.update(other.formats)
         self.blob_formats.update(other.blob_formats)
         self.schemas.update(other.schemas)
+        self.stale_index_entries += other.stale_index_entries
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -303,6 +309,7 @@ class VerifyReport:
             "blob_formats": {str(k): v for k, v in sorted(self.blob_formats.items())},
             "schemas": {str(k): v for k, v in sorted(self.schemas.items())},
             "marker": self.marker,
+            "stale_index_entries": self.stale_index_entries,
         }
 
 
@@ -376,7 +383,10 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
       versions are counted;
     * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read);
     * the store's format marker (``meta/format``): an envelope this version reads, holding
-      langgraph-handoff's marker (``format_marker``); a store without one is fine.
+      langgraph-handoff's marker (``format_marker``); a store without one is fine;
+    * the metadata index: a checkpoint carrying a value of a key ``meta/index`` declares
+      complete, with no entry for it (``missing_index_entry``); entries naming what is gone are
+      counted in ``stale_index_entries``, not problems.
 
     A head that cannot be read is a problem and the walk goes on. Problems make
     ``langgraph-handoff verify`` exit 1.
@@ -398,6 +408,7 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
 
 def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport) -> None:
     store = saver.store
+    index = _IndexCheck.read(saver, thread_id)
     for hkey in _heads(saver, thread_id, report):
         obj = fetch(store, hkey)
         if obj is None:
@@ -448,6 +459,7 @@ def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: Verify
             checkpoints.update(recs)
             referenced |= _check_refs(head, recs, table, where, present, report, parts)
         report.schemas.update(r.schema for r in checkpoints.values())
+        index.check(saver, hkey, tid, ns, checkpoints.values(), report)
         for key in sorted(present):
             if "/w/" in key:
                 report.writes += 1
@@ -461,6 +473,44 @@ def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: Verify
                     report.blob_formats[env.format_version] += 1
                     _check_parts(key, env.body, parts.get(key, ()), report)
         report.unreferenced += sorted(set(present) - referenced)
+    report.stale_index_entries += index.leftover()
+
+
+@dataclass
+class _IndexCheck:
+    """The metadata index against the checkpoints: a value of a key ``meta/index`` declares
+    complete that a checkpoint carries without an entry is a problem (``missing_index_entry``:
+    a filtered list would not find it; ``langgraph-handoff index rebuild`` writes it); an entry
+    for a namespace or value no longer there is only counted (stale)."""
+
+    complete: tuple[str, ...]
+    #: (encoded thread, encoded namespace) -> {(encoded key, digest)} of the by-thread records
+    entries: dict[tuple[str, str], set[tuple[str, str]]]
+
+    @classmethod
+    def read(cls, saver: ObjectStoreSaver, thread_id: str | None) -> _IndexCheck:
+        complete = driver.run(saver.store, metadata_index.plan_complete_keys(saver, fresh=True))
+        existing = driver.run(saver.store, metadata_index.plan_existing(saver, thread_id))
+        return cls(tuple(sorted(complete)), existing)
+
+    def check(self, saver: ObjectStoreSaver, hkey: str, tid: str, ns: str, records: Any, report: VerifyReport) -> None:
+        held = self.entries.pop((keys.encode_segment(tid), keys.encode_segment(ns)), set())
+        carried = metadata_index.namespace_digests(saver, records, self.complete) if self.complete else set()
+        for name, _digest in sorted(carried - held):
+            report.problems.append(
+                Problem(
+                    hkey,
+                    "missing_index_entry",
+                    f"a checkpoint carries a value of metadata key {keys.decode_segment(name)!r}, which meta/index "
+                    "declares complete, without an index entry: store-wide filters on it miss this thread "
+                    "(`langgraph-handoff index rebuild` writes it; every writer must index the same keys)",
+                )
+            )
+        report.stale_index_entries += len(held - carried) if self.complete else 0
+
+    def leftover(self) -> int:
+        """Entries of namespaces that have no head any more."""
+        return sum(len(v) for v in self.entries.values())
 
 
 def _check_writes(

@@ -34,7 +34,8 @@ from langgraph_handoff.checkpoint.cache import HeadCache
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.heads import SaverHeads
 from langgraph_handoff.checkpoint.observed import observed, outcome_of
-from langgraph_handoff.checkpoint.plans import Layout, SaverPlans
+from langgraph_handoff.checkpoint.plans import Layout, SaverPlans, metadata_index
+from langgraph_handoff.checkpoint.plans.metadata_index import RebuildReport
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
@@ -251,7 +252,11 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         scratch key): a store that accepts a second create-only PUT or a PUT with a wrong
         ``If-Match`` would let two workers fork a thread silently, so it raises
         :class:`~langgraph_handoff.errors.UnsafeStoreError` and nothing is written. A pass is
-        recorded in the marker; later calls cost one GET. Idempotent. A store whose marker was
+        recorded in the marker; later calls cost two GETs (this marker and the metadata index's).
+        On a store that holds no thread yet, it also declares the metadata index complete for
+        ``layout.indexed_metadata`` (1 LIST and 1 PUT, once): filters on those keys read only
+        matching threads from the first put (a store with threads needs ``index rebuild``
+        instead; :meth:`rebuild_index`). Idempotent. A store whose marker was
         written by a newer langgraph-handoff raises
         :class:`~langgraph_handoff.errors.EnvelopeVersionError` here, before any data is touched.
 
@@ -264,10 +269,12 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         code in this process (:mod:`langgraph_handoff.checkpoint.serde_policy` says how to stop it).
         """
         trust.setup(self.store)
+        driver.run(self.store, metadata_index.plan_declare_if_empty(self))
         self._warn_named_code()
 
     async def asetup(self) -> None:
         await trust.asetup(self.store)
+        await driver.arun(self.store, metadata_index.plan_declare_if_empty(self))
         self._warn_named_code()
 
     def _warn_named_code(self) -> None:
@@ -654,6 +661,38 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         if self.ttl is not None and self.ttl.sweep_interval_minutes is not None:
             return self.ttl.sweep_interval_minutes
         return DEFAULT_SWEEP_INTERVAL_MINUTES
+
+    # -- the metadata index ------------------------------------------------------------------------
+    def rebuild_index(
+        self, names: Sequence[str] | None = None, *, progress: Callable[[int, int], None] | None = None
+    ) -> RebuildReport:
+        """Write every missing metadata-index entry of ``names`` (default
+        ``layout.indexed_metadata``), reading every checkpoint of every namespace, then declare
+        the keys complete in ``meta/index``: from then on a store-wide ``list(None,
+        filter=...)`` on them reads only the threads that carry the value
+        (:mod:`~langgraph_handoff.checkpoint.plans.metadata_index`). Idempotent, safe to kill
+        and to run while workers write (they keep the index themselves); ``progress`` gets
+        ``(namespaces done, namespaces)``. A store written by an older release needs it once.
+
+        >>> saver = ObjectStoreSaver.from_url("memory://")
+        >>> saver.rebuild_index(["user_id"]).complete
+        ['user_id']
+        """
+        plan = metadata_index.plan_rebuild(self, self._index_names(names), progress)
+        return driver.run(self.store, trust.gated(self.store, plan))
+
+    async def arebuild_index(
+        self, names: Sequence[str] | None = None, *, progress: Callable[[int, int], None] | None = None
+    ) -> RebuildReport:
+        plan = metadata_index.plan_rebuild(self, self._index_names(names), progress)
+        return await driver.arun(self.store, trust.gated(self.store, plan))
+
+    def _index_names(self, names: Sequence[str] | None) -> tuple[str, ...]:
+        if names is None:
+            return self.layout.indexed_metadata
+        if isinstance(names, str):
+            raise TypeError("rebuild_index takes a sequence of metadata keys, not a single string; wrap it in a list")
+        return tuple(names)
 
     # -- migration ---------------------------------------------------------------------------------
     def thread_ids(self) -> builtins.list[str]:

@@ -13,6 +13,7 @@
     langgraph-handoff copy     URL SOURCE TARGET
     langgraph-handoff delete   URL THREAD --yes [--force]
     langgraph-handoff sweep    URL [--dry-run] [--limit N] [--ttl MINUTES] [--strategy delete|keep_latest]
+    langgraph-handoff index rebuild URL [--key KEY ...] [--team TEAM]
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
     langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
     langgraph-handoff team status URL TEAM
@@ -35,7 +36,8 @@ codes: 0 ok, 1 problems found (``doctor`` on a store that does not enforce condi
 run next.
 
 The commands live by concern: :mod:`.store` (setup, doctor), :mod:`.threads` (threads,
-history, show, diff, verify), :mod:`.maintenance` (prune, copy, delete, sweep, migrate) and
+history, show, diff, verify), :mod:`.maintenance` (prune, copy, delete, sweep, migrate),
+:mod:`.index` (index rebuild) and
 this module (sessions, the team commands, the entry point); :mod:`.app` holds what they share.
 
 Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
@@ -59,6 +61,9 @@ from langgraph_handoff.cli import threads  # noqa: F401
 
 # isort: split
 from langgraph_handoff.cli import maintenance  # noqa: F401
+
+# isort: split
+from langgraph_handoff.cli import index  # noqa: F401
 
 # isort: split
 from langgraph_handoff._format import keys

@@ -203,8 +203,9 @@ def verify(
     team: InTeam = None,
 ) -> None:
     """Read every object: the format marker, checksums, versions, dangling references, keys under
-    heads/ that are not heads' (exit 1 on problems). Every team's members' threads are checked
-    too; --team TEAM checks only that team's (--thread then names one of them)."""
+    heads/ that are not heads', checkpoints missing from the metadata index (exit 1 on problems).
+    Every team's members' threads are checked too; --team TEAM checks only that team's (--thread
+    then names one of them)."""
     from langgraph_handoff.inspection import thread_heads, verify_store
 
     with open_saver(url, migrations, team=team) as saver:
@@ -226,6 +227,12 @@ def verify(
         + (
             f"\n{len(report.unreferenced)} unreferenced object(s) (harmless; delete_thread removes them)"
             if report.unreferenced
+            else ""
+        )
+        + (
+            f"\n{report.stale_index_entries} stale metadata-index entr(y/ies) (harmless: a filtered list reads "
+            "their namespace for nothing)"
+            if report.stale_index_entries
             else ""
         )
     )

@@ -340,7 +340,7 @@ class SessionWorker:
         this worker got the session finishes the previous owner's interrupted step first
         (:meth:`settle`). ``input=None`` resumes the latest checkpoint."""
         lease = self.lease_for(thread_id)
-        with self._turn(lease, asynchronous=False):
+        with self._session_turn(lease, asynchronous=False):
             if input is not None:
                 self.settle(thread_id, config)
             else:
@@ -352,7 +352,7 @@ class SessionWorker:
     async def ainvoke(self, thread_id: str, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
         lease = await self._alease_for(thread_id)
-        with self._turn(lease, asynchronous=True):
+        with self._session_turn(lease, asynchronous=True):
             if input is not None:
                 await self.asettle(thread_id, config)
             else:
@@ -362,7 +362,7 @@ class SessionWorker:
                 return await self.graph_for(lease).ainvoke(input, self._config(thread_id, config), **kwargs)
 
     @contextlib.contextmanager
-    def _turn(self, lease: Lease, *, asynchronous: bool) -> Iterator[None]:
+    def _session_turn(self, lease: Lease, *, asynchronous: bool) -> Iterator[None]:
         """One turn: counted as under way (``stop`` waits for it), traced as a ``session turn``
         span; the first turn under a lease links to the span that gave this worker the session
         (an acquire, a takeover or an accepted transfer, perhaps on another worker)."""

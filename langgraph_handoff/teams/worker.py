@@ -706,7 +706,9 @@ class TeamWorker(SessionWorker):
 
     _handed = False
 
-    def stop(self, *, to_owner: str | None = None, next_step: str = "continue the conversation") -> list[str]:
+    def stop(
+        self, *, to_owner: str | None = None, next_step: str = "continue the conversation", drain: float | None = None
+    ) -> list[str]:
         self._handed = True
         with self._step_lock:  # let a running step finish its turn first
-            return super().stop(to_owner=to_owner, next_step=next_step)
+            return super().stop(to_owner=to_owner, next_step=next_step, drain=drain)

@@ -112,12 +112,12 @@ def test_sweep_outcomes_and_request_costs() -> None:
     result = saver.sweep()
     assert {t.thread_id: t.status for t in result.threads} == {"old": "deleted", "young": "kept"}
     assert result.as_dict()["examined"] == 2 and result.deleted == 1 and result.kept == 1
-    # LIST heads; GET both heads (one round trip); for "old": GET it fresh, LIST its data, swap its
-    # head (the tombstone marks the cleanup pending), one DeleteObjects, clear the mark (one PUT:
-    # what lets a later sweep finish a sweep that stopped before its delete, and recognise a
-    # settled tombstone by its size otherwise)
+    # LIST heads; GET both heads (one round trip); for "old": GET it fresh, LIST its data and its
+    # metadata-index entries (one round trip), swap its head (the tombstone marks the cleanup
+    # pending), one DeleteObjects, clear the mark (one PUT: what lets a later sweep finish a sweep
+    # that stopped before its delete, and recognise a settled tombstone by its size otherwise)
     assert store.snapshot() == {
-        "LIST": 2, "GET": 3, "PUT": 2, "DELETE_MANY": 1, "requests": 8, "round_trips": 7,
+        "LIST": 3, "GET": 3, "PUT": 2, "DELETE_MANY": 1, "requests": 9, "round_trips": 7,
     }  # fmt: skip
     assert messages(saver, "young") == ["hi", "a:reply"] and saver.get_tuple(cfg("old")) is None
     # a periodic sweep reads nothing unchanged: "young" is known by its ETag, "old" is an empty

@@ -31,7 +31,7 @@ from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import ArchiveRef, Head, PayloadTable, Record, Segment, SegmentRef
 from langgraph_handoff.checkpoint.driver import Batch, Emit, Plan
-from langgraph_handoff.checkpoint.plans import manifest, reading
+from langgraph_handoff.checkpoint.plans import manifest, metadata_index, reading
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, made_by_run, parent_cycle, target_of
 from langgraph_handoff.checkpoint.writes import sorted_pending
 from langgraph_handoff.errors import CorruptObjectError, EnvelopeVersionError, MigrationError
@@ -114,6 +114,24 @@ def list_all(saver: SaverState, prefix: str) -> Plan[list[ObjectInfo]]:
         after = page.items[-1].key
 
 
+def list_all_many(saver: SaverState, prefixes: Sequence[str]) -> Plan[list[list[ObjectInfo]]]:
+    """:func:`list_all` of several prefixes, their pages asked for together (one round trip
+    per page of the longest listing)."""
+    out: list[list[ObjectInfo]] = [[] for _ in prefixes]
+    after: list[str | None] = [None] * len(prefixes)
+    pending = list(range(len(prefixes)))
+    while pending:
+        pages = yield Batch(tuple(ListPage(prefixes[i], start_after=after[i], max_keys=1000) for i in pending))
+        still = []
+        for i, page in zip(pending, pages, strict=True):
+            out[i].extend(page.items)
+            if page.truncated and page.items:
+                after[i] = page.items[-1].key
+                still.append(i)
+        pending = still
+    return out
+
+
 def plan_list(
     saver: SaverState,
     config: RunnableConfig | None,
@@ -134,9 +152,16 @@ def plan_list(
     if config is not None and ns is not None:
         yield from _list_thread(saver, [keys.head_key(thread_id, ns)], query)
         return None
+    store_wide = config is None
+    if store_wide and filter:
+        # a filter on an indexed key: only the namespaces its entries name are read (and
+        # filtered as below: an entry is a hint, never the answer)
+        candidates = yield from metadata_index.plan_candidates(saver, filter)
+        if candidates is not None:
+            yield from _list_heads(saver, candidates, query, on_damaged)
+            return None
     # Head keys arrive thread by thread (keys are grouped by thread); each thread is listed as
     # soon as its last namespace is seen, so results stream without listing the whole store.
-    store_wide = config is None
     prefix = keys.heads_prefix(thread_id if not store_wide else None)
     group: list[str] = []
     after = None
@@ -158,6 +183,21 @@ def plan_list(
         after = page.items[-1].key
     if group:
         yield from _list_contained(saver, group, query, store_wide, on_damaged)
+    return None
+
+
+def _list_heads(saver: SaverState, head_keys: list[str], query: _ListQuery, on_damaged: OnDamaged | None) -> Plan[None]:
+    """A store-wide list over the given head keys (in key order), thread by thread."""
+    group: list[str] = []
+    for hk in head_keys:
+        if group and hk.split("/")[1] != group[-1].split("/")[1]:
+            yield from _list_contained(saver, group, query, True, on_damaged)
+            if query.done:
+                return None
+            group = []
+        group.append(hk)
+    if group:
+        yield from _list_contained(saver, group, query, True, on_damaged)
     return None
 
 

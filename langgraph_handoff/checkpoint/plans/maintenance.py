@@ -25,14 +25,14 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from langgraph_handoff._format import keys
+from langgraph_handoff._format import index_keys, keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta
 from langgraph_handoff._format.records import Head, Record, blob_refs, payloads_for
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import released, session_of, with_session
-from langgraph_handoff.checkpoint.plans import bookkeeping, listing, reading, rewriting
+from langgraph_handoff.checkpoint.plans import bookkeeping, listing, metadata_index, reading, rewriting
 from langgraph_handoff.checkpoint.plans.attempts import Attempts
 from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backoff, chunks
 from langgraph_handoff.checkpoint.ttl import restamp
@@ -61,7 +61,12 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
     tid = keys.validate_thread_id(thread_id)
     root_key = keys.head_key(tid, "")
     for attempt in range(saver.layout.max_attempts):
-        listed = yield from listing.list_all(saver, keys.heads_prefix(tid))
+        # the thread's index entries, listed before anything goes: a put that lands after the
+        # delete writes fresh ones, never among these (plans/metadata_index.py)
+        listed, by_thread = yield from listing.list_all_many(
+            saver, (keys.heads_prefix(tid), index_keys.by_thread_prefix(tid))
+        )
+        entries = [i.key for i in by_thread]
         heads = [i for i in listed if keys.is_head_key(i.key)]  # a stray file there is not this thread's
         data = yield from listing.list_all(saver, keys.thread_data_prefix(tid))
         root, etag = (None, None)
@@ -100,6 +105,7 @@ def plan_delete_thread(saver: SaverState, thread_id: Any) -> Plan[None]:
             yield DeleteMany(tuple(i.key for i in heads))
         if data:
             yield DeleteMany(tuple(i.key for i in data))
+        yield from metadata_index.plan_delete_entries(entries)
         saver._cache.forget_thread(tid)
         return None
     raise ConflictError(
@@ -246,6 +252,8 @@ def plan_copy_thread(saver: SaverState, source_thread_id: Any, target_thread_id:
             )
         if body is not None:
             heads.append((ns, body))
+    # the copy's index entries before its heads: a copy is never found missing
+    yield from metadata_index.plan_copy_entries(saver, src, dst, [ns for ns, _ in heads])
     for ns, body in heads:
         key = keys.head_key(dst, ns)
         etag = emptied.get(ns)

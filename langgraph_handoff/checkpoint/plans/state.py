@@ -66,6 +66,15 @@ class Layout:
         max_attempts: compare-and-swap attempts per put before giving up with ConflictError.
         backoff: base of the jittered exponential back-off between attempts, in seconds.
         schema_version: the user state-schema version recorded in every object written.
+        indexed_metadata: metadata keys kept in the store's metadata index
+            (:mod:`~langgraph_handoff.checkpoint.plans.metadata_index`): a store-wide
+            ``list(None, filter=...)`` on one of them reads only the threads that carry the
+            value, once ``langgraph-handoff index rebuild`` (or a fresh store's ``setup()``)
+            declared the key complete. The default is what the Agent Server stamps on every
+            checkpoint of a run (``assistant_id``, ``graph_id``) and what applications list
+            conversations by (``user_id``). A put writes entries only on the first checkpoint of
+            a namespace carrying a value, never after; every process writing to one store must
+            index the same keys. ``()`` indexes nothing.
     """
 
     spill_threshold: int = 32 * 1024
@@ -81,12 +90,16 @@ class Layout:
     max_attempts: int = 12
     backoff: float = 0.01
     schema_version: int = 0
+    indexed_metadata: tuple[str, ...] = ("user_id", "assistant_id", "graph_id")
 
     def __post_init__(self) -> None:
         if self.head_keep < 1:
             raise ValueError("head_keep must be at least 1 (the latest checkpoint lives in the head)")
         if self.head_max_records <= self.head_keep:
             raise ValueError("head_max_records must be greater than head_keep")
+        if isinstance(self.indexed_metadata, str) or not all(isinstance(k, str) for k in self.indexed_metadata):
+            raise ValueError("indexed_metadata is a tuple of metadata key names, e.g. ('user_id',)")
+        object.__setattr__(self, "indexed_metadata", tuple(self.indexed_metadata))
 
 
 class SaverState:
@@ -117,6 +130,8 @@ class SaverState:
     migrations: SchemaMigrations | None = None
     #: checkpoint TTL (``None``: threads never expire; see :mod:`langgraph_handoff.checkpoint.ttl`)
     ttl: TTLSettings | None = None
+    #: what this saver learned of the metadata index's marker (``plans.metadata_index``)
+    _index_memo: Any = None
     #: seconds since the epoch, for TTL stamps and sweeps (tests inject their own)
     _clock: Callable[[], float] = staticmethod(time.time)
 

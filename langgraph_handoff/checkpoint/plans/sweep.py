@@ -71,7 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from langgraph_handoff._format import keys
+from langgraph_handoff._format import index_keys, keys
 from langgraph_handoff._format import records as rec_io
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.head_meta import HeadMeta, SweptMark
@@ -80,7 +80,7 @@ from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint import liveness
 from langgraph_handoff.checkpoint.driver import PAUSE, Batch, Plan
 from langgraph_handoff.checkpoint.fencing import LeaseTerms, released, session_of
-from langgraph_handoff.checkpoint.plans import listing, rewriting
+from langgraph_handoff.checkpoint.plans import listing, metadata_index, rewriting
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.checkpoint.ttl import (
     SweepResult,
@@ -483,7 +483,11 @@ def _finish_cleanup(saver: SaverState, thread_id: str, group: list[ObjectInfo], 
 def _sweep_delete(
     saver: SaverState, thread_id: str, heads: dict[str, tuple[Head, str]], expires: float, now: float
 ) -> Plan[ThreadSweep]:
-    data = yield from listing.list_all(saver, keys.thread_data_prefix(thread_id))
+    # its index entries are listed before the swap decides: a put after it writes fresh ones
+    data, by_thread = yield from listing.list_all_many(
+        saver, (keys.thread_data_prefix(thread_id), index_keys.by_thread_prefix(thread_id))
+    )
+    entries = [i.key for i in by_thread]
     outcome = ThreadSweep(thread_id, "deleted", expires_at=expires)
     emptied: dict[str, str] = {}  # namespace -> its tombstone's ETag
     try:
@@ -517,6 +521,7 @@ def _sweep_delete(
         if garbage:
             yield DeleteMany(tuple(garbage))
         outcome.objects_deleted = len(garbage)
+        yield from metadata_index.plan_delete_entries(entries, emptied)
         yield from _clear_marks(saver, thread_id, marked)
     except LangGraphHandoffError as exc:
         outcome.error = (

@@ -46,7 +46,7 @@ from langgraph_handoff._format.records import (
 from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
-from langgraph_handoff.checkpoint.plans import manifest, reading
+from langgraph_handoff.checkpoint.plans import manifest, metadata_index, reading
 from langgraph_handoff.checkpoint.plans.attempts import Attempts
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
 from langgraph_handoff.checkpoint.plans.state import SaverState, backoff, made_by_run, target_of, tuple_config
@@ -649,11 +649,14 @@ def plan_put(
         folded, archive = yield from manifest.plan_fold(saver, thread_id, ns, new_head)
         if archive is not None:
             new_head, body = folded, rec_io.encode_head(folded, schema_version=saver.layout.schema_version)
-        firsts = [w for w in (seal, archive) if w is not None]  # fresh nonce-named keys: nobody else writes them
+        firsts = [Put(*w) for w in (seal, archive) if w is not None]  # fresh nonce-named keys: nobody else writes them
+        # the metadata index's entries, decided against the head this attempt swaps out: a
+        # crash before the swap leaves a stale entry, never a committed value without one
+        firsts += metadata_index.entry_puts(saver, head, md, md_typed[1], parent_id, thread_id, ns)
         if len(firsts) == 1:
-            yield Put(*firsts[0])
+            yield firsts[0]
         elif firsts:
-            yield Batch(tuple(Put(k, b) for k, b in firsts))
+            yield Batch(tuple(firsts))
         before = head  # what our write replaces (restored if a fenced subgraph write must be undone)
         op = Put(hkey, body, if_match=etag) if etag is not None else Put(hkey, body, if_none_match=True)
         if spills:
