@@ -151,3 +151,25 @@ def test_a_get_resumed_after_a_cut_and_answered_416_starts_over(saver: ObjectSto
     proxy.add("status", lambda r: r.method == "GET" and "range" in r.headers, status=416)
     got = saver.store.get("z/k")
     assert got is not None and got.body == b"v" * 200_000
+
+
+def _bucket_request(r: Request) -> bool:
+    """``HEAD /bucket`` or ``PUT /bucket``: the requests of ``ensure_bucket``."""
+    return r.method in ("HEAD", "PUT") and r.path.rstrip("/").split("?")[0] == f"/{S3_BUCKET}"
+
+
+@pytest.mark.parametrize("transport", ["boto3", "obstore"])
+@pytest.mark.parametrize("kind", ["reset", "lose"])
+def test_creating_the_bucket_through_an_outage_is_a_typed_error(proxy: FaultProxy, transport: str, kind: str) -> None:
+    """``create_bucket=True`` (``ensure_bucket``) let botocore's ``ConnectionClosedError`` out
+    when the connection kept failing: the fault campaign saw a racing worker die of it while
+    starting. It is ``StoreUnavailableError`` now, and the store starts once the network is back."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    make = S3Store if transport == "boto3" else ObstoreS3Store
+    proxy.add(kind, _bucket_request, times=1000)
+    try:
+        with pytest.raises(StoreUnavailableError, match="bucket"):
+            make(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True)
+    finally:
+        proxy.clear()
+    make(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True).close()
