@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,9 @@ from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff.errors import StoreUnavailableError
 from langgraph_handoff.stores import ObstoreS3Store, S3Store, StoreBase
+from tests.checkpoint.test_migrate import stamped
 from tests.support.fault_proxy import FaultProxy, Request, fault_proxy
+from tests.support.migrate_helpers import fixture_into, seen
 
 pytestmark = pytest.mark.s3
 TRANSPORTS = ["boto3", "obstore", "loop"]
@@ -173,3 +176,24 @@ def test_creating_the_bucket_through_an_outage_is_a_typed_error(proxy: FaultProx
     finally:
         proxy.clear()
     make(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True).close()
+
+
+def _new_segment_put(r: Request) -> bool:
+    """A create-only PUT of a segment (``data/{T}/{NS}/s/...``), as ``migrate`` writes them."""
+    return r.method == "PUT" and "/s/" in r.path and "if-none-match" in r.headers
+
+
+def test_a_migrated_segment_whose_answer_was_lost_is_settled(
+    saver: ObjectStoreSaver, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """``migrate`` writes a namespace's rewritten segments create-only under new keys. An answer
+    lost after the store committed one failed the thread with ``UnknownOutcomeError`` (the
+    obstore clients), or with the 412 that botocore's own re-send of the committed PUT met; the
+    fault campaign saw it. The same PUT sent again settles it: the thread is migrated, once."""
+    fixture_into(saver.store, tmp_path)
+    migrating = ObjectStoreSaver(saver.store, migrations=stamped(), layout=Layout(backoff=0.001))
+    before = seen(migrating, ["long"])
+    fault = proxy.add("lose", _new_segment_put)
+    result = migrating.migrate_thread("long")
+    assert fault.fired == 1 and (result.status, result.error) == ("migrated", None)
+    assert seen(ObjectStoreSaver(saver.store, migrations=stamped()), ["long"]) == before
