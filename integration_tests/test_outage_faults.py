@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3
 from langgraph_handoff import Layout, ObjectStoreSaver
-from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.errors import PreconditionFailedError, StoreUnavailableError
 from langgraph_handoff.stores import ObstoreS3Store, S3Store, StoreBase
 from tests.checkpoint.test_migrate import stamped
 from tests.support.fault_proxy import FaultProxy, Request, fault_proxy
@@ -197,3 +197,21 @@ def test_a_migrated_segment_whose_answer_was_lost_is_settled(
     result = migrating.migrate_thread("long")
     assert fault.fired == 1 and (result.status, result.error) == ("migrated", None)
     assert seen(ObjectStoreSaver(saver.store, migrations=stamped()), ["long"]) == before
+
+
+def test_a_412_whose_etag_check_fails_is_a_lost_race_not_botocores_error(proxy: FaultProxy) -> None:
+    """After a 412 on ``If-Match``, ``S3Store`` asks the object's ETag (``HEAD``) to tell the
+    server's ETag quoting from a lost race. A reset there let botocore's ``ConnectionClosedError``
+    out of the conditional put (the fault campaign's racing processes saw it); the 412 now stands
+    as a lost race (``PreconditionFailedError``: the caller re-reads), and the store goes on."""
+    store = S3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", endpoint_url=proxy.url, create_bucket=True)
+    etag = store.put("k", b"v")
+    fault = proxy.add("reset", lambda r: r.method == "HEAD" and r.path.split("?")[0].endswith("/k"), times=1000)
+    try:
+        with pytest.raises(PreconditionFailedError):
+            store.put("k", b"w", if_match="0123456789abcdef0123456789abcdef")
+        assert fault.fired > 0
+    finally:
+        proxy.clear()
+    assert store.put("k", b"w", if_match=etag) and store.get("k").body == b"w"  # type: ignore[union-attr]
+    store.close()

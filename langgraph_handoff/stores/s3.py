@@ -277,11 +277,16 @@ class S3Store(StoreBase):
         raise PreconditionFailedError(key, "ETag differs")
 
     def _head_etag(self, full: str) -> str | None:
-        from botocore.exceptions import ClientError
+        """The object's ETag, to tell a 412 caused by ETag quoting from a lost race; None when it
+        cannot be had now (missing, or the request failed: the 412 then stands as a lost race,
+        which the caller re-reads, and the next 412 asks again). A reset here once let botocore's
+        ``ConnectionClosedError`` out of a conditional put (the fault campaign's racing processes)."""
+        import urllib3
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             return _strip(self.client.head_object(Bucket=self.bucket, Key=full)["ETag"])
-        except ClientError:
+        except (ClientError, BotoCoreError, urllib3.exceptions.HTTPError):
             return None
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
