@@ -1,57 +1,75 @@
-"""The fault campaign's short run, in the test command: one seeded round on each store and S3
-transport, through the fault proxy in front of Ceph RGW, Azurite and fake-gcs-server
-(``tests/support/fault_campaign.py`` says what a round does and what the checker fails on).
-``scripts/faults --minutes N`` is the long run."""
+"""The fault campaign's short run, in the test command: seeded rounds through the fault proxy in
+front of Ceph RGW, Azurite and fake-gcs-server. Graph turns and maintenance on every store and
+S3 transport (``tests/support/fault_campaign.py`` says what a round does and what the checker
+fails on); racing processes, session ownership, a team with SIGKILLs and a migration on one store each
+(:data:`SHORT`: the two process-heavy ones on S3, the others on Azure and GCS), to keep the
+short run short; the long run, ``scripts/faults --minutes N``, runs every scenario on every
+store."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3, need_azurite, need_gcs_emulator
-from langgraph_handoff.stores import AzureBlobStore, ObstoreS3Store, S3Store, StoreBase
-from langgraph_handoff.stores.gcs import GCSStore
-from langgraph_handoff.stores.obstore_azure import AZURITE_ACCOUNT, AZURITE_KEY
-from tests.support.fault_campaign import run_round
-from tests.support.fault_proxy import fault_proxy
+from tests.support.fault_campaign import Report, run_round, summary
+from tests.support.fault_migrate import run_migrate
+from tests.support.fault_proxy import FaultProxy, fault_proxy
+from tests.support.fault_racers import run_racers
+from tests.support.fault_sessions import run_sessions
+from tests.support.fault_stores import STORES, StoreSpec
+from tests.support.fault_team import run_team
 
 pytestmark = [pytest.mark.s3, pytest.mark.heavy]
 SEED = 20261207
 
+#: every scenario: ``run(proxy, spec, seed=..., rate=...) -> Report``
+SCENARIOS: dict[str, Callable[..., Report]] = {
+    "turns": lambda proxy, spec, **kw: run_round(proxy, spec, use_async=spec.use_async, **kw),
+    "racers": run_racers,
+    "sessions": run_sessions,
+    "team": run_team,
+    "migrate": run_migrate,
+}
 
-def _maker(kind: str) -> tuple[str, Callable[[str], StoreBase]]:
+
+def spec_for(kind: str) -> StoreSpec:
+    """A fresh prefix on the server of ``kind`` (failing, not skipping, when ``scripts/test``
+    should have started it)."""
     prefix = f"t-{uuid.uuid4().hex}"
-    if kind in ("s3-boto3", "s3-obstore", "s3-loop"):
+    if kind.startswith("s3-"):
         _need_s3()
         assert S3_ENDPOINT is not None
-        if kind == "s3-boto3":
-            return S3_ENDPOINT, lambda url: S3Store(S3_BUCKET, prefix, endpoint_url=url, create_bucket=True)
-        io = "loop" if kind == "s3-loop" else "threads"
-        return S3_ENDPOINT, lambda url: ObstoreS3Store(
-            S3_BUCKET, prefix, endpoint_url=url, create_bucket=True, async_io=io
-        )
+        return StoreSpec(kind, prefix, S3_ENDPOINT, container=S3_BUCKET)
     if kind == "azure":
-        endpoint = need_azurite()
-        base, account = endpoint.rsplit("/", 1)
-        return base, lambda url: AzureBlobStore(
-            "lgh-tests", prefix, account_name=AZURITE_ACCOUNT, account_key=AZURITE_KEY,
-            endpoint_url=f"{url}/{account}", create_container=True,
-        )  # fmt: skip
-    endpoint = need_gcs_emulator()
-    return endpoint, lambda url: GCSStore("lgh-tests", prefix, endpoint_url=url, create_bucket=True)
+        base, account = need_azurite().rsplit("/", 1)
+        return StoreSpec(kind, prefix, base, account=account)
+    return StoreSpec(kind, prefix, need_gcs_emulator())
 
 
-@pytest.fixture(params=["s3-boto3", "s3-obstore", "s3-loop", "azure", "gcs"])
-def target(request: pytest.FixtureRequest) -> Iterator[tuple[str, Callable[[str], StoreBase], bool]]:
-    upstream, make = _maker(request.param)
-    yield upstream, make, request.param == "s3-loop"
+def run(scenario: str, kind: str, *, seed: int, **kw: object) -> Report:
+    spec = spec_for(kind)
+    proxy: FaultProxy
+    with fault_proxy(spec.upstream) as proxy:
+        return SCENARIOS[scenario](proxy, spec, seed=seed, **kw)
 
 
-def test_a_short_seeded_round_loses_and_forks_nothing(target: tuple[str, Callable[[str], StoreBase], bool]) -> None:
-    upstream, make, use_async = target
-    with fault_proxy(upstream) as proxy:
-        report = run_round(proxy, make, seed=SEED, use_async=use_async)
+@pytest.mark.parametrize("kind", STORES)
+def test_a_short_seeded_round_loses_and_forks_nothing(kind: str) -> None:
+    report = run("turns", kind, seed=SEED)
     assert sum(report.injected.values()) > 0 and report.acknowledged > 0
+    assert report.failures == [], report.failures
+
+
+#: the store each scenario runs on in the short run (the long run runs each on every store)
+SHORT = {"racers": "s3-obstore", "team": "s3-boto3", "sessions": "azure", "migrate": "gcs"}
+
+
+@pytest.mark.parametrize("scenario", list(SHORT))
+def test_a_short_seeded_scenario_loses_and_forks_nothing(scenario: str) -> None:
+    report = run(scenario, SHORT[scenario], seed=SEED)
+    print(scenario, SHORT[scenario], summary(report))  # what it did, in the test's output
+    assert sum(report.injected.values()) > 0 and report.invokes > 0, report  # it ran, under faults
     assert report.failures == [], report.failures

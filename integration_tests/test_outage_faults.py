@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,11 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from conftest import S3_BUCKET, S3_ENDPOINT, _need_s3
 from langgraph_handoff import Layout, ObjectStoreSaver
-from langgraph_handoff.errors import StoreUnavailableError
+from langgraph_handoff.errors import PreconditionFailedError, StoreUnavailableError
 from langgraph_handoff.stores import ObstoreS3Store, S3Store, StoreBase
+from tests.checkpoint.test_migrate import stamped
 from tests.support.fault_proxy import FaultProxy, Request, fault_proxy
+from tests.support.migrate_helpers import fixture_into, seen
 
 pytestmark = pytest.mark.s3
 TRANSPORTS = ["boto3", "obstore", "loop"]
@@ -151,3 +154,64 @@ def test_a_get_resumed_after_a_cut_and_answered_416_starts_over(saver: ObjectSto
     proxy.add("status", lambda r: r.method == "GET" and "range" in r.headers, status=416)
     got = saver.store.get("z/k")
     assert got is not None and got.body == b"v" * 200_000
+
+
+def _bucket_request(r: Request) -> bool:
+    """``HEAD /bucket`` or ``PUT /bucket``: the requests of ``ensure_bucket``."""
+    return r.method in ("HEAD", "PUT") and r.path.rstrip("/").split("?")[0] == f"/{S3_BUCKET}"
+
+
+@pytest.mark.parametrize("transport", ["boto3", "obstore"])
+@pytest.mark.parametrize("kind", ["reset", "lose"])
+def test_creating_the_bucket_through_an_outage_is_a_typed_error(proxy: FaultProxy, transport: str, kind: str) -> None:
+    """``create_bucket=True`` (``ensure_bucket``) let botocore's ``ConnectionClosedError`` out
+    when the connection kept failing: the fault campaign saw a racing worker die of it while
+    starting. It is ``StoreUnavailableError`` now, and the store starts once the network is back."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    make = S3Store if transport == "boto3" else ObstoreS3Store
+    proxy.add(kind, _bucket_request, times=1000)
+    try:
+        with pytest.raises(StoreUnavailableError, match="bucket"):
+            make(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True)
+    finally:
+        proxy.clear()
+    make(S3_BUCKET, prefix=prefix, endpoint_url=proxy.url, create_bucket=True).close()
+
+
+def _new_segment_put(r: Request) -> bool:
+    """A create-only PUT of a segment (``data/{T}/{NS}/s/...``), as ``migrate`` writes them."""
+    return r.method == "PUT" and "/s/" in r.path and "if-none-match" in r.headers
+
+
+def test_a_migrated_segment_whose_answer_was_lost_is_settled(
+    saver: ObjectStoreSaver, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """``migrate`` writes a namespace's rewritten segments create-only under new keys. An answer
+    lost after the store committed one failed the thread with ``UnknownOutcomeError`` (the
+    obstore clients), or with the 412 that botocore's own re-send of the committed PUT met; the
+    fault campaign saw it. The same PUT sent again settles it: the thread is migrated, once."""
+    fixture_into(saver.store, tmp_path)
+    migrating = ObjectStoreSaver(saver.store, migrations=stamped(), layout=Layout(backoff=0.001))
+    before = seen(migrating, ["long"])
+    fault = proxy.add("lose", _new_segment_put)
+    result = migrating.migrate_thread("long")
+    assert fault.fired == 1 and (result.status, result.error) == ("migrated", None)
+    assert seen(ObjectStoreSaver(saver.store, migrations=stamped()), ["long"]) == before
+
+
+def test_a_412_whose_etag_check_fails_is_a_lost_race_not_botocores_error(proxy: FaultProxy) -> None:
+    """After a 412 on ``If-Match``, ``S3Store`` asks the object's ETag (``HEAD``) to tell the
+    server's ETag quoting from a lost race. A reset there let botocore's ``ConnectionClosedError``
+    out of the conditional put (the fault campaign's racing processes saw it); the 412 now stands
+    as a lost race (``PreconditionFailedError``: the caller re-reads), and the store goes on."""
+    store = S3Store(S3_BUCKET, prefix=f"t-{uuid.uuid4().hex}", endpoint_url=proxy.url, create_bucket=True)
+    etag = store.put("k", b"v")
+    fault = proxy.add("reset", lambda r: r.method == "HEAD" and r.path.split("?")[0].endswith("/k"), times=1000)
+    try:
+        with pytest.raises(PreconditionFailedError):
+            store.put("k", b"w", if_match="0123456789abcdef0123456789abcdef")
+        assert fault.fired > 0
+    finally:
+        proxy.clear()
+    assert store.put("k", b"w", if_match=etag) and store.get("k").body == b"w"  # type: ignore[union-attr]
+    store.close()

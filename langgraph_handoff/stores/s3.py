@@ -151,20 +151,29 @@ class S3Store(StoreBase):
 
     # -- setup -----------------------------------------------------------------------------------
     def ensure_bucket(self) -> None:
-        """Create the bucket if it does not exist (idempotent)."""
+        """Create the bucket if it does not exist (idempotent). Both requests are retried as any
+        idempotent one is: a reset or a 5xx ends in ``StoreUnavailableError``, never botocore's
+        own exception (the fault campaign saw a racing worker die of one while starting)."""
         from botocore.exceptions import ClientError
 
-        try:
-            self.client.head_bucket(Bucket=self.bucket)
-            return
-        except ClientError as exc:
-            if _status(exc) not in (404, 400, 301, 403) and _code(exc) not in ("NoSuchBucket", "404"):
-                raise StoreError(f"cannot reach bucket {self.bucket!r}: {redact_urls(str(exc))}") from exc
-        try:
-            self.client.create_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            if _code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                raise StoreError(f"cannot create bucket {self.bucket!r}: {redact_urls(str(exc))}") from exc
+        def exists() -> bool:
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+            except ClientError as exc:
+                if _status(exc) in (404, 400, 301, 403) or _code(exc) in ("NoSuchBucket", "404"):
+                    return False
+                raise
+            return True
+
+        def create() -> None:
+            try:
+                self.client.create_bucket(Bucket=self.bucket)
+            except ClientError as exc:
+                if _code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise
+
+        if not self._retry_idempotent(f"HEAD bucket {self.bucket!r}", exists):
+            self._retry_idempotent(f"create bucket {self.bucket!r}", create)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _no_bucket(self) -> StoreNotFoundError:
@@ -268,11 +277,16 @@ class S3Store(StoreBase):
         raise PreconditionFailedError(key, "ETag differs")
 
     def _head_etag(self, full: str) -> str | None:
-        from botocore.exceptions import ClientError
+        """The object's ETag, to tell a 412 caused by ETag quoting from a lost race; None when it
+        cannot be had now (missing, or the request failed: the 412 then stands as a lost race,
+        which the caller re-reads, and the next 412 asks again). A reset here once let botocore's
+        ``ConnectionClosedError`` out of a conditional put (the fault campaign's racing processes)."""
+        import urllib3
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             return _strip(self.client.head_object(Bucket=self.bucket, Key=full)["ETag"])
-        except ClientError:
+        except (ClientError, BotoCoreError, urllib3.exceptions.HTTPError):
             return None
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:

@@ -24,12 +24,13 @@ test command; ``scripts/faults`` runs the long campaign and prints its figures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import operator
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
@@ -41,7 +42,17 @@ from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.stores import StoreBase
 from tests.support.fault_proxy import FaultProxy
 
-__all__ = ["KINDS", "Report", "run_round"]
+__all__ = [
+    "KINDS",
+    "Report",
+    "attempt",
+    "check_store",
+    "check_thread",
+    "run_round",
+    "take_turn",
+    "turn_graph",
+    "under_faults",
+]
 
 #: the fault kinds a round draws from (``status``: 500 or 503)
 KINDS = ("reset", "lose", "status", "cut", "shorten")
@@ -51,7 +62,9 @@ class _State(TypedDict):
     log: Annotated[list[str], operator.add]
 
 
-def _graph(saver: ObjectStoreSaver) -> Any:
+def turn_graph(saver: Any) -> Any:
+    """One node that answers input ``uL`` with ``aL``: a turn is one ``invoke``."""
+
     def model(state: _State) -> dict[str, list[str]]:
         last = state["log"][-1]
         return {"log": [f"a{last[1:]}"]}
@@ -78,10 +91,15 @@ class Report:
     lost: list[str] = field(default_factory=list)
     forks: list[str] = field(default_factory=list)
     unusable: list[str] = field(default_factory=list)
+    #: team messages ingested more than once (or out of order), workers that died of an error
+    duplicated: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+    #: what a scenario did besides turns (kills, takeovers, transfers, threads migrated...)
+    figures: Counter[str] = field(default_factory=Counter)
 
     @property
     def failures(self) -> list[str]:
-        return self.untyped + self.lost + self.forks + self.unusable
+        return self.untyped + self.lost + self.forks + self.unusable + self.duplicated + self.dead
 
     def add(self, other: Report) -> None:
         self.invokes += other.invokes
@@ -91,11 +109,12 @@ class Report:
             self.samples.setdefault(name, text)
         self.injected.update(other.injected)
         self.maintenance.update(other.maintenance)
-        for name in ("untyped", "lost", "forks", "unusable"):
+        self.figures.update(other.figures)
+        for name in ("untyped", "lost", "forks", "unusable", "duplicated", "dead"):
             getattr(self, name).extend(getattr(other, name))
 
 
-def _attempt(report: Report, what: str, call: Callable[[], Any]) -> bool:
+def attempt(report: Report, what: str, call: Callable[[], Any]) -> bool:
     try:
         call()
     except LangGraphHandoffError as exc:
@@ -116,6 +135,38 @@ def _partitions(proxy: FaultProxy, stop: threading.Event, rng: random.Random, se
         proxy.partition = False
 
 
+def take_turn(graph: Any, thread_id: str, label: str, use_async: bool = False) -> Any:
+    """One turn (input ``u<label>``) on ``thread_id``, through the async API if ``use_async``."""
+    config = {"configurable": {"thread_id": thread_id}}
+    state = {"log": [f"u{label}"]}
+    if use_async:
+        return asyncio.run(graph.ainvoke(state, config))
+    return graph.invoke(state, config)
+
+
+@contextlib.contextmanager
+def under_faults(
+    proxy: FaultProxy, report: Report, *, seed: int, rate: float, partition_seconds: float = 0.3
+) -> Iterator[None]:
+    """Within this block, the proxy fails a seeded share ``rate`` of requests (every kind of
+    :data:`KINDS`) and now and then cuts everything off for ``partition_seconds``; on leaving
+    it, the faults stop and what was injected is added to ``report``."""
+    proxy.injected.clear()
+    proxy.chaos(seed, rate, KINDS)
+    stop = threading.Event()
+    cutter = threading.Thread(
+        target=_partitions, args=(proxy, stop, random.Random(seed), partition_seconds), daemon=True
+    )
+    cutter.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        cutter.join()
+        report.injected.update(proxy.injected)
+        proxy.clear()
+
+
 def run_round(
     proxy: FaultProxy,
     make_store: Callable[[str], StoreBase],
@@ -130,33 +181,20 @@ def run_round(
     """One round on a fresh prefix: ``make_store(url)`` builds the store at ``url`` (the proxy's
     or the server's own) under the same prefix each time it is called."""
     report = Report()
-    rng = random.Random(seed)
     faulty = ObjectStoreSaver(make_store(proxy.url), layout=Layout(backoff=0.005))
     clean = ObjectStoreSaver(make_store(proxy.upstream))
     clean.setup()
-    graph = _graph(faulty)
+    graph = turn_graph(faulty)
     acked: dict[str, list[int]] = {f"c{i}": [] for i in range(threads)}
     pending = {tid: list(range(turns)) for tid in acked}
-    proxy.injected.clear()
-    proxy.chaos(seed, rate, KINDS)
-    stop = threading.Event()
-    cutter = threading.Thread(target=_partitions, args=(proxy, stop, rng, partition_seconds), daemon=True)
-    cutter.start()
-    try:
+    with under_faults(proxy, report, seed=seed, rate=rate, partition_seconds=partition_seconds):
         for _ in range(turns * 3):  # each turn is taken again after a failure, a few times at most
             for tid, left in pending.items():
                 if not left:
                     continue
                 turn = left[0]
-                config = {"configurable": {"thread_id": tid}}
                 report.invokes += 1
-                state = {"log": [f"u{turn}"]}
-                if use_async:
-                    call = lambda s=state, c=config: asyncio.run(graph.ainvoke(s, c))  # noqa: E731
-                else:
-                    call = lambda s=state, c=config: graph.invoke(s, c)  # noqa: E731
-                ok = _attempt(report, f"{tid} turn {turn}", call)
-                if ok:
+                if attempt(report, f"{tid} turn {turn}", lambda t=turn, i=tid: take_turn(graph, i, f"{t}", use_async)):
                     report.acknowledged += 1
                     acked[tid].append(turn)
                     left.pop(0)
@@ -166,12 +204,7 @@ def run_round(
             ("delete_thread", lambda: faulty.delete_thread(f"c{threads - 1}")),
             ("sweep", lambda: faulty.sweep(default_ttl=10_000)),  # reads every head, deletes none
         ):
-            report.maintenance[f"{what} {'ok' if _attempt(report, what, call) else 'refused'}"] += 1
-    finally:
-        stop.set()
-        cutter.join()
-        report.injected.update(proxy.injected)
-        proxy.clear()
+            report.maintenance[f"{what} {'ok' if attempt(report, what, call) else 'refused'}"] += 1
     _check(report, clean, acked, deleted=f"c{threads - 1}")
     faulty.store.close()
     clean.store.close()
@@ -179,42 +212,67 @@ def run_round(
 
 
 def _check(report: Report, clean: ObjectStoreSaver, acked: dict[str, list[int]], *, deleted: str) -> None:
-    graph = _graph(clean)
+    graph = turn_graph(clean)
     for tid, turns in acked.items():
         if tid == deleted:
             continue
         config = {"configurable": {"thread_id": tid}}
-        log = clean.get_tuple(config)
-        values = [] if log is None else log.checkpoint["channel_values"].get("log", [])
+        check_thread(report, clean, tid, [[str(t) for t in turns]])
+        if not attempt(report, f"{tid} after the faults", lambda c=config: graph.invoke({"log": ["u99"]}, c)):
+            report.unusable.append(f"{tid}: a turn after the faults failed")
+    check_store(report, clean)
+
+
+def check_thread(report: Report, clean: ObjectStoreSaver, tid: str, sequences: list[list[str]]) -> None:
+    """Fail on a lost acknowledged turn or a fork in ``tid``, read without faults.
+
+    ``sequences``: the labels of the acknowledged turns, one list per writer in the order its
+    calls returned (turn ``L`` stored ``uL`` and its answer ``aL``); each list must appear in
+    that order, and writers may interleave. A turn that failed may have stored its input anyway,
+    so entries nobody acknowledged are allowed anywhere."""
+    config = {"configurable": {"thread_id": tid}}
+    log = clean.get_tuple(config)
+    values = [] if log is None else log.checkpoint["channel_values"].get("log", [])
+    for labels in sequences:
         at = 0
-        for turn in turns:  # acknowledged turns appear in order, each input with its answer
-            pair = [f"u{turn}", f"a{turn}"]
+        for label in labels:  # acknowledged turns appear in order, each input with its answer
+            pair = [f"u{label}", f"a{label}"]
             while at < len(values) - 1 and values[at : at + 2] != pair:
                 at += 1
             if values[at : at + 2] != pair:
-                report.lost.append(f"{tid}: acknowledged turn {turn} missing (log {values})")
+                report.lost.append(f"{tid}: acknowledged turn {label} missing (log {values})"[:400])
                 break
             at += 2
-        history = list(clean.list(config))
-        for newer, older in itertools.pairwise(history):
-            parent = (newer.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            if parent != older.config["configurable"]["checkpoint_id"]:
-                report.forks.append(f"{tid}: checkpoint {newer.config['configurable']['checkpoint_id']} forks")
-                break
-        if not _attempt(report, f"{tid} after the faults", lambda c=config: graph.invoke({"log": ["u99"]}, c)):
-            report.unusable.append(f"{tid}: a turn after the faults failed")
+    history = list(clean.list(config))
+    for newer, older in itertools.pairwise(history):
+        parent = (newer.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        if parent != older.config["configurable"]["checkpoint_id"]:
+            report.forks.append(f"{tid}: checkpoint {newer.config['configurable']['checkpoint_id']} forks")
+            break
+
+
+def check_store(report: Report, clean: ObjectStoreSaver) -> None:
+    """Fail if ``verify`` finds a problem anywhere in the store (read without faults)."""
     problems = verify_store(clean).problems
     if problems:
         report.unusable.append(f"verify: {problems[:3]}")
 
 
+def summary(report: Report) -> str:
+    """One line: what a round did, injected and saw."""
+    return (
+        f"invokes {report.invokes}, acknowledged {report.acknowledged}, faults {dict(report.injected)}, "
+        f"typed errors {dict(report.typed)}, {dict(report.figures)}, failures {len(report.failures)}"
+    )
+
+
 def table(reports: dict[str, Report]) -> str:
-    """The campaign's figures, one line per store."""
-    lines = ["store        invokes  acked  faults  typed errors                      failures"]
+    """The campaign's figures, one line per store (and scenario)."""
+    lines = ["store and scenario      invokes  acked  faults  typed errors                            failures"]
     for name, r in reports.items():
-        typed = ", ".join(f"{k} {v}" for k, v in r.typed.most_common(3))
+        typed = ", ".join(f"{k} {v}" for k, v in r.typed.most_common(2))
         lines.append(
-            f"{name:<12} {r.invokes:>7}  {r.acknowledged:>5}  "
-            f"{sum(r.injected.values()):>6}  {typed:<32}  {len(r.failures)}"
+            f"{name:<22} {r.invokes:>8}  {r.acknowledged:>5}  "
+            f"{sum(r.injected.values()):>6}  {typed:<38}  {len(r.failures)}"
         )
     return "\n".join(lines)

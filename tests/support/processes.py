@@ -34,6 +34,8 @@ PRELOAD = [
     "tests.support.race_helpers",
     "tests.support.team_harness",
     "tests.support.chaos_harness",
+    "tests.support.fault_racers",
+    "tests.support.fault_team",
 ]
 
 

@@ -199,6 +199,28 @@ def _holds(payload: rec_io.Payload, typed: tuple[str, bytes]) -> bool:
     return payload.type == typed[0] and payload.size == len(typed[1]) and payload.digest == content_digest(typed[1])
 
 
+def _put_new_segments(saver: SaverState, seg_puts: Sequence[tuple[str, bytes]]) -> Plan[None]:
+    """Store a namespace's rewritten segments create-only, settling unknown outcomes.
+
+    Each key is new (a random suffix only this run names), so "already there" can only be this
+    run's own write: the same create-only PUT sent again settles an answer lost after the store
+    committed (and a transport's own re-send of a committed PUT, which meets 412, is a success).
+    A migration failed the thread with ``UnknownOutcomeError`` instead (the fault campaign)."""
+    outcomes = yield Batch(tuple(Put(k, b, if_none_match=True) for k, b in seg_puts), outcomes=True)
+    for (key, body), outcome in zip(seg_puts, outcomes, strict=True):
+        for attempt in range(saver.layout.max_attempts):
+            if not isinstance(outcome, errors.UnknownOutcomeError):
+                break
+            yield Sleep(backoff(saver.layout, attempt))
+            try:
+                yield Put(key, body, if_none_match=True)
+                outcome = None
+            except (errors.PreconditionFailedError, errors.UnknownOutcomeError) as exc:
+                outcome = exc
+        if isinstance(outcome, BaseException) and not isinstance(outcome, errors.PreconditionFailedError):
+            raise outcome
+
+
 def _settled(a: rec_io.Payload | None, b: rec_io.Payload) -> rec_io.Payload:
     """Of two copies of one stored value, the one furthest along its spill: a blob reference (its
     blob was seen written), then an inline copy being spilled, then a plain inline copy."""
@@ -386,7 +408,7 @@ def _migrate_namespace_once(
                 yield Batch(tuple(Put(k, b) for k, b in fresh_blobs))
                 written_blobs.update(k for k, _ in fresh_blobs)
             if seg_puts and not segments_written:
-                yield Batch(tuple(Put(k, b, if_none_match=True) for k, b in seg_puts))
+                yield from _put_new_segments(saver, seg_puts)
                 segments_written = True
             try:
                 new_etag = yield Put(hkey, rec_io.encode_head(new_head, schema_version=saver.layout.schema_version),
