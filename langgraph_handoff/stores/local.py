@@ -47,7 +47,8 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -120,28 +121,57 @@ def _dir_mode(mode: int | str) -> int:
     return value
 
 
+def _first_at_or_after(names: Sequence[str], rel: str, prefix: str, start_after: str | None) -> int:
+    """Where in directory ``rel``'s sorted ``names`` a walk for keys starting with ``prefix``
+    after ``start_after`` begins: by bisection, so a page that resumes a walk of a directory of
+    100,000 threads examines the names of its own page, not every name before it.
+
+    ``len(names)`` when no key of the directory can come. Correct because ``names`` is sorted
+    in key order and a name holds no ``/`` but a subdirectory's trailing one: the keys under
+    ``rel`` that sort at or before ``start_after`` are a run at the front of ``names``, except
+    the one subdirectory that ``start_after`` lies in, which sorts just before that run ends.
+    """
+    lo = 0
+    if len(prefix) > len(rel):  # (a shorter prefix is a prefix of every key under rel: see _keys_in_order)
+        lo = bisect_left(names, prefix[len(rel) :])
+    if start_after is None or start_after < rel:
+        return lo  # every key under rel sorts after start_after
+    if not start_after.startswith(rel):
+        return len(names)  # every key under rel sorts before it
+    tail = start_after[len(rel) :]
+    at = bisect_right(names, tail)
+    slash = tail.find("/")
+    if slash >= 0 and at and names[at - 1] == tail[: slash + 1]:
+        at -= 1  # the subdirectory holding start_after: its later keys come next
+    return max(lo, at)
+
+
 def _keys_in_order(
-    entries: Callable[[str], tuple[str, ...] | None], root: str, rel: str, prefix: str, start_after: str | None
+    entries: Callable[[str], Sequence[str] | None], root: str, rel: str, prefix: str, start_after: str | None
 ) -> Iterator[str]:
     """The keys under directory ``rel`` (``""`` or ending in ``/``) that start with ``prefix`` and
     sort after ``start_after``, in S3's byte order, lazily; ``entries`` names a directory's
     entries in key order (:meth:`LocalStore._entries`, or its memo).
 
-    A directory whose keys all sort at or before ``start_after``, or none of which can start
-    with ``prefix``, is not entered. (Paths are plain strings: ``pathlib`` cost more than the
-    system calls on a listing of thousands of directories.)
+    The walk starts at the first name that can come (:func:`_first_at_or_after`) and stops at
+    the first that cannot start with ``prefix``, so paging through a directory's N keys
+    examines each name about once, not N / page size times. A directory whose keys all sort at
+    or before ``start_after``, or none of which can start with ``prefix``, is not entered.
+    (Paths are plain strings: ``pathlib`` cost more than the system calls on a listing of
+    thousands of directories.)
     """
-    names = entries(root + "/" + rel if rel else root)
-    for name in names or ():
+    names = entries(root + "/" + rel if rel else root) or ()
+    # Only the directory the walk starts in can hold names that do not start with the prefix
+    # (the prefix ends inside it): every key below a name that does starts with it too.
+    partial = prefix[len(rel) :] if len(prefix) > len(rel) else ""
+    for i in range(_first_at_or_after(names, rel, prefix, start_after), len(names)):
+        name = names[i]
+        if not name.startswith(partial):
+            return  # sorted: no later name starts with it either
         key = rel + name
         if name.endswith("/"):
-            # prune: no key under it can match the prefix, or all of them sort before start_after
-            if not (key.startswith(prefix) or prefix.startswith(key)):
-                continue
-            if start_after is not None and key < start_after and not start_after.startswith(key):
-                continue
             yield from _keys_in_order(entries, root, key, prefix, start_after)
-        elif key.startswith(prefix) and (start_after is None or key > start_after):
+        elif start_after is None or key > start_after:
             yield key
 
 
