@@ -9,6 +9,7 @@ reads, never time, and check the pages against the in-memory store's, which is t
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -164,3 +165,45 @@ def test_pages_resumed_anywhere_are_the_memory_stores(tmp_path: Path, seed: int)
                 [(o.key, o.etag, o.size) for o in p.items] for p in want
             ], (prefix, start, size)
             assert [p.truncated for p in got] == [p.truncated for p in want], (prefix, start, size)
+
+
+def test_a_time_past_64_bits_is_kept_and_told_apart() -> None:
+    """The memo packs a stat's signature into 40 bytes (a third of what a file's entry took);
+    a time set past what 64 bits hold, or before 1970, must neither fail a listing nor match
+    another time."""
+    from langgraph_handoff.stores.stat_memo import _signature
+
+    def st(mtime_ns: int, ctime_ns: int) -> os.stat_result:
+        return os.stat_result((0o100600, 7, 3, 1, 0, 0, 5, 0, 0, 0, 0.0, 0.0, 0.0, 0, mtime_ns, ctime_ns))
+
+    signatures = {_signature(st(m, c)) for m in (2**70 + 3, 2**70 + 4, -5, 0) for c in (1, 2**64 - 1)}
+    assert len(signatures) == 8
+    memo = StatMemo(clock=lambda: 2**71)
+    assert memo.get("/nowhere", lambda path: (st(-5, 2**70), "value")) == "value" and "/nowhere" in memo
+
+
+def test_the_memo_holds_every_head_of_100000_threads_at_about_half_a_kib_each(tmp_path: Path) -> None:
+    """A walk of every thread keeps two entries per thread (its directory under ``heads/`` and
+    its head). The memo held 32,768 entries, about 16,000 threads' walk, so a larger store was
+    reread and rehashed on every walk; it now holds 2**18 entries, and an entry costs what the
+    docs say (about 500 bytes; about 780 before, with a tuple signature and a dict per entry)."""
+    import tracemalloc
+
+    from langgraph_handoff.stores.stat_memo import MAX_ENTRIES
+
+    assert MAX_ENTRIES >= 2 * 100_000
+    n = 2000
+    store = LocalStore(tmp_path, fsync=False)
+    for i in range(n):
+        store.put(f"heads/thread-{i:07d}/=", b"h" * 300)
+    store._memo = StatMemo(clock=_ahead)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        listed = list(store.list("heads/"))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    del listed  # the listing's own objects are the memo's: nothing counted twice
+    assert len(store._memo) == 2 * n + 1
+    assert held / len(store._memo) < 560, held / len(store._memo)
