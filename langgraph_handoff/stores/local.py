@@ -71,7 +71,7 @@ from langgraph_handoff.stores.base import (
 )
 from langgraph_handoff.stores.beneath import LINKED, Dir, tree
 from langgraph_handoff.stores.memory import content_etag
-from langgraph_handoff.stores.stat_memo import StatMemo
+from langgraph_handoff.stores.stat_memo import MAX_ENTRIES, StatMemo
 
 __all__ = ["NOT_A_FILE", "TEMPORARY_MAX_AGE", "LocalStore"]
 
@@ -175,6 +175,18 @@ def _keys_in_order(
             yield key
 
 
+def _memo_entries(stat_memo: bool | int) -> int:
+    """``stat_memo=`` as a number of entries: True the default, False none."""
+    if isinstance(stat_memo, bool):
+        return MAX_ENTRIES if stat_memo else 0
+    if isinstance(stat_memo, int) and stat_memo >= 0:
+        return stat_memo
+    raise InvalidConfigError(
+        f"LocalStore stat_memo={stat_memo!r}: give True (the default, {MAX_ENTRIES} entries), False (none), "
+        "or how many directories and files to keep (about 470 bytes each)"
+    )
+
+
 class LocalStore(StoreBase):
     """Objects as files under ``root``; safe for many threads and processes on one host, and
     kept inside ``root`` whatever else writes there (see the module docstring).
@@ -183,7 +195,11 @@ class LocalStore(StoreBase):
         root: the directory; made (with ``mode``) if missing, its parents as the umask says.
         fsync: fsync each file and directory written (off: faster, a crash may lose writes).
         stat_memo: let listings reuse what they read of unchanged files
-            (:mod:`~langgraph_handoff.stores.stat_memo`).
+            (:mod:`~langgraph_handoff.stores.stat_memo`); a number is how many directories
+            and files it keeps (default :data:`~langgraph_handoff.stores.stat_memo.MAX_ENTRIES`,
+            about 470 bytes each): a walk of every thread keeps about 2 per thread (``threads``,
+            a sweep), 9 with a few writes each (a filtered ``list(None, ...)``, ``verify``);
+            a store larger than the memo is read again by each walk.
         mode: what new directories are made with, exactly (whatever the umask); files get it
             without the execute bits. ``0o700`` by default; ``0o750`` lets a group read, ``0o770``
             write too. Also ``file:///dir?mode=0750``. Existing directories keep theirs, and so
@@ -207,7 +223,7 @@ class LocalStore(StoreBase):
         root: str | os.PathLike[str],
         *,
         fsync: bool = True,
-        stat_memo: bool = True,
+        stat_memo: bool | int = True,
         mode: int | str = 0o700,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -221,7 +237,7 @@ class LocalStore(StoreBase):
         self._clock = clock
         # listings take a directory's names and a file's ETag from a stat when it is unchanged
         # (see stat_memo's docstring for why that is safe, and when to turn it off)
-        self._memo = StatMemo() if stat_memo else StatMemo(max_entries=0)
+        self._memo = StatMemo(max_entries=_memo_entries(stat_memo))
         self._tree = tree(str(self.root))
         self._prefix = str(self.root) + "/"
         try:

@@ -207,3 +207,21 @@ def test_the_memo_holds_every_head_of_100000_threads_at_about_half_a_kib_each(tm
     del listed  # the listing's own objects are the memo's: nothing counted twice
     assert len(store._memo) == 2 * n + 1
     assert held / len(store._memo) < 560, held / len(store._memo)
+
+
+def test_stat_memo_takes_how_many_entries_to_keep(tmp_path: Path) -> None:
+    """A store larger than the default memo can be given one that holds its whole walk."""
+    from langgraph_handoff.errors import InvalidConfigError
+    from langgraph_handoff.stores.stat_memo import MAX_ENTRIES
+
+    assert LocalStore(tmp_path, stat_memo=True)._memo._max == MAX_ENTRIES
+    assert LocalStore(tmp_path, stat_memo=False)._memo._max == 0
+    assert LocalStore(tmp_path, stat_memo=1_000_000)._memo._max == 1_000_000
+    store = LocalStore(tmp_path, stat_memo=3)
+    store._memo._clock = _ahead
+    for i in range(4):
+        store.put(f"k{i}", b"x")
+    assert len(list(store.list(""))) == 4 and len(store._memo) <= 3
+    for bad in (-1, 2.5, "many"):
+        with pytest.raises(InvalidConfigError, match="stat_memo"):
+            LocalStore(tmp_path, stat_memo=bad)  # type: ignore[arg-type]
