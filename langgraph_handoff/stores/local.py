@@ -47,7 +47,8 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ from langgraph_handoff.stores.base import (
 )
 from langgraph_handoff.stores.beneath import LINKED, Dir, tree
 from langgraph_handoff.stores.memory import content_etag
-from langgraph_handoff.stores.stat_memo import StatMemo
+from langgraph_handoff.stores.stat_memo import MAX_ENTRIES, StatMemo
 
 __all__ = ["NOT_A_FILE", "TEMPORARY_MAX_AGE", "LocalStore"]
 
@@ -120,29 +121,70 @@ def _dir_mode(mode: int | str) -> int:
     return value
 
 
+def _first_at_or_after(names: Sequence[str], rel: str, prefix: str, start_after: str | None) -> int:
+    """Where in directory ``rel``'s sorted ``names`` a walk for keys starting with ``prefix``
+    after ``start_after`` begins: by bisection, so a page that resumes a walk of a directory of
+    100,000 threads examines the names of its own page, not every name before it.
+
+    ``len(names)`` when no key of the directory can come. Correct because ``names`` is sorted
+    in key order and a name holds no ``/`` but a subdirectory's trailing one: the keys under
+    ``rel`` that sort at or before ``start_after`` are a run at the front of ``names``, except
+    the one subdirectory that ``start_after`` lies in, which sorts just before that run ends.
+    """
+    lo = 0
+    if len(prefix) > len(rel):  # (a shorter prefix is a prefix of every key under rel: see _keys_in_order)
+        lo = bisect_left(names, prefix[len(rel) :])
+    if start_after is None or start_after < rel:
+        return lo  # every key under rel sorts after start_after
+    if not start_after.startswith(rel):
+        return len(names)  # every key under rel sorts before it
+    tail = start_after[len(rel) :]
+    at = bisect_right(names, tail)
+    slash = tail.find("/")
+    if slash >= 0 and at and names[at - 1] == tail[: slash + 1]:
+        at -= 1  # the subdirectory holding start_after: its later keys come next
+    return max(lo, at)
+
+
 def _keys_in_order(
-    entries: Callable[[str], tuple[str, ...] | None], root: str, rel: str, prefix: str, start_after: str | None
+    entries: Callable[[str], Sequence[str] | None], root: str, rel: str, prefix: str, start_after: str | None
 ) -> Iterator[str]:
     """The keys under directory ``rel`` (``""`` or ending in ``/``) that start with ``prefix`` and
     sort after ``start_after``, in S3's byte order, lazily; ``entries`` names a directory's
     entries in key order (:meth:`LocalStore._entries`, or its memo).
 
-    A directory whose keys all sort at or before ``start_after``, or none of which can start
-    with ``prefix``, is not entered. (Paths are plain strings: ``pathlib`` cost more than the
-    system calls on a listing of thousands of directories.)
+    The walk starts at the first name that can come (:func:`_first_at_or_after`) and stops at
+    the first that cannot start with ``prefix``, so paging through a directory's N keys
+    examines each name about once, not N / page size times. A directory whose keys all sort at
+    or before ``start_after``, or none of which can start with ``prefix``, is not entered.
+    (Paths are plain strings: ``pathlib`` cost more than the system calls on a listing of
+    thousands of directories.)
     """
-    names = entries(root + "/" + rel if rel else root)
-    for name in names or ():
+    names = entries(root + "/" + rel if rel else root) or ()
+    # Only the directory the walk starts in can hold names that do not start with the prefix
+    # (the prefix ends inside it): every key below a name that does starts with it too.
+    partial = prefix[len(rel) :] if len(prefix) > len(rel) else ""
+    for i in range(_first_at_or_after(names, rel, prefix, start_after), len(names)):
+        name = names[i]
+        if not name.startswith(partial):
+            return  # sorted: no later name starts with it either
         key = rel + name
         if name.endswith("/"):
-            # prune: no key under it can match the prefix, or all of them sort before start_after
-            if not (key.startswith(prefix) or prefix.startswith(key)):
-                continue
-            if start_after is not None and key < start_after and not start_after.startswith(key):
-                continue
             yield from _keys_in_order(entries, root, key, prefix, start_after)
-        elif key.startswith(prefix) and (start_after is None or key > start_after):
+        elif start_after is None or key > start_after:
             yield key
+
+
+def _memo_entries(stat_memo: bool | int) -> int:
+    """``stat_memo=`` as a number of entries: True the default, False none."""
+    if isinstance(stat_memo, bool):
+        return MAX_ENTRIES if stat_memo else 0
+    if isinstance(stat_memo, int) and stat_memo >= 0:
+        return stat_memo
+    raise InvalidConfigError(
+        f"LocalStore stat_memo={stat_memo!r}: give True (the default, {MAX_ENTRIES} entries), False (none), "
+        "or how many directories and files to keep (about 470 bytes each)"
+    )
 
 
 class LocalStore(StoreBase):
@@ -153,7 +195,11 @@ class LocalStore(StoreBase):
         root: the directory; made (with ``mode``) if missing, its parents as the umask says.
         fsync: fsync each file and directory written (off: faster, a crash may lose writes).
         stat_memo: let listings reuse what they read of unchanged files
-            (:mod:`~langgraph_handoff.stores.stat_memo`).
+            (:mod:`~langgraph_handoff.stores.stat_memo`); a number is how many directories
+            and files it keeps (default :data:`~langgraph_handoff.stores.stat_memo.MAX_ENTRIES`,
+            about 470 bytes each): a walk of every thread keeps about 2 per thread (``threads``,
+            a sweep), 9 with a few writes each (a filtered ``list(None, ...)``, ``verify``);
+            a store larger than the memo is read again by each walk.
         mode: what new directories are made with, exactly (whatever the umask); files get it
             without the execute bits. ``0o700`` by default; ``0o750`` lets a group read, ``0o770``
             write too. Also ``file:///dir?mode=0750``. Existing directories keep theirs, and so
@@ -177,7 +223,7 @@ class LocalStore(StoreBase):
         root: str | os.PathLike[str],
         *,
         fsync: bool = True,
-        stat_memo: bool = True,
+        stat_memo: bool | int = True,
         mode: int | str = 0o700,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -191,7 +237,7 @@ class LocalStore(StoreBase):
         self._clock = clock
         # listings take a directory's names and a file's ETag from a stat when it is unchanged
         # (see stat_memo's docstring for why that is safe, and when to turn it off)
-        self._memo = StatMemo() if stat_memo else StatMemo(max_entries=0)
+        self._memo = StatMemo(max_entries=_memo_entries(stat_memo))
         self._tree = tree(str(self.root))
         self._prefix = str(self.root) + "/"
         try:

@@ -50,6 +50,7 @@ evicted, and moving entries would only cost time).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -68,13 +69,23 @@ SETTLED_NS = 250_000_000
 #: waits longer.
 COARSE_SETTLED_NS = 3_000_000_000
 _COARSE_UNIT_NS = 10_000_000
-#: Entries kept, files and directories together. A file's entry takes about 620 bytes, so a full
-#: memo holds about 20 MiB (a directory's also holds its names): the writes of a few threads of
-#: thousands of turns.
-MAX_ENTRIES = 1 << 15
+#: Entries kept, files and directories together. A walk of every thread keeps two per thread
+#: (its ``heads/`` directory and head), a filtered list or ``verify`` about nine; a file's
+#: entry takes about 470 bytes, so a full memo holds about 120 MiB: every head of 130,000
+#: threads, or what a filtered list or ``verify`` reads of 29,000 (about 9 entries a thread of
+#: a few writes). Past that a walk rereads what it meets (once per walk: the walk stays
+#: linear), unless the store was given a larger memo (``LocalStore(stat_memo=N)``); below, the
+#: memo holds only what was walked.
+MAX_ENTRIES = 1 << 18
 
 T = TypeVar("T")
-_Signature = tuple[int, int, int, int, int]
+#: a ``stat``'s inode, device, size and both times, packed: 73 bytes where a tuple of five ints
+#: took about 230, a third of a file's entry. The times are taken modulo 2**64 (:data:`_TIMES`):
+#: a time someone set past what 64 bits hold must not make a listing fail, and two times that
+#: far apart (584 years) never meet in one path's life.
+_Signature = bytes
+_pack = struct.Struct("<QQQQQ").pack
+_TIMES = (1 << 64) - 1
 
 
 def _settled(st: os.stat_result, settled: int, coarse: int) -> bool:
@@ -86,7 +97,7 @@ def _settled(st: os.stat_result, settled: int, coarse: int) -> bool:
 
 
 def _signature(st: os.stat_result) -> _Signature:
-    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return _pack(st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns & _TIMES, st.st_ctime_ns & _TIMES)
 
 
 class StatMemo:
@@ -140,6 +151,7 @@ class StatMemo:
         """
         kept_get, keep, settled, coarse = self._kept.get, self._max > 0, now - SETTLED_NS, now - COARSE_SETTLED_NS
         stat = os.lstat  # a link put in a file's place is never taken for the file it names
+        pack, times = _pack, _TIMES  # _signature, inlined: one frame less per path
 
         def get(path: str) -> T | None:
             kept = kept_get(path)
@@ -149,7 +161,7 @@ class StatMemo:
                 except (FileNotFoundError, NotADirectoryError):
                     self._drop(path, kept)
                     return None
-                if kept[0] == (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns):  # _signature
+                if kept[0] == pack(st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns & times, st.st_ctime_ns & times):
                     if len(self._kept) * 2 > self._max:  # only a memo near full evicts: keep the order then
                         self._touch(path, kept)
                     return kept[1]  # type: ignore[return-value]
