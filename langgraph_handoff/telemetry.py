@@ -87,6 +87,10 @@ EPOCH = "langgraph_handoff.session.epoch"
 VIA = "langgraph_handoff.session.via"
 TRANSFER_ID = "langgraph_handoff.session.transfer.id"
 EVENT = "langgraph_handoff.event"
+TEAM = "langgraph_handoff.team.id"
+MEMBER = "langgraph_handoff.team.member"
+ROLE = "langgraph_handoff.team.role"
+MESSAGES = "langgraph_handoff.team.messages"
 
 # -- the metrics -----------------------------------------------------------------------------------
 M_OPERATION_DURATION = "langgraph_handoff.checkpoint.operation.duration"
@@ -101,12 +105,15 @@ M_AGENT_DURATION = "langgraph_handoff.agent.duration"
 M_SESSION_CHANGES = "langgraph_handoff.session.changes"
 M_SESSION_UNOWNED = "langgraph_handoff.session.unowned.duration"
 M_RENEW_FAILURES = "langgraph_handoff.session.renew.failures"
+M_TEAM_MESSAGES = "langgraph_handoff.team.messages"
+M_TEAM_DELIVERY = "langgraph_handoff.team.delivery.latency"
 
 _HISTOGRAMS = {
     M_OPERATION_DURATION: ("s", "time of one checkpoint operation, store requests included"),
     M_ROUTING_LEAD: ("1", "the winning route's score lead over the runner-up"),
     M_AGENT_DURATION: ("s", "time of one agent's turn"),
     M_SESSION_UNOWNED: ("s", "time a session had no working owner, at a takeover or an accept"),
+    M_TEAM_DELIVERY: ("s", "from a team message's send to the committed turn that ingested it"),
 }
 _COUNTERS = {
     M_STORE_REQUESTS: "requests sent to the object store, by method and outcome",
@@ -117,6 +124,7 @@ _COUNTERS = {
     M_BREAKER_TRIPS: "circuit breaker trips, by kind",
     M_SESSION_CHANGES: "session ownership changes, by kind",
     M_RENEW_FAILURES: "heartbeats that could not renew a lease or liveness record",
+    M_TEAM_MESSAGES: "team messages, by event (sent, ingested, dead_letter, hop_cut)",
 }
 
 
@@ -378,6 +386,19 @@ def span(
             raw.end()
         except Exception as exc:  # noqa: BLE001
             _failed(exc)
+
+
+def current_traceparent() -> str | None:
+    """The current span as a W3C ``traceparent`` (None when off or outside any span): what a
+    record written now carries, for the worker that reads it to link to."""
+    if not is_on():
+        return None
+    try:
+        span = _trace.get_current_span()
+        return Span(span).traceparent if span.get_span_context().is_valid else None
+    except Exception as exc:  # noqa: BLE001
+        _failed(exc)
+        return None
 
 
 def _links(traceparents: Sequence[str | None]) -> list[Any]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage
 from langgraph.errors import InvalidUpdateError
 
+from langgraph_handoff import telemetry
 from langgraph_handoff.teams.chains import Chain, chain_of, owes_reply
 from langgraph_handoff.teams.model import Member, Message, message_id, next_order
 from langgraph_handoff.teams.outbox import OUTBOX_CHANNEL, _stream_key, stream_name
@@ -107,7 +108,8 @@ def deliverable(
                 stream=e.get("stream") or f"{member.name}@{member.incarnation}", order=next_order(team.clock),
                 created_at=float(e.get("created_at") or 0.0), sender_epoch=lease.epoch,
                 conversation=e.get("conversation"), hop=int(e.get("hop") or 0), causes=dict(e.get("causes") or {}),
-                expects_reply=e.get("expects_reply"), origins=dict(e.get("origins") or {}))
+                expects_reply=e.get("expects_reply"), origins=dict(e.get("origins") or {}),
+                traceparent=telemetry.current_traceparent())
         for e in todo
     ]  # fmt: skip
     return messages, {e["id"] for e in todo if e.get("outside")}, todo
@@ -128,7 +130,8 @@ def direct_replies(team: Team, member: Member, owed: dict[str, Any], result: Any
         messages.append(Message(id=mid, team=team.team_id, sender=member.name, to=to, type="auto_reply",
                                 content=final or f"[{member.name} ended its turn without an answer]",
                                 reply_to=trigger, order=next_order(team.clock), created_at=team.clock(),
-                                idempotency_key=f"auto:{trigger}", **chain.next()))  # fmt: skip
+                                idempotency_key=f"auto:{trigger}", traceparent=telemetry.current_traceparent(),
+                                **chain.next()))  # fmt: skip
         if is_out:
             outside.add(mid)
     team.deliver(messages, outside=outside)

@@ -183,6 +183,9 @@ class Message(Model):
     #: the sender's lease epoch when its outbox was committed (diagnostics)
     sender_epoch: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    #: the W3C ``traceparent`` of the span that sent it (OpenTelemetry), so that the turn that
+    #: ingests it links to the sender's: one story across workers. Stored only when set.
+    traceparent: str | None = None
     # The chain (``teams.chains``). Messages stored before these fields existed read as the start
     # of their own conversation at hop 0, owing what the rules owed then: backward compatible,
     # no format step (an older reader ignores them).
@@ -220,7 +223,7 @@ class Message(Model):
             content=f"{self.header()}\n{self.content}",
             name=self.sender,
             id=f"team-{self.id}",
-            additional_kwargs={"team_message": self.model_dump(mode="json")},
+            additional_kwargs={"team_message": self.model_dump(mode="json", exclude={"traceparent"})},
         )
 
 
@@ -242,7 +245,10 @@ def decode_roster(body: bytes, *, key: str) -> Roster:
 
 
 def encode_message(message: Message) -> bytes:
-    return envelope.encode_msgpack(Kind.TEAM_MESSAGE, message.model_dump(mode="json"))
+    data = message.model_dump(mode="json")
+    if data.get("traceparent") is None:
+        data.pop("traceparent", None)  # stored as before the field existed
+    return envelope.encode_msgpack(Kind.TEAM_MESSAGE, data)
 
 
 def decode_message(body: bytes, *, key: str) -> Message:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from langgraph_handoff import telemetry
 from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
@@ -391,7 +392,7 @@ class Team(TeamViews, TeamRequests):
         return Message(id=mid, team=self.team_id, sender=sender, to=to, content=content, type=kind,
                        reply_to=reply_to, order=next_order(self.clock), created_at=self.clock(),
                        idempotency_key=idempotency_key, data=data or {}, expects_reply=expects_reply,
-                       **fields)  # fmt: skip
+                       traceparent=telemetry.current_traceparent(), **fields)  # fmt: skip
 
     def keyed_id(self, to: str, sender: str, idempotency_key: str) -> str:
         """The id :meth:`send` gives a message with an idempotency key (known before sending)."""
@@ -428,7 +429,9 @@ class Team(TeamViews, TeamRequests):
         message = self._message(to, content, sender, reply_to, idempotency_key, kind, data, chain, expects_reply,
                                 asks)  # fmt: skip
         if chain is None:
-            return (yield from self._plan_put_message(message))
+            stored = yield from self._plan_put_message(message)
+            telemetry.counter(telemetry.M_TEAM_MESSAGES, 1, {telemetry.EVENT: "sent"})
+            return stored
         with self._lock:
             roster = self._roster  # _plan_check left it current for ``to``: no second roster read
         yield from self._plan_deliver([message], roster=roster)
@@ -593,6 +596,7 @@ class Team(TeamViews, TeamRequests):
             log.warning("team %s: %s's %s #%s to %s is past the hop budget (hop %d > %d): not delivered%s",
                         self.team_id, m.sender, m.type, m.id, m.to, m.hop, self.max_hops,
                         "" if verdict == "event" else " (a reaction to the budget event)")  # fmt: skip
+            telemetry.counter(telemetry.M_TEAM_MESSAGES, 1, {telemetry.EVENT: "hop_cut"})
             if verdict == "event":
                 events += self._budget_events(m, roster.lead if roster is not None else None, members)
         by_to: dict[str, list[Message]] = {}
@@ -618,6 +622,8 @@ class Team(TeamViews, TeamRequests):
                 elif isinstance(outcome, BaseException) and not isinstance(outcome, PreconditionFailedError):
                     raise outcome
                 sent += 1
+                what = "sent" if m.id in outside or m.to in members else "dead_letter"
+                telemetry.counter(telemetry.M_TEAM_MESSAGES, 1, {telemetry.EVENT: what})
         for event, key in events:
             yield from self._plan_put_message(event, key=key)
         return sent
@@ -641,7 +647,8 @@ class Team(TeamViews, TeamRequests):
             eid = message_id(self.team_id, "hop-budget", about, to)
             event = Message(id=eid, team=self.team_id, sender=m.sender, to=to, content=record.describe(), type="event",
                             conversation=record.conversation, hop=m.hop, origins=dict(m.origins), order=next_order(self.clock),
-                            created_at=self.clock(), data=record.as_data())  # fmt: skip
+                            created_at=self.clock(), data=record.as_data(),
+                            traceparent=telemetry.current_traceparent())  # fmt: skip
             out.append((event, prefix + eid))
         return out
 

@@ -34,6 +34,7 @@ from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.graph import END
 from langgraph.types import Command
 
+from langgraph_handoff import telemetry
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.head_meta import HeadMeta, ResumeCount
 from langgraph_handoff._format.records import Head
@@ -137,6 +138,16 @@ class _Pacer:
             log.warning("%s: the store is failing (%d steps so far), retrying in %.1f s: %s: %s",
                         owner, self.failing, wait, type(exc).__name__, exc)  # fmt: skip
         return wait
+
+
+def _ingested(ready: list[Message], now: float) -> None:
+    """Count a committed turn's messages, and how long each took from its send."""
+    if not telemetry.is_on():
+        return
+    telemetry.counter(telemetry.M_TEAM_MESSAGES, len(ready), {telemetry.EVENT: "ingested"})
+    for m in ready:
+        if m.created_at:
+            telemetry.histogram(telemetry.M_TEAM_DELIVERY, max(0.0, now - m.created_at))
 
 
 class TeamWorker(SessionWorker):
@@ -556,13 +567,21 @@ class TeamWorker(SessionWorker):
             # chain (stamped on what it sends) and whose messages it heard.
             payload[OUTBOX_CHANNEL] = answers.turn_note(self._delivered.get(name) or {}, owed, ready)
         self._riders[thread] = ack_rider(thread, ready, turn, self.team.clock(), self.team.window)
-        try:
-            result = graph.invoke(payload, cfg, durability=self.durability)
-        finally:
-            self._riders.pop(thread, None)
-        # committed: the messages are in the conversation and acked
-        self.team.delete_ingested(name, ready)
-        self._after(member, lease, graph, cfg, ready, result, owed)
+        attrs = {
+            telemetry.TEAM: self.team.team_id, telemetry.MEMBER: name, telemetry.ROLE: member.role,
+            telemetry.THREAD: thread, telemetry.MESSAGES: len(ready), telemetry.OWNER: self.owner,
+            "langgraph_handoff.team.conversations": sorted({m.conversation or m.id for m in ready}),
+        }  # fmt: skip
+        # the senders' spans, on whatever worker or process sent each message
+        with telemetry.span(f"team.turn {name}", attrs, links=[m.traceparent for m in ready]):
+            try:
+                result = graph.invoke(payload, cfg, durability=self.durability)
+            finally:
+                self._riders.pop(thread, None)
+            # committed: the messages are in the conversation and acked
+            _ingested(ready, self.team.clock())
+            self.team.delete_ingested(name, ready)
+            self._after(member, lease, graph, cfg, ready, result, owed)
 
     def _after(self, member: Member, lease: Lease, graph: Any, cfg: dict[str, Any], ready: list[Message],
                result: Any, owed: dict[str, str]) -> None:  # fmt: skip

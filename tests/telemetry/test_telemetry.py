@@ -342,3 +342,37 @@ def test_stop_waits_for_the_turn_under_way_before_it_locks() -> None:
     stopper.join(10)
     assert outcome[0]["messages"][-1].content == "done"  # ... which finished and stored its answer
     assert outcome[1] == ["chat"]
+
+
+def test_a_team_delegation_is_one_story_across_workers(otel: Otel) -> None:
+    """A message carries its sender's span: the recipient's turn links to it, on whatever worker
+    runs it, and so does the reply's recipient to the turn that answered."""
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_handoff.teams import Team, TeamState, TeamWorker
+
+    def echo(checkpointer: Any, member: Any) -> Any:
+        g = StateGraph(TeamState)
+        g.add_node("echo", lambda s: {"messages": [("ai", "got: " + s["messages"][-1].content.splitlines()[-1])]})
+        g.add_edge(START, "echo")
+        g.add_edge("echo", END)
+        return g.compile(checkpointer=checkpointer)
+
+    store = MemoryStore()
+    team = Team(ObjectStoreSaver(store), "t")
+    team.spawn("lead", role="echo")
+    team.spawn("bob", role="echo")
+    with telemetry.span("ops asks bob") as asked:
+        team.send("bob", "ping", sender="lead")
+    bobs = TeamWorker(Team(ObjectStoreSaver(store), "t"), "worker-a", {"echo": echo}, members=["bob"])
+    leads = TeamWorker(Team(ObjectStoreSaver(store), "t"), "worker-b", {"echo": echo}, members=["lead"])
+    assert bobs.step() == 1  # bob ingests "ping" and answers the lead
+    assert leads.step() == 1  # the lead ingests the answer, on another worker
+    bob_turn, lead_turn = _span(otel, "team.turn bob"), _span(otel, "team.turn lead")
+    sender = next(s for s in otel.finished() if s.name == "ops asks bob")
+    assert asked.traceparent is not None and _linked(bob_turn, sender)
+    assert _linked(lead_turn, bob_turn)
+    assert bob_turn.attributes is not None and bob_turn.attributes["langgraph_handoff.team.messages"] == 1
+    ingested = otel.metric("langgraph_handoff.team.messages")
+    assert ingested[(("langgraph_handoff.event", "ingested"),)] == 2
+    assert ingested[(("langgraph_handoff.event", "sent"),)] == 2
