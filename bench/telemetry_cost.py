@@ -20,7 +20,6 @@ Not a test: it prints figures (docs/observability.md, "What it costs").
 from __future__ import annotations
 
 import argparse
-import operator
 import os
 import statistics
 import sys
@@ -29,32 +28,21 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
 
-from langgraph.graph import END, START, StateGraph
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from typing_extensions import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langgraph_handoff import ObjectStoreSaver, telemetry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ownership_cost import build  # the same one-node graph, turn for turn
+
 from langgraph_handoff.stores import LocalStore, MemoryStore, StoreBase
-
-
-class S(TypedDict, total=False):
-    messages: Annotated[list[str], operator.add]
-
-
-def build(checkpointer: Any) -> Any:
-    g = StateGraph(S)
-    g.add_node("agent", lambda s: {"messages": [f"reply to {s['messages'][-1]}"]})
-    g.add_edge(START, "agent")
-    g.add_edge("agent", END)
-    return g.compile(checkpointer=checkpointer)
 
 
 def turns(make: Callable[[], StoreBase], threads: int, count: int) -> float:

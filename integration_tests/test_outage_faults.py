@@ -215,3 +215,31 @@ def test_a_412_whose_etag_check_fails_is_a_lost_race_not_botocores_error(proxy: 
         proxy.clear()
     assert store.put("k", b"w", if_match=etag) and store.get("k").body == b"w"  # type: ignore[union-attr]
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["reset", "lose", "status", "cut"])
+def test_creating_the_azure_container_rides_out_one_failure(kind: str) -> None:
+    """``create_container=True`` sent its one Create Container request once: a reset, a lost
+    answer or a 500 made the store's constructor fail with ``StoreUnavailableError`` (the fault
+    campaign's sessions scenario saw a worker fail to start so, on Azurite), and a 409 whose
+    body was cut off let ``ConnectionResetError`` out. The request is idempotent (409: it
+    exists) and is sent again now, within the store's deadline; a 409 is never read."""
+    from conftest import need_azurite
+    from langgraph_handoff.stores import AzureBlobStore
+    from langgraph_handoff.stores.obstore_azure import AZURITE_ACCOUNT, AZURITE_KEY
+
+    base, account = need_azurite().rsplit("/", 1)
+    container = f"lgh-c{uuid.uuid4().hex[:12]}"
+
+    def open_store(url: str) -> AzureBlobStore:
+        return AzureBlobStore(container, "p", account_name=AZURITE_ACCOUNT, account_key=AZURITE_KEY,
+                              endpoint_url=f"{url}/{account}", create_container=True)  # fmt: skip
+
+    if kind == "cut":  # the container exists: the answer is a 409 whose body is cut off
+        open_store(base).close()
+    with fault_proxy(base) as azure:
+        azure.add(kind, lambda r: r.method == "PUT" and "restype=container" in r.path, times=1)
+        store = open_store(azure.url)
+        assert sum(azure.injected.values()) == 1  # the fault fired, and the store started anyway
+        store.put("k", b"v")
+        store.close()

@@ -235,27 +235,30 @@ class SessionWorker:
 
     def lease_for(self, thread_id: str) -> Lease:
         """Own ``thread_id`` (acquire, or take over if its lease expired) and keep it renewed."""
-        if self.stopping:
-            raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
-        with self._lock:
-            held = self.leases.get(thread_id)
+        held = self._held(thread_id)
         if held is None:
-            self._room_for(thread_id)
             self._first_alive()
             held = self.sessions.acquire(thread_id, self.owner, self.ttl, liveness=self.incarnation)
         self._hold(held)
         return held
 
     async def _alease_for(self, thread_id: str) -> Lease:
+        held = self._held(thread_id)
+        if held is None:
+            await self._afirst_alive()
+            held = await self.sessions.aacquire(thread_id, self.owner, self.ttl, liveness=self.incarnation)
+        self._hold(held)
+        return held
+
+    def _held(self, thread_id: str) -> Lease | None:
+        """The lease held for ``thread_id``, or None when one may be taken (refused while
+        stopping, and past ``max_sessions``)."""
         if self.stopping:
             raise WorkerStoppingError(f"{self.owner} is stopping and takes no new sessions")
         with self._lock:
             held = self.leases.get(thread_id)
         if held is None:
             self._room_for(thread_id)
-            await self._afirst_alive()
-            held = await self.sessions.aacquire(thread_id, self.owner, self.ttl, liveness=self.incarnation)
-        self._hold(held)
         return held
 
     def graph_for(self, lease: Lease) -> Any:

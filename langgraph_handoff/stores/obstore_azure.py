@@ -46,6 +46,7 @@ import base64
 import hashlib
 import hmac
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -57,7 +58,7 @@ from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreNotFou
 from langgraph_handoff.stores.base import validate_key, validate_prefix
 from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.redact import redact_url
-from langgraph_handoff.stores.timeouts import Timeouts
+from langgraph_handoff.stores.timeouts import RetryBudget, Timeouts
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AzureBlobStore", "parse_connection_string"]
 
@@ -312,33 +313,48 @@ class AzureBlobStore(ObstoreBase):
         other credentials (managed identity, service principal, CLI) create it beforehand, e.g.
         ``az storage container create --name NAME --account-name ACCOUNT --auth-mode login``."""
         key, sas = self._signing
+        if not key and not sas:
+            raise StoreError(
+                f"cannot create the Azure container {self.container!r} without an account key or a SAS token: "
+                "create it beforehand (az storage container create ... --auth-mode login) and leave "
+                "create_container off"
+            )
+        # idempotent (409: it exists), so a reset, a lost answer or a 5xx is sent again, within
+        # the store's deadline, as every idempotent request is
+        budget = RetryBudget(self.timeouts, attempts=5)
+        while True:
+            try:
+                with urllib.request.urlopen(self._create_request(key, sas), timeout=self.timeouts.deadline):
+                    return  # 201 Created
+            except urllib.error.HTTPError as exc:
+                with exc:  # the error holds the response and its connection
+                    if exc.code == 409:  # ContainerAlreadyExists (or being deleted: the next request says so)
+                        return  # (its body is not read: a body cut off would change nothing)
+                    try:
+                        detail = exc.read()[:300].decode("utf-8", "replace")
+                    except OSError as cut:
+                        detail = f"(the answer's body was cut off: {brief(cut)})"
+                failure: Exception = StoreError(
+                    f"creating the Azure container {self.container!r} failed: HTTP {exc.code} {detail}"
+                )
+                if exc.code < 500 and exc.code != 429:
+                    raise failure from None
+            except OSError as exc:
+                failure = StoreUnavailableError(
+                    f"creating the Azure container {self.container!r} failed: {brief(exc)}; check the endpoint"
+                )
+            pause = budget.pause()
+            if pause is None:
+                raise failure from None
+            time.sleep(pause)
+
+    def _create_request(self, key: str | None, sas: str | None) -> urllib.request.Request:
         url = f"{self.endpoint_url}/{quote(self.container)}?restype=container"
         # urllib would add a Content-Type of its own to a PUT with a body; the signature covers it
         headers = {"Content-Type": "application/octet-stream", "x-ms-date": formatdate(usegmt=True)}
         headers["x-ms-version"] = API_VERSION
         if key:
             headers["Authorization"] = shared_key_authorization(self.account_name, key, "PUT", url, headers)
-        elif sas:
-            url += "&" + sas.lstrip("?")
         else:
-            raise StoreError(
-                f"cannot create the Azure container {self.container!r} without an account key or a SAS token: "
-                "create it beforehand (az storage container create ... --auth-mode login) and leave "
-                "create_container off"
-            )
-        request = urllib.request.Request(url, data=b"", method="PUT", headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeouts.deadline):
-                return  # 201 Created
-        except urllib.error.HTTPError as exc:
-            with exc:  # the error holds the response and its connection
-                detail = exc.read()[:300].decode("utf-8", "replace")
-            if exc.code == 409:  # ContainerAlreadyExists (or being deleted: the next request says so)
-                return
-            raise StoreError(
-                f"creating the Azure container {self.container!r} failed: HTTP {exc.code} {detail}"
-            ) from None
-        except OSError as exc:
-            raise StoreUnavailableError(
-                f"creating the Azure container {self.container!r} failed: {brief(exc)}; check the endpoint"
-            ) from None
+            url += "&" + (sas or "").lstrip("?")
+        return urllib.request.Request(url, data=b"", method="PUT", headers=headers)
