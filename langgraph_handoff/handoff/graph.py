@@ -22,6 +22,7 @@ into nodes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import numbers
@@ -43,6 +44,7 @@ from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff import observe
 from langgraph_handoff.handoff.agents import REQUEST_KEY, HandoffAgent, build_tool_agent, tools_for
 from langgraph_handoff.handoff.model import Handoff, is_handoff_message
+from langgraph_handoff.handoff.notify import Notify, notifier
 from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy
 from langgraph_handoff.handoff.tools import pending_handoff_calls
 from langgraph_handoff.routing.decision import RouteDecision
@@ -77,6 +79,10 @@ class HandoffState(TypedDict, total=False):
     turn_retries: int
     turn_elapsed: float
     pending_handoffs: list[dict[str, Any]]
+    #: the user turn's id, its deadline and the time of its last step (UTC seconds)
+    turn_id: str
+    turn_deadline_at: float | None
+    turn_last_at: float | None
 
 
 def handoff_log(state: Mapping[str, Any]) -> list[Handoff]:
@@ -103,8 +109,8 @@ def _user_text(messages: Sequence[BaseMessage]) -> str:
     return ""
 
 
-def _emit(config: RunnableConfig, events: list[Event]) -> None:
-    observe.record(config, events)
+def _emit(config: RunnableConfig, events: list[Event], notify: Any = None) -> None:
+    observe.record(config, events, notify)
     writer = get_stream_writer()
     for kind, data in events:
         writer({EVENT: kind, **data})
@@ -112,8 +118,8 @@ def _emit(config: RunnableConfig, events: list[Event]) -> None:
             dispatch_custom_event(f"{EVENT}.{kind}", data, config=config)
 
 
-async def _aemit(config: RunnableConfig, events: list[Event]) -> None:
-    observe.record(config, events)
+async def _aemit(config: RunnableConfig, events: list[Event], notify: Any = None) -> None:
+    observe.record(config, events, notify)
     writer = get_stream_writer()
     for kind, data in events:
         writer({EVENT: kind, **data})
@@ -128,9 +134,18 @@ def _run_sync_not_supported(name: str) -> Callable[[Any], Any]:
     return sync
 
 
-def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -> RunnableLambda[Any, Any]:
+def _resuming(config: RunnableConfig) -> bool:
+    """Does this step resume a run that stopped (at an interrupt, or a crash)? LangGraph marks
+    such a run in its config; the time it waited is not the turn's."""
+    return bool((config.get("configurable") or {}).get("__pregel_resuming"))
+
+
+def _agent_node(spec: HandoffAgent, runnable: Any, policy: HandoffPolicy) -> RunnableLambda[Any, Any]:
     """Wrap an agent: give it its context view, collect its new messages and handoff requests,
-    and add its run time to the turn's agent time (the time budget's clock)."""
+    and add its run time to the turn's agent time (the time budget's clock). With a turn
+    deadline, the agent does not start once it has passed, and on the async path runs under the
+    time left."""
+    clock = policy.clock
 
     def view_of(state: Mapping[str, Any]) -> list[BaseMessage]:
         return spec.policy(list(state.get("messages") or []), spec.name)
@@ -201,8 +216,31 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
         reason = f"agent {spec.name!r} did not finish within the recursion limit ({exc})"
         return {"pending_handoffs": [{"failure": reason}], "turn_elapsed": elapsed(state, started)}
 
+    def window(state: dict[str, Any], config: RunnableConfig) -> tuple[dict[str, Any], float | None]:
+        """The turn's clock for this step: a resumed step moves the deadline on by the time the
+        run waited (at an interrupt, or for a worker to take it over), and the seconds left."""
+        now, deadline, last = policy.wall_clock(), state.get("turn_deadline_at"), state.get("turn_last_at")
+        if policy.turn_deadline is None or not isinstance(deadline, int | float):
+            return {}, None
+        clock_update: dict[str, Any] = {}
+        if isinstance(last, int | float) and _resuming(config):
+            deadline += max(0.0, now - last)
+            clock_update["turn_deadline_at"] = deadline
+        return clock_update, deadline - now
+
+    def too_late(state: Mapping[str, Any], started: float, clock_update: dict[str, Any]) -> dict[str, Any]:
+        reason = f"turn deadline of {policy.turn_deadline:g}s passed while {spec.name!r} worked (its work is dropped)"
+        return {"pending_handoffs": [{"failure": reason}], "turn_elapsed": elapsed(state, started),
+                "turn_last_at": policy.wall_clock(), **clock_update}  # fmt: skip
+
+    def finished(out: dict[str, Any], clock_update: dict[str, Any]) -> dict[str, Any]:
+        return {**out, "turn_last_at": policy.wall_clock(), **clock_update}
+
     def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started, view = clock(), view_of(state)
+        clock_update, left = window(state, config)
+        if left is not None and left <= 0:
+            return too_late(state, started, clock_update)  # the router degrades the turn
         try:
             with observe.agent_turn(spec.name, config, state):
                 if spec.kind == "function":  # as a child run, so it carries the handoff metadata too
@@ -211,19 +249,28 @@ def _agent_node(spec: HandoffAgent, runnable: Any, clock: Callable[[], float]) -
                     out = runnable.invoke({"messages": view}, child_config(config, state))
         except GraphRecursionError as exc:
             return runaway(state, started, exc)
-        return collect(state, view, out, started)
+        return finished(collect(state, view, out, started), clock_update)
 
     async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started, view = clock(), view_of(state)
+        clock_update, left = window(state, config)
+        if left is not None and left <= 0:
+            return too_late(state, started, clock_update)
         try:
             with observe.agent_turn(spec.name, config, state):
                 if spec.kind == "function":
-                    out = await function.ainvoke({**state, "messages": view}, child_config(config, state))
+                    call = function.ainvoke({**state, "messages": view}, child_config(config, state))
                 else:
-                    out = await runnable.ainvoke({"messages": view}, child_config(config, state))
+                    call = runnable.ainvoke({"messages": view}, child_config(config, state))
+                # the agent runs under the time left: cancelled at the deadline, its work dropped
+                out = await asyncio.wait_for(call, timeout=left)
         except GraphRecursionError as exc:
             return runaway(state, started, exc)
-        return collect(state, view, out, started)
+        except asyncio.TimeoutError:
+            if left is None or policy.late({**state, **clock_update}) is None:
+                raise  # the agent's own time-out, not the turn's
+            return too_late(state, started, clock_update)
+        return finished(collect(state, view, out, started), clock_update)
 
     return RunnableLambda(run, arun, name=spec.name)
 
@@ -245,7 +292,13 @@ def _check_options(
     clock: Any,
     fallback_message: Any,
     state_schema: Any,
+    turn_deadline: Any = None,
+    wall_clock: Any = time.time,
 ) -> None:
+    if turn_deadline is not None and (not _is_number(turn_deadline) or turn_deadline <= 0):
+        raise InvalidHandoffError(f"turn_deadline must be a number of seconds > 0, or None; got {turn_deadline!r}")
+    if not callable(wall_clock):
+        raise InvalidHandoffError("wall_clock must be a callable returning seconds since the epoch, like time.time")
     if (
         not isinstance(max_handoffs_per_turn, int)
         or isinstance(max_handoffs_per_turn, bool)
@@ -284,6 +337,9 @@ def build_handoff_graph(
     clock: Callable[[], float] = time.monotonic,
     fallback_message: str = DEFAULT_FALLBACK_MESSAGE,
     state_schema: type[Any] = HandoffState,
+    turn_deadline: float | None = None,
+    notify: Notify | Sequence[Notify] | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> StateGraph[Any]:
     """The uncompiled :class:`~langgraph.graph.StateGraph` behind :func:`create_handoff_graph`
     (add your own nodes or edges, then ``compile``)."""
@@ -319,6 +375,8 @@ def build_handoff_graph(
         clock=clock,
         fallback_message=fallback_message,
         state_schema=state_schema,
+        turn_deadline=turn_deadline,
+        wall_clock=wall_clock,
     )
     route_names = {r.name for r in getattr(router, "routes", [])} | set(getattr(router, "targets", []) or [])
     if getattr(router, "rules", None) is not None and hasattr(router.rules, "targets"):
@@ -342,30 +400,33 @@ def build_handoff_graph(
         reroute=reroute,
         clock=clock,
         fallback_message=fallback_message,
+        turn_deadline=float(turn_deadline) if turn_deadline is not None else None,
+        wall_clock=wall_clock,
     )
+    send = notifier(notify)
 
     def entry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
-        _emit(config, plan.events)
+        _emit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     async def aentry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = await chosen.aroute(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
-        await _aemit(config, plan.events)
+        await _aemit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
-        _emit(config, plan.events)
+        _emit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
-        await _aemit(config, plan.events)
+        await _aemit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema)
@@ -382,7 +443,7 @@ def build_handoff_graph(
             runnable = build_tool_agent(spec.agent, tools=tools, prompt=spec.prompt, name=spec.name)
         elif kinds[spec.name] == "runnable":
             runnable = spec.agent
-        graph.add_node(spec.name, _agent_node(spec, runnable, clock))
+        graph.add_node(spec.name, _agent_node(spec, runnable, policy))
         graph.add_edge(spec.name, ROUTER)
     graph.add_edge(START, ENTRY)
     return graph
@@ -405,6 +466,9 @@ def create_handoff_graph(
     receives the conversation when a circuit breaker trips or a handoff is invalid. Other options
     are those of :func:`build_handoff_graph`: ``max_handoffs_per_turn`` (3), ``ping_pong`` (True),
     ``time_budget`` (seconds of agent time per user turn; waiting at an interrupt does not count),
+    ``turn_deadline`` (wall-clock seconds per user turn, waiting at an interrupt excluded, checked
+    at every step; async agents are cancelled at it), ``notify`` (called in the background with a
+    :class:`~langgraph_handoff.handoff.notify.BreakerEvent` on every breaker trip), ``wall_clock``,
     ``reroute`` (``"rules"``), ``default_agent``, ``fallback_message``, ``state_schema``, ``clock``.
 
     ``recursion_limit`` replaces LangGraph's default of 10,007 steps, which lets a looping graph

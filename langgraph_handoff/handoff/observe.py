@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_handoff import telemetry as T
+from langgraph_handoff.handoff.notify import BreakerEvent, event_of
 
 __all__ = ["agent_turn", "record"]
 
@@ -118,9 +119,11 @@ def _handoff(thread: str | None, h: Mapping[str, Any]) -> None:
     )
 
 
-def _breaker(thread: str | None, b: Mapping[str, Any]) -> None:
+def _breaker(thread: str | None, b: Mapping[str, Any], notify: Callable[[BreakerEvent], None] | None) -> None:
     reason = _text(b.get("reason"))
     kind = _kind(reason)
+    if notify is not None:
+        notify(event_of(thread, kind, b))
     attrs = {
         T.EVENT: "breaker", T.THREAD: thread, T.BREAKER_KIND: kind, T.SOURCE: b.get("source"),
         "langgraph_handoff.breaker.wanted": b.get("wanted"), T.TARGET: b.get("target"), T.REASON: reason,
@@ -147,6 +150,7 @@ def _breaker(thread: str | None, b: Mapping[str, Any]) -> None:
 def _kind(reason: str) -> str:
     """The breaker's kind, from the reason the policy wrote (low cardinality, for metrics)."""
     for marker, kind in (
+        ("turn deadline", "deadline"),
         ("time budget", "time_budget"),
         ("handoffs this turn", "hop_limit"),
         ("ping-pong", "ping_pong"),
@@ -174,18 +178,21 @@ def _retry(thread: str | None, r: Mapping[str, Any]) -> None:
             pass
 
 
-_RECORDERS = {"route": _route, "handoff": _handoff, "breaker": _breaker, "retry": _retry}
+_RECORDERS = {"route": _route, "handoff": _handoff, "retry": _retry}
 
 
-def record(config: RunnableConfig | None, events: list[Event]) -> None:
-    """Log (and trace, and count) what one router step did. Never raises into the run."""
+def record(
+    config: RunnableConfig | None, events: list[Event], notify: Callable[[BreakerEvent], None] | None = None
+) -> None:
+    """Log (and trace, and count) what one router step did, and notify of a breaker trip.
+    Never raises into the run."""
     thread = thread_of(config)
     for kind, data in events:
-        recorder = _RECORDERS.get(kind)
-        if recorder is None:
-            continue
         try:
-            recorder(thread, data)
+            if kind == "breaker":
+                _breaker(thread, data, notify)
+            elif kind in _RECORDERS:
+                _RECORDERS[kind](thread, data)
         except Exception as exc:  # noqa: BLE001 - observing a run never breaks it
             log.debug("could not record a %s event: %s: %s", kind, type(exc).__name__, exc)
 

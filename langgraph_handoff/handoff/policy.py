@@ -9,6 +9,8 @@ only wires these into nodes, for both the sync and the async path.
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,6 +59,21 @@ class HandoffPolicy:
     reroute: Literal["never", "rules", "always"]
     clock: Callable[[], float]
     fallback_message: str
+    #: wall-clock seconds a user turn may take (waiting at an interrupt excluded), or None
+    turn_deadline: float | None = None
+    #: seconds since the epoch (UTC), for the turn deadline: it is kept in state, so it holds
+    #: on whichever worker runs the next step
+    wall_clock: Callable[[], float] = time.time
+
+    def late(self, state: Mapping[str, Any]) -> str | None:
+        """Why the turn is past its deadline, or None."""
+        deadline = state.get("turn_deadline_at")
+        if self.turn_deadline is None or not isinstance(deadline, int | float):
+            return None
+        now = self.wall_clock()
+        if now <= deadline:
+            return None
+        return f"turn deadline of {self.turn_deadline:g}s passed ({now - deadline:.1f}s over)"
 
     @property
     def rules(self) -> RuleRouter | None:
@@ -100,6 +117,13 @@ class HandoffPolicy:
         ) + f"; starting at the default agent {self.default_agent!r}"
         return decision.model_copy(update={"target": self.default_agent, "method": "fallback", "reason": why})
 
+    def turn_clock(self) -> dict[str, Any]:
+        """The state a new user turn starts its clock with: its id (breaker events are named
+        after it), its deadline (UTC seconds) and the time of its last step."""
+        now = self.wall_clock()
+        deadline = now + self.turn_deadline if self.turn_deadline is not None else None
+        return {"turn_id": uuid.uuid4().hex, "turn_deadline_at": deadline, "turn_last_at": now}
+
     def entry(self, state: Mapping[str, Any], decision: RouteDecision | None) -> Plan:
         chosen = self._choose(state, decision)
         target = chosen.target
@@ -133,6 +157,7 @@ class HandoffPolicy:
             "turn_retries": 0,
             "turn_elapsed": 0.0,
             "pending_handoffs": [],
+            **self.turn_clock(),
         }
         if chosen.method != "sticky" and target != state.get("active_agent"):
             handoff = Handoff(
@@ -180,11 +205,12 @@ class HandoffPolicy:
         out: list[BaseMessage] = list(orphaned_call_stubs(messages))
         if out:
             logger.warning("agent %r left %d tool call(s) unanswered; answered them with stubs", source, len(out))
-        update: dict[str, Any] = {"pending_handoffs": [], "messages": out}
-        if not pending:
+        update: dict[str, Any] = {"pending_handoffs": [], "messages": out, "turn_last_at": self.wall_clock()}
+        late = self.late(state)
+        if not pending and late is None:
             return Plan(END, update)
 
-        failure = next((r["failure"] for r in pending if "failure" in r), None)
+        failure = next((r["failure"] for r in pending if "failure" in r), None) or late
         winner: dict[str, Any] | None = None
         payload: dict[str, Any] | None = None
         problems: list[tuple[dict[str, Any], str]] = []
@@ -243,7 +269,12 @@ class HandoffPolicy:
                 tool_call_id=winner.get("tool_call_id"),
             )
             return self._move(handoff, update, out, [])
-        return self._trip(breach, source, chain, hops, winner, payload, messages, update, out)
+        # the turn is degraded now: the fallback answers without the clock running against it
+        update["turn_deadline_at"] = None
+        tripped = self._trip(breach, source, chain, hops, winner, payload, messages, update, out)
+        # stable across a replay of this step: a receiver of the notification can drop repeats
+        tripped.update["breakers"][0]["id"] = f"{state.get('turn_id') or 'turn'}:{hops}"
+        return tripped
 
     def _trip(
         self,
@@ -262,7 +293,8 @@ class HandoffPolicy:
         if winner is not None:
             out += _rewrite(messages, winner.get("tool_call_id"), f"Not transferred to {wanted}: {breach}.")
         target = self.fallback if self.usable(self.fallback, besides=source) else None
-        record = {"source": source, "wanted": wanted, "reason": breach, "target": target, "at": self.clock()}
+        record = {"source": source, "wanted": wanted, "reason": breach, "target": target, "at": self.clock(),
+                  "at_utc": self.wall_clock(), "chain": list(chain), "hop": hops}  # fmt: skip
         update["breakers"] = [record]
         events: list[Event] = [("breaker", record)]
         if target is None:
