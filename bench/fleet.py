@@ -16,14 +16,15 @@ store that keeps growing. This measures those three things, each for ours and fo
   ``CountingStore``); ratios against PostgresSaver and owned / plain. Every saver runs its turns
   with ``--durability`` (default ``sync``, the worker's own), so owned / plain is ownership alone.
 * ``contention``: two processes on the same ``--race-threads`` threads, ``--race-turns`` turns each,
-  released by one barrier, every turn appending one message of its own. Acknowledged turns
+  every turn appending one message of its own; a barrier before every turn makes both start each
+  turn of each thread together (``--race-sync start``: one barrier at the start only). Acknowledged turns
   against the messages present in the final states: a lost update is an acknowledged turn whose
   message is not there. Ours is the plain saver (no leases): the loser of a race gets
   ``StaleWriterError``.
 * ``store``: the store grows to each of ``--sizes`` threads (one checkpoint each, metadata
   ``user_id``), then, each on a fresh saver (nothing memoised): ``thread_ids()``, the CLI's
   ``threads`` listing (``inspection.list_threads``), a filtered ``list(None, filter={"user_id":
-  ...}, limit=10)``, a TTL sweep that deletes nothing, and ``verify`` (up to ``--verify-max``
+  NEEDLE}, limit=10)`` (that user has 5 threads at every size), a TTL sweep that deletes nothing, and ``verify`` (up to ``--verify-max``
   threads): seconds, client CPU and requests; PostgresSaver's filtered list beside. Only public
   APIs: whatever indexes or faster walks the package gains show here without changing this file.
 
@@ -162,10 +163,13 @@ def worker_main(a: argparse.Namespace) -> None:
             acked: list[str] = []
             refused_texts: list[str] = []
             refused: dict[str, int] = {}
-            barrier()
+            if a.race_sync != "turn":
+                barrier()
             for n in range(a.turns):
                 for t in threads:
                     text = f"p{a.index}:{t}:{n}"
+                    if a.race_sync == "turn":
+                        barrier()  # both processes start this turn of this thread together
                     try:
                         turn(t, text)
                     except StaleWriterError as exc:
@@ -220,23 +224,26 @@ def server_pids(servers: Any, rgw_dir: str) -> dict[str, list[int]]:
 def spawn(a: argparse.Namespace, role: str, saver: str, prefix: str, threads: int, turns: int, index: int, of: int):
     cmd = [sys.executable, __file__, "--role", role, "--saver", saver, "--prefix", prefix]
     cmd += ["--threads", str(threads), "--turns", str(turns), "--index", str(index), "--of", str(of), "--dsn", a.dsn]
-    cmd += ["--durability", a.durability]
+    cmd += ["--durability", a.durability, "--race-sync", a.race_sync]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
-def run_together(procs: list[subprocess.Popen], on_go: Callable[[], None]) -> list[dict]:
-    """Wait until every process is READY, release them at once, collect their RESULT lines."""
-    for p in procs:
-        line = p.stdout.readline() if p.stdout else ""
-        if line.strip() != "READY":
-            for q in procs:
-                q.kill()
-            sys.exit(f"a worker failed before the barrier (rc={p.wait()})")
-    on_go()
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("GO\n")
-        p.stdin.flush()
+def run_together(procs: list[subprocess.Popen], on_go: Callable[[], None], barriers: int = 1) -> list[dict]:
+    """``barriers`` times: wait until every process is READY, release them at once; then collect
+    their RESULT lines. ``on_go`` runs once, before the first release."""
+    for n in range(barriers):
+        for p in procs:
+            line = p.stdout.readline() if p.stdout else ""
+            if line.strip() != "READY":
+                for q in procs:
+                    q.kill()
+                sys.exit(f"a worker failed before the barrier (rc={p.wait()})")
+        if n == 0:
+            on_go()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("GO\n")
+            p.stdin.flush()
     results = []
     for p in procs:
         out, _ = p.communicate()
@@ -252,7 +259,7 @@ def phase_throughput(a: argparse.Namespace, pids: dict[str, list[int]]) -> list[
     rows = []
     for rnd in range(a.rounds):
         for k, w in enumerate(a.workers):
-            for saver in SAVERS if (rnd + k) % 2 == 0 else SAVERS[::-1]:
+            for saver in a.savers if (rnd + k) % 2 == 0 else a.savers[::-1]:
                 rows.append(throughput_run(a, pids, saver, w, rnd))
     return rows
 
@@ -331,7 +338,7 @@ def phase_contention(a: argparse.Namespace) -> list[dict]:
     for saver in ("postgres", "plain"):
         prefix = f"race-{saver}-{uuid.uuid4().hex[:6]}/"
         procs = [spawn(a, "race", saver, prefix, a.race_threads, a.race_turns, i, 2) for i in range(2)]
-        res = run_together(procs, lambda: None)
+        res = run_together(procs, lambda: None, a.race_threads * a.race_turns if a.race_sync == "turn" else 1)
         present = final_messages(saver, prefix, a.dsn, a.race_threads)
         row: dict[str, Any] = {"saver": saver, "processes": [], "attempted": a.race_threads * a.race_turns * 2}
         for r in res:
@@ -364,8 +371,19 @@ def _measure(fn: Callable[[], Any], store: Any = None) -> dict[str, Any]:
     return out
 
 
+#: the user whose threads the filtered list looks for: 5 threads at every store size, fewer than
+#: its ``limit=10``, so a list that reads threads to filter them reads every one, and a list that
+#: finds them another way reads 5
+NEEDLE = "needle"
+
+
+def user_of(i: int) -> str:
+    """Thread i's ``user_id``: one of 1,000 users, except 5 of the first 1,000 threads (NEEDLE's)."""
+    return NEEDLE if i < 1000 and i % 200 == 0 else f"u{i % 1000}"
+
+
 def grow_ours(prefix: str, start: int, stop: int) -> None:
-    """Threads start..stop-1, one checkpoint each, with a ``user_id`` among 1,000 users."""
+    """Threads start..stop-1, one checkpoint each, with a ``user_id`` (:func:`user_of`)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from langgraph_handoff import ObjectStoreSaver
@@ -377,7 +395,7 @@ def grow_ours(prefix: str, start: int, stop: int) -> None:
         version = saver.get_next_version(None, None)
         cp["channel_values"] = {"messages": [f"hello from {i}"]}
         cp["channel_versions"] = {"messages": version}
-        meta = {"source": "input", "step": -1, "parents": {}, "user_id": f"u{i % 1000}"}
+        meta = {"source": "input", "step": -1, "parents": {}, "user_id": user_of(i)}
         saver.put({"configurable": {"thread_id": f"t{i}", "checkpoint_ns": ""}}, cp, meta, {"messages": version})
 
     with ThreadPoolExecutor(16) as pool:
@@ -392,7 +410,7 @@ def grow_pg(pg: Any, start: int, stop: int) -> None:
         version = pg.get_next_version(None, None)
         cp["channel_values"] = {"messages": [f"hello from {i}"]}
         cp["channel_versions"] = {"messages": version}
-        meta = {"source": "input", "step": -1, "parents": {}, "user_id": f"u{i % 1000}"}
+        meta = {"source": "input", "step": -1, "parents": {}, "user_id": user_of(i)}
         pg.put({"configurable": {"thread_id": f"t{i}", "checkpoint_ns": ""}}, cp, meta, {"messages": version})
 
 
@@ -405,7 +423,7 @@ def phase_store(a: argparse.Namespace) -> list[dict]:
 
     prefix = f"store-{uuid.uuid4().hex[:6]}/"
     rows, have = [], 0
-    flt = {"user_id": "u7"}  # one thread in 1,000 matches
+    flt = {"user_id": NEEDLE}
     with PostgresSaver.from_conn_string(a.dsn) as pg:
         for size in a.sizes:
             t0 = time.monotonic()
@@ -428,12 +446,14 @@ def phase_store(a: argparse.Namespace) -> list[dict]:
             row["threads_cli"] = _measure(lambda s=s: len(list_threads(s).rows), st)
             s, st = fresh()
             row["filtered_list"] = _measure(lambda s=s: len(list(s.list(None, filter=flt, limit=10))), st)
+            assert row["filtered_list"]["value"] == 5, row["filtered_list"]
             s, st = fresh()
             row["sweep"] = _measure(lambda s=s: s.sweep().deleted, st)
             if size <= a.verify_max:
                 s, st = fresh()
                 row["verify"] = _measure(lambda s=s: len(verify_store(s).problems), st)
             row["pg_filtered_list"] = _measure(lambda: len(list(pg.list(None, filter=flt, limit=10))))
+            assert row["pg_filtered_list"]["value"] == 5, row["pg_filtered_list"]
             log("store: " + ", ".join(f"{k} {v['s']:.1f} s" for k, v in row.items() if isinstance(v, dict)))
             rows.append(row)
     return rows
@@ -499,7 +519,10 @@ def tables(data: dict) -> str:
             for op in ops:
                 m = r.get(op)
                 cells.append(
-                    "-" if m is None else f"{m['s']:.1f} s" + (f", {m['requests']}" if "requests" in m else "")
+                    "-"
+                    if m is None
+                    else (f"{m['s']:.1f} s" if m["s"] >= 1 else f"{m['s'] * 1e3:.0f} ms")
+                    + (f", {m['requests']}" if "requests" in m else "")
                 )
             lines.append(f"{r['threads']:>7} | " + " | ".join(cells))
     return "\n".join(lines)
@@ -552,6 +575,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phases", default="throughput,contention,store")
     ap.add_argument("--workers", default="1,2,4", help="worker process counts, e.g. 1,2,4,8")
+    ap.add_argument("--savers", default=",".join(SAVERS), help="throughput: any of plain,owned,postgres")
     ap.add_argument("--threads", type=int, default=200)
     ap.add_argument("--turns", type=int, default=3, help="timed turns per thread (after one warm turn)")
     ap.add_argument("--rounds", type=int, default=2, help="throughput rounds; the tables give medians")
@@ -562,6 +586,13 @@ def main() -> None:
     )
     ap.add_argument("--race-threads", type=int, default=40)
     ap.add_argument("--race-turns", type=int, default=10)
+    ap.add_argument(
+        "--race-sync",
+        choices=["turn", "start"],
+        default="turn",
+        help="contention: a barrier before every turn (both processes start each turn of each thread "
+        "together), or one at the start only",
+    )
     ap.add_argument("--sizes", default="1000,10000", help="store sizes in threads, e.g. 1000,10000,30000")
     ap.add_argument("--verify-max", type=int, default=10000, help="run verify only up to this many threads")
     ap.add_argument("--results", default=str(RESULTS))
@@ -588,6 +619,9 @@ def main() -> None:
         os.environ[IN_VENV] = "1"
         os.execv(py, [py, __file__, *sys.argv[1:]])
     a.workers = [int(x) for x in a.workers.split(",") if x]
+    a.savers = [x for x in a.savers.split(",") if x]
+    if not set(a.savers) <= set(SAVERS):
+        sys.exit(f"--savers: any of {','.join(SAVERS)}")
     a.sizes = [int(x) for x in a.sizes.split(",") if x]
     orchestrate(a)
 
