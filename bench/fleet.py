@@ -64,6 +64,8 @@ RESULTS = HERE / "fleet-results.json"
 BUCKET = "lgh-fleet"
 SAVERS = ("plain", "owned", "postgres")
 IN_VENV = "LGH_FLEET_IN_VENV"
+#: arguments only a worker process uses (not recorded with the results)
+WORKER_ARGS = ("role", "saver", "prefix", "index", "of", "dsn", "results", "report_only")
 
 
 def log(msg: str) -> None:
@@ -492,6 +494,17 @@ def tables(data: dict) -> str:
                     f"{r['server_cpu_ms_per_turn']:>14.2f} | {req:>8} | {vs}"
                 )
             p, o = by.get(("plain", w)), by.get(("owned", w))
+            paired = sorted(
+                x["client_cpu_ms_per_turn"] / y["client_cpu_ms_per_turn"]
+                for x in tp
+                for y in tp
+                if x["saver"] == "owned" and y["saver"] == "plain" and x["workers"] == y["workers"] == w
+                if x["round"] == y["round"]
+            )
+            if paired:
+                lines.append(
+                    f"{w:>7} | owned/plain client CPU within each round: " + ", ".join(f"{x:.2f}x" for x in paired)
+                )
             if p and o:
                 lines.append(
                     f"{w:>7} | owned/plain: client CPU {o['client_cpu_ms_per_turn'] / p['client_cpu_ms_per_turn']:.2f}x,"
@@ -564,7 +577,7 @@ def orchestrate(a: argparse.Namespace) -> None:
         "load": " -> ".join("/".join(f"{x:.1f}" for x in la) for la in (load_start, os.getloadavg())),
         "server": server_desc,
         "postgres": pg_version,
-        "args": {k: v for k, v in vars(a).items() if k not in ("dsn",)},
+        "args": {k: v for k, v in vars(a).items() if k not in WORKER_ARGS},
     }
     Path(a.results).write_text(json.dumps(data, indent=1, default=str))
     print(tables(data))
