@@ -153,7 +153,7 @@ def test_setup_probes_once_and_doctor_reports(capsys: pytest.CaptureFixture[str]
             assert obj is not None
             marker, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
             assert marker["probe"]["passed"] > 0
-            assert [o.key for o in saver.store.list("")] == [keys.FORMAT_MARKER_KEY]  # scratch keys gone
+            assert [o.key for o in saver.store.list("")] == [keys.FORMAT_MARKER_KEY, "meta/index"]  # scratch keys gone
         assert cli_main(["doctor", url, "--json", "--rounds", "2"]) in (0, None)
         report = json.loads(capsys.readouterr().out)
         assert report["trusted"] is True and report["problems"] == [], report

@@ -351,12 +351,13 @@ def test_request_counts_on_the_wire(api: str) -> None:
         store.close()
     # GET marker, 2 create-only PUTs, GET, 2 If-Match PUTs (+ HEAD: the wrong ETag's 412 is
     # checked for the quoting), DELETE (obstore's sync delete is a one-key DeleteObjects), create-only
-    # PUT of the marker
+    # PUT of the marker; the metadata index: GET meta/index, LIST heads/, create-only PUT meta/index
     assert counts["setup"] == {
-        "GetObject": 2,
-        "PutObject(If-None-Match)": 3,
+        "GetObject": 3,
+        "PutObject(If-None-Match)": 4,
         "PutObject(If-Match)": 2,
         "HeadObject": 1,
+        "ListObjectsV2": 1,
         {"sync": "DeleteObjects", "async": "DeleteObject"}[api]: 1,
     }, counts["setup"]
     # 13 writes: create-only puts of new objects, compare-and-swaps of the heads (as with boto3)
@@ -369,7 +370,8 @@ def test_request_counts_on_the_wire(api: str) -> None:
     assert sum(counts["invoke"].values()) == 15
     assert counts["state"] == {"GetObject": 1, "ListObjectsV2": 1}
     assert counts["history"] == {"GetObject": 1, "ListObjectsV2": 1}
-    assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
+    # (the third LIST: the thread's metadata-index entries)
+    assert counts["delete"] == {"GetObject": 1, "ListObjectsV2": 3, "DeleteObjects": 2}
 
 
 async def test_a_caller_header_with_inner_spaces_is_signed_correctly() -> None:

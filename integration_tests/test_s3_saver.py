@@ -168,9 +168,10 @@ def test_request_counts_on_the_wire(s3_store: Any) -> None:
     cfg = {"configurable": {"thread_id": "counted"}}
     # the store probe, which the first write of a process runs when setup() did not: GET marker,
     # 2 create-only PUTs, GET, 2 If-Match PUTs (+ HEAD: the wrong ETag's 412 is checked for the
-    # quoting), DELETE, PUT marker. Pinned here so the counts below are each operation's own.
+    # quoting), DELETE, PUT marker; then the metadata index: GET meta/index, LIST heads/ (no
+    # thread yet), PUT meta/index. Pinned here so the counts below are each operation's own.
     saver.setup()
-    assert counter.take() == {"GetObject": 2, "PutObject": 5, "HeadObject": 1, "DeleteObject": 1}
+    assert counter.take() == {"GetObject": 3, "PutObject": 6, "HeadObject": 1, "DeleteObject": 1, "ListObjectsV2": 1}
     # in order: the history count below relies on every task's writes being folded (IN_ORDER)
     graph.invoke({"messages": [{"role": "user", "content": "hi"}]}, {**cfg, **IN_ORDER})
     assert counter.take() == {"GetObject": 1, "ListObjectsV2": 1, "PutObject": 13}
@@ -178,8 +179,8 @@ def test_request_counts_on_the_wire(s3_store: Any) -> None:
     assert counter.take() == {"GetObject": 1, "ListObjectsV2": 1}
     assert len(list(graph.get_state_history(cfg))) == 7
     assert counter.take() == {"GetObject": 1, "ListObjectsV2": 1}
-    saver.delete_thread("counted")  # + the root head: a leased session keeps its epoch
-    assert counter.take() == {"GetObject": 1, "ListObjectsV2": 2, "DeleteObjects": 2}
+    saver.delete_thread("counted")  # + the root head: a leased session keeps its epoch; + the index entries
+    assert counter.take() == {"GetObject": 1, "ListObjectsV2": 3, "DeleteObjects": 2}
 
 
 def test_from_url_s3_with_endpoint_and_setup() -> None:

@@ -68,7 +68,7 @@ def test_setup_on_rgw_probes_once_and_records_it() -> None:
         obj = saver.store.get(keys.FORMAT_MARKER_KEY)
         marker, _ = envelope.decode_msgpack(obj.body, key=obj.key, expect=envelope.Kind.MARKER)
         assert marker["probe"]["passed"] > 0
-        assert [o.key for o in saver.store.list("")] == [keys.FORMAT_MARKER_KEY]
+        assert [o.key for o in saver.store.list("")] == [keys.FORMAT_MARKER_KEY, "meta/index"]
         saver.setup()
         assert saver.store.get(keys.FORMAT_MARKER_KEY).etag == obj.etag  # not probed again
 

@@ -100,11 +100,12 @@ async def test_async_setup_refuses_too() -> None:
 def test_the_probe_runs_once_per_deployment() -> None:
     store = CountingStore(MemoryStore())
     ObjectStoreSaver(store).setup()
-    # GET marker; probe: 2 create-only PUTs, GET, 2 If-Match PUTs, DELETE; PUT marker
-    assert dict(store.counts) == {"GET": 2, "PUT": 5, "DELETE": 1}, store.counts
+    # GET marker; probe: 2 create-only PUTs, GET, 2 If-Match PUTs, DELETE; PUT marker; and the
+    # metadata index: GET meta/index, LIST heads/ (no thread yet), PUT meta/index (complete)
+    assert dict(store.counts) == {"GET": 3, "PUT": 6, "DELETE": 1, "LIST": 1}, store.counts
     store.reset()
-    ObjectStoreSaver(store).setup()  # another worker starting later
-    assert dict(store.counts) == {"GET": 1}
+    ObjectStoreSaver(store).setup()  # another worker starting later: reads the two markers
+    assert dict(store.counts) == {"GET": 2}
     assert [o.key for o in store.list(PROBE_PREFIX)] == []
 
 

@@ -1,7 +1,8 @@
 """A store holding every kind of object the package writes, for the signing tests (unit and
 integration alike): a long ``DeltaChannel`` thread (heads, sealed segments, an archive, a
 snapshot stored as pieces, blobs), a plain message list (tails), pending writes, a team (its
-roster and a message in an inbox), long-term memories and a pack, and the format marker."""
+roster and a message in an inbox), long-term memories and a pack, a session worker's liveness
+record, and the format marker."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from langgraph_handoff._format import envelope, signing
 from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff._format.signing import SigningKeys
 from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import StoreBase
 from langgraph_handoff.teams import Team
 from tests.support.chat_helpers import answering_chat, cfg
@@ -62,6 +64,7 @@ def populate(store: StoreBase, signing_key: Any = None) -> ObjectStoreSaver:
     for i in range(4):
         memory.put(("users", "u1"), f"k{i}", {"note": f"remember {i}"})
     memory.search(("users", "u1"))
+    SessionManager(saver).keep_alive("worker-a", "0f3c", 30)
     return saver
 
 
