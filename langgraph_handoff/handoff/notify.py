@@ -57,7 +57,7 @@ def notifier(notify: Notify | Sequence[Notify] | None) -> Callable[[BreakerEvent
     >>> send = notifier(lambda event: (got.append(event), done.set()))
     >>> send(BreakerEvent("t1:2", "chat-1", "ping_pong", "a -> b -> a", "b", "a", "human"))
     >>> done.wait(5), got[0].kind
-    (True, 'ping_pong'
+    (True, 'ping_pong')
     """
     if notify is None:
         return None

@@ -42,6 +42,7 @@ LABELS = {
     Kind.TEAM_ROSTER: "team roster",
     Kind.TEAM_MESSAGE: "team message",
     Kind.MARKER: "format marker",
+    Kind.WORKER: "worker liveness",
 }
 PAYLOAD_LABELS = ("pieces", "tail")
 #: the largest body a structural mutation packs (a list repeated past it is cut)

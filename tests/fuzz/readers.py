@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.errors import DamagedObjectsError, EnvelopeError, LangGraphHandoffError
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.memory import ObjectStoreMemory
+from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import MemoryStore, StoreBase
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.teams import Team
@@ -46,7 +48,7 @@ from tests.support.team_helpers import echo_build
 #: the threads of the store's root; the team member's conversation lives in its team's space
 #: (``team.member_saver``) and is read by :func:`team_ingest`
 THREADS = ("delta", "plain")
-TEAM_VIEW, MEMORY_VIEW = "team:", "memory:"
+TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW = "team:", "memory:", "sessions:"
 #: the reasons a signed run's readers give for an object no key of theirs signed
 REFUSALS = {"unsigned", "not_ours", "empty", "truncated"}
 #: "now" for the TTL readers: every thread long expired
@@ -328,6 +330,20 @@ def memory_search(target: Target) -> View:
     return view
 
 
+def sessions(target: Target) -> View:
+    """The session monitor an hour on: every lease is past its own time, so each is judged by
+    its worker's liveness record."""
+    view = View()
+    manager = SessionManager(target.saver(), clock=lambda: time.time() + 3600)
+    # one session at a time: the store-wide monitor stops at the first head whose lease it cannot
+    # read (it raises CorruptObjectError naming it), so a damaged head would hide the others
+    for tid in (*THREADS, "leased"):
+        _per_thread(
+            view, f"{SESSIONS_VIEW} {tid}", lambda t=tid: [(i.thread_id, i.status) for i in manager.sessions([t])]
+        )
+    return view
+
+
 READERS: dict[str, Callable[[Target], View]] = {
     "get_tuple": get_tuple,
     "list": list_thread,
@@ -343,6 +359,7 @@ READERS: dict[str, Callable[[Target], View]] = {
     "cli": cli,
     "team ingest": team_ingest,
     "memory search": memory_search,
+    "sessions": sessions,
 }
 
 
@@ -359,12 +376,16 @@ def group_of(key: str) -> str:
         return TEAM_VIEW
     if key.startswith("memory/"):
         return MEMORY_VIEW
+    if key.startswith("workers/"):
+        return SESSIONS_VIEW
     return "*"
 
 
 def _in_group(key: str, group: str) -> bool:
     if group == "*":
         return True
+    if group == SESSIONS_VIEW:
+        return key.startswith("workers/")
     if group in (TEAM_VIEW, MEMORY_VIEW):
         # an error raised inside the member's saver names its key relative to the team's space
         # (``teams/crew/members/``): the member's own thread, so the team's group
@@ -384,7 +405,7 @@ def _affected(view_key: str, group: str) -> bool:
     """Whether the view of ``view_key`` may differ from the baseline when ``group`` is damaged."""
     if group == "*":
         return True
-    if group in (TEAM_VIEW, MEMORY_VIEW):
+    if group in (TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW):
         return view_key.startswith(group) or (group == TEAM_VIEW and view_key.endswith(f"{TEAM}/{MEMBER}"))
     return view_key.split(" ")[-1] == group or (view_key.startswith(TEAM_VIEW) and group == f"{TEAM}/{MEMBER}")
 

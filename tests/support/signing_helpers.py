@@ -64,7 +64,9 @@ def populate(store: StoreBase, signing_key: Any = None) -> ObjectStoreSaver:
     for i in range(4):
         memory.put(("users", "u1"), f"k{i}", {"note": f"remember {i}"})
     memory.search(("users", "u1"))
-    SessionManager(saver).keep_alive("worker-a", "0f3c", 30)
+    sessions = SessionManager(saver)  # a session whose lease names its worker's liveness record
+    sessions.keep_alive("worker-a", "0f3c", 30)
+    sessions.acquire("leased", "worker-a", 30, liveness="0f3c")
     return saver
 
 
