@@ -78,6 +78,7 @@ from langgraph_handoff.cli.app import (
     open_saver,
     out,
     progress_pass,
+    report_damaged,
     summary_table,
 )
 from langgraph_handoff.cli.safe_text import cell, json_text, shown
@@ -107,7 +108,8 @@ def sessions(
 ) -> None:
     """List sessions and who owns them, one line each (thread, status, owner, epoch; a JSON
     document per line with --json); exit 1 when some are expired, stuck in transfer or never
-    owned. With --reclaim-as, first take over the expired ones (one "reclaimed" line each)."""
+    owned, or a session's head cannot be read (a "skipped" line each; {"damaged": ...} with
+    --json). With --reclaim-as, first take over the expired ones (one "reclaimed" line each)."""
     from langgraph_handoff.ownership import SessionManager
 
     with _saver(url, migrations) as saver:
@@ -117,7 +119,8 @@ def sessions(
                 row = {"reclaimed": lease.thread_id, "owner": lease.owner, "epoch": lease.epoch}
                 text = f"reclaimed {shown(lease.thread_id)}\towner {shown(lease.owner)}\tepoch {lease.epoch}"
                 _out(as_json, row, text)
-        infos = manager.sessions()
+        damaged: list[Any] = []
+        infos = manager.sessions(on_damaged=damaged.append)
     for info in infos:
         if info.needs_attention or not attention:
             row = info.as_dict()
@@ -125,7 +128,8 @@ def sessions(
                 f"{shown(row['thread_id'])}\t{shown(row['status'])}\towner {shown(row['owner'])}\tepoch {row['epoch']}"
             )
             _out(as_json, row, text)
-    if any(i.needs_attention for i in infos):
+    report_damaged(as_json, damaged)  # a head it could not read: nobody can say who owns it
+    if damaged or any(i.needs_attention for i in infos):
         raise typer.Exit(1)
 
 

@@ -17,15 +17,18 @@ from typing import Any, TypeVar
 
 from langgraph_handoff import telemetry as T
 from langgraph_handoff._format import keys
+from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff._format.records import Head
 from langgraph_handoff.checkpoint import driver, liveness, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.fencing import fence_of, fenced
+from langgraph_handoff.checkpoint.plans.listing import UNREADABLE, OnDamaged, report_damage
 from langgraph_handoff.checkpoint.saver import ObjectStoreSaver
 from langgraph_handoff.errors import ConflictError, LeaseHeldError
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.ownership import lease as L
 from langgraph_handoff.ownership.lease import Lease, Status
+from langgraph_handoff.stores.base import Get
 
 log = logging.getLogger("langgraph_handoff.ownership")
 
@@ -441,11 +444,19 @@ class SessionManager:
 
     # -- monitoring and forced takeover ------------------------------------------------------------------
 
-    def _plan_sessions(self, thread_ids: Sequence[str] | None, alive: Alive | None = None) -> Plan[list[SessionInfo]]:
+    def _plan_sessions(
+        self, thread_ids: Sequence[str] | None, alive: Alive | None = None, on_damaged: OnDamaged | None = None
+    ) -> Plan[list[SessionInfo]]:
         """Every session's status; a lease past its own time is judged by its owner's liveness
-        record (one GET per record, however many leases name it; ``alive`` keeps them)."""
+        record (one GET per record, however many leases name it; ``alive`` keeps them).
+
+        Over every session (``thread_ids=None``) a root head that cannot be read, or holds a
+        lease that cannot be, is damage: logged naming its key, handed to ``on_damaged``, and
+        the walk goes on, as every store-wide walk does. Asked for given sessions, it raises
+        ``CorruptObjectError`` for such a head, as ``get_tuple`` does for its thread."""
         heads = self.saver.heads
         alive = {} if alive is None else alive
+        walk = thread_ids is None
         if thread_ids is None:
             ids = [t for t, ns in (yield from heads.ids()) if ns == ""]
         else:
@@ -454,13 +465,20 @@ class SessionManager:
         out: list[SessionInfo] = []
         for start in range(0, len(ids), 64):
             chunk = ids[start : start + 64]
-            reads = yield from heads.read_many([(t, "") for t in chunk])
-            leases = [lease_of(head, tid) for tid, (head, _) in zip(chunk, reads, strict=True)]
-            refs = [r for r in (_record_to_read(lease, now, alive) for lease in leases) if r is not None]
+            objs = yield driver.Batch(tuple(Get(keys.head_key(t, "")) for t in chunk))
+            read: list[tuple[str, Head, Lease | None]] = []
+            for tid, obj in zip(chunk, objs, strict=True):
+                try:
+                    head, _ = heads.decode(obj, tid)
+                    if head is not None:
+                        read.append((tid, head, lease_of(head, tid)))
+                except UNREADABLE as exc:
+                    if not walk:
+                        raise
+                    report_damage(DamagedObject.from_error(exc), on_damaged, "the session monitor")
+            refs = [r for r in (_record_to_read(lease, now, alive) for _, _, lease in read) if r is not None]
             alive.update((yield from liveness.plan_alive_until(refs)))
-            for tid, (head, _), stored in zip(chunk, reads, leases, strict=True):
-                if head is None:
-                    continue
+            for tid, head, stored in read:
                 lease = _as_alive(stored, alive)
                 status: Status = lease.status(now) if lease is not None else "ownerless"
                 if lease is None and not head.records:
@@ -468,13 +486,18 @@ class SessionManager:
                 out.append(SessionInfo(tid, status, lease, head.latest_id))
         return out
 
-    def sessions(self, thread_ids: Sequence[str] | None = None) -> list[SessionInfo]:
+    def sessions(
+        self, thread_ids: Sequence[str] | None = None, *, on_damaged: OnDamaged | None = None
+    ) -> list[SessionInfo]:
         """Every session (or the given ones) with its status; ``needs_attention`` marks the
-        "nobody is responsible" window: expired, stuck in transfer, or never owned."""
-        return self._run(self._plan_sessions(thread_ids))
+        "nobody is responsible" window: expired, stuck in transfer, or never owned. Over every
+        session, a head that cannot be read is skipped, logged and given to ``on_damaged``."""
+        return self._run(self._plan_sessions(thread_ids, on_damaged=on_damaged))
 
-    async def asessions(self, thread_ids: Sequence[str] | None = None) -> list[SessionInfo]:
-        return await self._arun(self._plan_sessions(thread_ids))
+    async def asessions(
+        self, thread_ids: Sequence[str] | None = None, *, on_damaged: OnDamaged | None = None
+    ) -> list[SessionInfo]:
+        return await self._arun(self._plan_sessions(thread_ids, on_damaged=on_damaged))
 
     def _plan_reclaim(
         self, owner: str, ttl: float, thread_ids: Sequence[str] | None, limit: int | None, liveness: str | None

@@ -335,8 +335,8 @@ def sessions(target: Target) -> View:
     its worker's liveness record."""
     view = View()
     manager = SessionManager(target.saver(), clock=lambda: time.time() + 3600)
-    # one session at a time: the store-wide monitor stops at the first head whose lease it cannot
-    # read (it raises CorruptObjectError naming it), so a damaged head would hide the others
+    # one session at a time, so that each view belongs to its thread (the store-wide monitor
+    # skips a damaged head and reports it: its list changes with any thread's damage)
     for tid in (*THREADS, "leased"):
         _per_thread(
             view, f"{SESSIONS_VIEW} {tid}", lambda t=tid: [(i.thread_id, i.status) for i in manager.sessions([t])]

@@ -9,6 +9,7 @@ the request count grew with the sessions, and there was no ``max_sessions``.
 
 from __future__ import annotations
 
+import json
 import operator
 import time
 from typing import Annotated, Any
@@ -222,3 +223,41 @@ def test_stop_hands_each_session_over_in_two_requests(fleet: Any) -> None:
     store.reset()
     assert sorted(a.stop()) == [f"chat-{i}" for i in range(5)]
     assert store.snapshot() == {"GET": 5, "PUT": 6, "requests": 11, "round_trips": 11}
+
+
+def test_the_session_monitor_reports_a_damaged_head_and_goes_on(fleet: Any) -> None:
+    """It raised CorruptObjectError at the first root head it could not read (or whose lease it
+    could not), and reported no other session: the fuzzer's session reader found it."""
+    from langgraph_handoff.errors import CorruptObjectError
+
+    store, clock, worker = fleet
+    a = worker("a")
+    for tid in ("chat-1", "chat-2", "chat-3"):
+        a.invoke(tid, {"log": ["hi"]})
+    store.put("heads/chat-2/=", b"not a head at all")
+    monitor = SessionManager(ObjectStoreSaver(store, clock=clock), clock=clock)
+    damaged: list[Any] = []
+    infos = monitor.sessions(on_damaged=damaged.append)
+    assert [i.thread_id for i in infos] == ["chat-1", "chat-3"]
+    assert [d.key for d in damaged] == ["heads/chat-2/="]
+    with pytest.raises(CorruptObjectError):  # asked for that session by name: its error
+        monitor.sessions(["chat-2"])
+    assert [lease.thread_id for lease in worker("b").reclaim()] == []  # the walk of a reclaim goes on too
+
+
+def test_the_sessions_command_says_which_head_it_skipped(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from langgraph_handoff.cli import app
+    from langgraph_handoff.stores import LocalStore
+
+    saver = ObjectStoreSaver(LocalStore(str(tmp_path)))
+    sessions = SessionManager(saver)
+    sessions.acquire("chat-1", "a", 30)
+    sessions.acquire("chat-2", "a", 30)
+    (tmp_path / "heads" / "chat-2" / "=").write_bytes(b"not a head")
+    run = CliRunner().invoke(app, ["sessions", f"file://{tmp_path}", "--json"])
+    assert run.exit_code == 1
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    assert [r["thread_id"] for r in rows if "thread_id" in r] == ["chat-1"]
+    assert [r["damaged"]["key"] for r in rows if "damaged" in r] == ["heads/chat-2/="]
