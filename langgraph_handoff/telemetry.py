@@ -328,7 +328,6 @@ class Span:
 
 #: the span of a block that is not traced
 OFF = Span(None)
-_OFF = OFF
 
 
 def _value(v: Any) -> Any:
@@ -354,7 +353,7 @@ def span(
     ``traceparent`` values of spans elsewhere (another worker) this one follows from. An
     exception in the block marks the span as an error and goes on unchanged."""
     if not is_on():
-        yield _OFF
+        yield OFF
         return
     try:
         otel_kind = _trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL
@@ -362,7 +361,7 @@ def span(
         raw = _tracer().start_span(name, kind=otel_kind, attributes=attrs, links=_links(links))
     except Exception as exc:  # noqa: BLE001
         _failed(exc)
-        yield _OFF
+        yield OFF
         return
     handle = Span(raw)
     token = None

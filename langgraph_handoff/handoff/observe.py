@@ -54,7 +54,8 @@ def _lead(scores: Mapping[str, Any], target: str | None) -> tuple[str | None, fl
     ranked = sorted(((float(v), k) for k, v in scores.items() if isinstance(v, int | float)), reverse=True)
     if not ranked or target is None:
         return None, None
-    best = float(scores.get(target, ranked[0][0])) if isinstance(scores.get(target), int | float) else ranked[0][0]
+    won = scores.get(target)
+    best = float(won) if isinstance(won, int | float) else ranked[0][0]
     others = [(v, k) for v, k in ranked if k != target]
     if not others:
         return None, None

@@ -214,6 +214,8 @@ class _Reads:
     failed: dict[str, str] = field(default_factory=dict)
     #: the heads among ``failed`` that cannot be read (damaged, or from a newer release)
     damaged: dict[str, DamagedObject] = field(default_factory=dict)
+    #: until when each worker liveness record read for this chunk keeps its leases alive
+    alive: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def _nothing_to_do(
@@ -355,7 +357,7 @@ def _sweep_group(
         return ThreadSweep(thread_id, "empty")
     expires = max(_seen(h, e).expiry(default_ttl) for h, e in live_heads.values())
     if result.now >= expires and "" in live_heads:
-        expires = max(expires, (yield from _worker_alive_until(live_heads[""][0])))
+        expires = max(expires, (yield from _worker_alive_until(live_heads[""][0], reads.alive)))
     if result.now < expires:
         return ThreadSweep(thread_id, "kept", expires_at=expires)
     if result.strategy == "keep_latest":
@@ -365,7 +367,7 @@ def _sweep_group(
     return (yield from _sweep_delete(saver, thread_id, heads, expires, result.now))
 
 
-def _worker_alive_until(root: Head) -> Plan[float]:
+def _worker_alive_until(root: Head, alive: dict[tuple[str, str], float]) -> Plan[float]:
     """Until when the liveness record of the worker whose lease is on ``root`` keeps the
     session alive (0.0: no such lease or record). A worker renews that one record, not each
     lease (:mod:`~langgraph_handoff.checkpoint.liveness`), so a session it serves is idle
@@ -374,7 +376,9 @@ def _worker_alive_until(root: Head) -> Plan[float]:
     ref = terms.liveness_ref if terms is not None else None
     if ref is None:
         return 0.0
-    return (yield from liveness.plan_alive_until([ref])).get(ref, 0.0)
+    if ref not in alive:  # one GET per worker, however many of its sessions the chunk holds
+        alive.update((yield from liveness.plan_alive_until([ref])))
+    return alive.get(ref, 0.0)
 
 
 def _tombstone(thread_id: str, ns: str, head: Head | None, now: float, upto: str | None) -> Head:
