@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -187,26 +189,34 @@ def test_the_memo_holds_every_head_of_100000_threads_at_about_half_a_kib_each(tm
     its head). The memo held 32,768 entries, about 16,000 threads' walk, so a larger store was
     reread and rehashed on every walk; it now holds 2**18 entries, and an entry costs what the
     docs say (about 500 bytes; about 780 before, with a tuple signature and a dict per entry)."""
-    import tracemalloc
-
     from langgraph_handoff.stores.stat_memo import MAX_ENTRIES
 
     assert MAX_ENTRIES >= 2 * 100_000
     n = 2000
-    store = LocalStore(tmp_path, fsync=False)
-    for i in range(n):
-        store.put(f"heads/thread-{i:07d}/=", b"h" * 300)
-    store._memo = StatMemo(clock=_ahead)
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        listed = list(store.list("heads/"))
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    del listed  # the listing's own objects are the memo's: nothing counted twice
-    assert len(store._memo) == 2 * n + 1
-    assert held / len(store._memo) < 560, held / len(store._memo)
+    # measured in a process of its own: tracemalloc counts every thread's allocations, and under
+    # xdist other tests leave threads running (heartbeats, I/O pools) that would be counted too
+    code = f"""
+import tracemalloc, pathlib, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from langgraph_handoff.stores import LocalStore
+from langgraph_handoff.stores.stat_memo import StatMemo
+from tests.stores.test_local_walks import _ahead
+store = LocalStore(pathlib.Path({str(tmp_path)!r}), fsync=False)
+for i in range({n}):
+    store.put(f"heads/thread-{{i:07d}}/=", b"h" * 300)
+store._memo = StatMemo(clock=_ahead)
+tracemalloc.start()
+before = tracemalloc.get_traced_memory()[0]
+listed = list(store.list("heads/"))
+held = tracemalloc.get_traced_memory()[0] - before
+tracemalloc.stop()
+del listed  # the listing's own objects are the memo's: nothing counted twice
+print(len(store._memo), held)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    entries, held = (int(x) for x in run.stdout.split())
+    assert entries == 2 * n + 1
+    assert held / entries < 560, held / entries
 
 
 def test_stat_memo_takes_how_many_entries_to_keep(tmp_path: Path) -> None:
