@@ -54,12 +54,13 @@ Nothing in this package raises a bare ``KeyError`` for bad input, and no error p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a record of the format layer, named here for types only (no import upwards)
     from langgraph_handoff._format.damage import DamagedObject
 
 __all__ = [
+    "AuditRecordNotFoundError",
     "CheckpointOrderError",
     "ConflictError",
     "CorruptObjectError",
@@ -768,6 +769,24 @@ class ThreadNotFoundError(InvalidInputError):
         super().__init__(
             f"no thread {thread_id!r}{what}: the store holds no checkpoint of it; check the thread id "
             "(`langgraph-handoff threads URL` lists them)"
+        )
+
+
+class AuditRecordNotFoundError(InvalidInputError):
+    """No audit record with this id was filed in the days searched (``langgraph-handoff audit
+    show``/``mark``, :class:`~langgraph_handoff.handoff.audit.StoreAuditSink`). Nothing was done.
+
+    >>> from datetime import timedelta
+    >>> str(AuditRecordNotFoundError("8c5a", timedelta(days=30)))[:44]
+    "no audit record '8c5a' in the last 30 day(s)"
+    """
+
+    def __init__(self, audit_id: str, since: Any) -> None:
+        self.audit_id = audit_id
+        days = max(1, int(getattr(since, "days", 1) or 1))
+        super().__init__(
+            f"no audit record {audit_id!r} in the last {days} day(s); list them with "
+            "`langgraph-handoff audit list URL --since 7d`, or search further back with --since"
         )
 
 

@@ -91,6 +91,11 @@ TEAM = "langgraph_handoff.team.id"
 MEMBER = "langgraph_handoff.team.member"
 ROLE = "langgraph_handoff.team.role"
 MESSAGES = "langgraph_handoff.team.messages"
+#: the handoff is audited (a collector's tail sampler keeps these traces), and why
+AUDIT_SAMPLED = "langgraph_handoff.audit.sampled"
+AUDIT_WHY = "langgraph_handoff.audit.why"
+#: the briefing check's verdict: ``keyword``, ``semantic``, ``unchecked`` when it passed, else ``fail_{step}``
+BRIEFING_CHECK = "langgraph_handoff.briefing.check"
 
 # -- the metrics -----------------------------------------------------------------------------------
 M_OPERATION_DURATION = "langgraph_handoff.checkpoint.operation.duration"
@@ -106,7 +111,14 @@ M_SESSION_CHANGES = "langgraph_handoff.session.changes"
 M_SESSION_UNOWNED = "langgraph_handoff.session.unowned.duration"
 M_RENEW_FAILURES = "langgraph_handoff.session.renew.failures"
 M_TEAM_MESSAGES = "langgraph_handoff.team.messages"
+#: the handoff is audited (a collector's tail sampler keeps these traces), and why
+AUDIT_SAMPLED = "langgraph_handoff.audit.sampled"
+AUDIT_WHY = "langgraph_handoff.audit.why"
+#: the briefing check's verdict: ``keyword``, ``semantic``, ``unchecked`` when it passed, else ``fail_{step}``
+BRIEFING_CHECK = "langgraph_handoff.briefing.check"
 M_TEAM_DELIVERY = "langgraph_handoff.team.delivery.latency"
+M_BRIEFING_CHECKS = "langgraph_handoff.briefing.checks"
+M_AUDITS = "langgraph_handoff.audit.records"
 
 _HISTOGRAMS = {
     M_OPERATION_DURATION: ("s", "time of one checkpoint operation, store requests included"),
@@ -125,6 +137,8 @@ _COUNTERS = {
     M_SESSION_CHANGES: "session ownership changes, by kind",
     M_RENEW_FAILURES: "heartbeats that could not renew a lease or liveness record",
     M_TEAM_MESSAGES: "team messages, by event (sent, ingested, dead_letter, hop_cut)",
+    M_BRIEFING_CHECKS: "briefing checks, by verdict (keyword, semantic, unchecked, fail_length, ...) and outcome",
+    M_AUDITS: "handoffs audited, by reason (sampled, breaker, briefing_flagged)",
 }
 
 

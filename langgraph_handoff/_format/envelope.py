@@ -126,6 +126,8 @@ class Kind(enum.IntEnum):
     REFUSED = 11
     #: a worker's liveness record (:mod:`langgraph_handoff.checkpoint.liveness`)
     WORKER = 12
+    #: an audited handoff (:mod:`langgraph_handoff.handoff.audit`)
+    AUDIT = 13
 
 
 @dataclass(frozen=True)

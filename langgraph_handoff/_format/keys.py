@@ -353,6 +353,9 @@ FORMAT_MARKER_KEY = "meta/format"
 
 WORKERS_ROOT = "workers/"
 
+#: audited handoffs, ``audit/{yyyy-mm-dd}/{id}`` (:mod:`langgraph_handoff.handoff.audit`)
+AUDIT_ROOT = "audit/"
+
 
 def worker_key(owner: str, incarnation: str) -> str:
     """The liveness record of one incarnation (one process) of session worker ``owner``.

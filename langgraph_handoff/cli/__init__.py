@@ -14,6 +14,8 @@
     langgraph-handoff delete   URL THREAD --yes [--force]
     langgraph-handoff sweep    URL [--dry-run] [--limit N] [--ttl MINUTES] [--strategy delete|keep_latest]
     langgraph-handoff index rebuild URL [--key KEY ...] [--team TEAM]
+    langgraph-handoff audit list URL [--since 1d]   (also: audit show URL ID, audit mark URL ID
+                      --verdict ok|wrong [--note TEXT], audit stats URL [--since 30d])
     langgraph-handoff sessions URL [--attention] [--reclaim-as WORKER --ttl S]
     langgraph-handoff migrate  URL --migrations MODULE:NAME [--thread THREAD ...] [--dry-run] [--concurrency N]
     langgraph-handoff team status URL TEAM
@@ -37,7 +39,7 @@ run next.
 
 The commands live by concern: :mod:`.store` (setup, doctor), :mod:`.threads` (threads,
 history, show, diff, verify), :mod:`.maintenance` (prune, copy, delete, sweep, migrate),
-:mod:`.index` (index rebuild) and
+:mod:`.index` (index rebuild), :mod:`.audit` (audited handoffs) and
 this module (sessions, the team commands, the entry point); :mod:`.app` holds what they share.
 
 Built on typer (commands from type-annotated functions) and rich (progress and tables), the pair
@@ -64,6 +66,9 @@ from langgraph_handoff.cli import maintenance  # noqa: F401
 
 # isort: split
 from langgraph_handoff.cli import index  # noqa: F401
+
+# isort: split
+from langgraph_handoff.cli import audit  # noqa: F401
 
 # isort: split
 from langgraph_handoff._format import keys

@@ -13,6 +13,8 @@
 """
 
 from langgraph_handoff.handoff.agents import HandoffAgent, handoff_middleware, handoff_to
+from langgraph_handoff.handoff.audit import AuditPolicy, AuditRecord, LogAuditSink, StoreAuditSink
+from langgraph_handoff.handoff.briefing import BriefingCheck, BriefingVerdict
 from langgraph_handoff.handoff.context import BriefingOnly, FullHistory, LastN, StripTools
 from langgraph_handoff.handoff.graph import (
     HandoffState,
@@ -27,13 +29,19 @@ from langgraph_handoff.handoff.tools import create_handoff_tool, handoff_tools
 
 __all__ = [
     "SERDE_ALLOWLIST",
+    "AuditPolicy",
+    "AuditRecord",
+    "BriefingCheck",
     "BriefingOnly",
+    "BriefingVerdict",
     "FullHistory",
     "Handoff",
     "HandoffAgent",
     "HandoffState",
     "HistoryProblem",
     "LastN",
+    "LogAuditSink",
+    "StoreAuditSink",
     "StripTools",
     "assert_valid_history",
     "build_handoff_graph",

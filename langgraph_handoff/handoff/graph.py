@@ -43,6 +43,8 @@ from langgraph.types import Command
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff import observe
 from langgraph_handoff.handoff.agents import REQUEST_KEY, HandoffAgent, build_tool_agent, tools_for
+from langgraph_handoff.handoff.audit import AuditPolicy, audit_records, awrite_audits, write_audits
+from langgraph_handoff.handoff.briefing import BriefingCheck
 from langgraph_handoff.handoff.model import Handoff, is_handoff_message
 from langgraph_handoff.handoff.notify import Notify, notifier
 from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy
@@ -125,6 +127,12 @@ async def _aemit(config: RunnableConfig, events: list[Event], notify: Any = None
         writer({EVENT: kind, **data})
         with contextlib.suppress(RuntimeError):
             await adispatch_custom_event(f"{EVENT}.{kind}", data, config=config)
+
+
+def _seed(config: RunnableConfig) -> str | None:
+    """The LangGraph task id of this step: the same when the step is replayed."""
+    task = (config.get("configurable") or {}).get("__pregel_task_id")
+    return str(task) if task else None
 
 
 def _run_sync_not_supported(name: str) -> Callable[[Any], Any]:
@@ -340,6 +348,8 @@ def build_handoff_graph(
     turn_deadline: float | None = None,
     notify: Notify | Sequence[Notify] | None = None,
     wall_clock: Callable[[], float] = time.time,
+    briefing_check: BriefingCheck | None = None,
+    audit: AuditPolicy | float | None = None,
 ) -> StateGraph[Any]:
     """The uncompiled :class:`~langgraph.graph.StateGraph` behind :func:`create_handoff_graph`
     (add your own nodes or edges, then ``compile``)."""
@@ -389,7 +399,13 @@ def build_handoff_graph(
             "router must have route(text) and aroute(text) (a RuleRouter, SemanticRouter, HybridRouter, ...)"
         )
 
+    if briefing_check is not None and not isinstance(briefing_check, BriefingCheck):
+        raise InvalidHandoffError(
+            f"briefing_check must be a BriefingCheck or None, got {type(briefing_check).__name__}"
+        )
     policy = HandoffPolicy(
+        briefing=briefing_check.bind(specs, router) if briefing_check is not None else None,
+        audit=AuditPolicy.of(audit),
         agents=by_name,
         router=router,
         fallback=fallback,
@@ -408,25 +424,33 @@ def build_handoff_graph(
     def entry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
-        plan = policy.entry(state, decision)
+        plan = policy.entry(state, decision, _seed(config))
         _emit(config, plan.events, send)
+        write_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
         return Command(goto=plan.goto, update=plan.update)
 
     async def aentry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = await chosen.aroute(_user_text(state.get("messages") or [])) if chosen is not None else None
-        plan = policy.entry(state, decision)
+        plan = policy.entry(state, decision, _seed(config))
         await _aemit(config, plan.events, send)
+        await awrite_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
         return Command(goto=plan.goto, update=plan.update)
 
     def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
-        plan = policy.plan(state)
+        bound = policy.briefing
+        verdicts = {i: bound.verdict(t, b, r) for i, t, b, r in policy.to_check(state)} if bound else None
+        plan = policy.plan(state, verdicts, _seed(config))
         _emit(config, plan.events, send)
+        write_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
         return Command(goto=plan.goto, update=plan.update)
 
     async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
-        plan = policy.plan(state)
+        bound = policy.briefing
+        verdicts = {i: await bound.averdict(t, b, r) for i, t, b, r in policy.to_check(state)} if bound else None
+        plan = policy.plan(state, verdicts, _seed(config))
         await _aemit(config, plan.events, send)
+        await awrite_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
         return Command(goto=plan.goto, update=plan.update)
 
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema)
@@ -469,7 +493,10 @@ def create_handoff_graph(
     ``turn_deadline`` (wall-clock seconds per user turn, waiting at an interrupt excluded, checked
     at every step; async agents are cancelled at it), ``notify`` (called in the background with a
     :class:`~langgraph_handoff.handoff.notify.BreakerEvent` on every breaker trip), ``wall_clock``,
-    ``reroute`` (``"rules"``), ``default_agent``, ``fallback_message``, ``state_schema``, ``clock``.
+    ``reroute`` (``"rules"``), ``default_agent``, ``fallback_message``, ``state_schema``, ``clock``,
+    ``briefing_check`` (a :class:`~langgraph_handoff.handoff.BriefingCheck` run on every handoff
+    an agent asks for) and ``audit`` (an :class:`~langgraph_handoff.handoff.AuditPolicy`, or a
+    rate such as ``0.5``: which handoffs are kept for a person to check).
 
     ``recursion_limit`` replaces LangGraph's default of 10,007 steps, which lets a looping graph
     run for minutes and gigabytes before it stops (see the survey); the breakers stop loops long

@@ -43,6 +43,8 @@ class Handoff(Model):
     - ``payload``: structured data, already validated against the target's ``payload_schema``.
     - ``chain``: the agents that held this user turn so far, ending with ``target``.
     - ``hop``: how many handoffs this user turn has made, this one included.
+    - ``check``: what the briefing check said (:class:`~langgraph_handoff.handoff.BriefingCheck`),
+      and ``audit``: whether the handoff was picked for a person to check (``audit=`` on the graph).
     - ``trigger``: ``tool`` (an LLM called a handoff tool), ``node`` (code returned a request),
       ``route`` (the entry router picked the first agent), ``breaker`` (a circuit breaker sent
       the conversation to the fallback; ``reason`` says which), or, between *workers*,
@@ -70,6 +72,10 @@ class Handoff(Model):
     trigger: Trigger = "tool"
     tool_call_id: str | None = None
     created_at: datetime = Field(default_factory=_now)
+    #: the briefing check's verdict (``{"ok", "by", "reason", "matched"}``), when one ran
+    check: dict[str, Any] | None = None
+    #: picked for audit (:mod:`langgraph_handoff.handoff.audit`)
+    audit: bool = False
 
     @field_validator("target")
     @classmethod

@@ -97,9 +97,16 @@ def _handoff(thread: str | None, h: Mapping[str, Any]) -> None:
         T.EVENT: "handoff", T.THREAD: thread, T.HANDOFF_ID: h.get("id"), T.SOURCE: h.get("source"),
         T.TARGET: h.get("target"), T.TRIGGER: h.get("trigger"), T.HOP: h.get("hop"), T.CHAIN: " -> ".join(chain),
         T.BRIEFING_LENGTH: len(briefing), T.PAYLOAD_KEYS: sorted(payload) if payload else None,
+        T.AUDIT_SAMPLED: bool(h.get("audit")), T.BRIEFING_CHECK: check_label(h.get("check")),
     }  # fmt: skip
     if T.content_on():
         attrs[T.BRIEFING] = briefing
+    check = h.get("check")
+    if isinstance(check, Mapping) and check.get("ok") is False:
+        log.warning(
+            "handoff %s on %s to %r went ahead with a briefing the check flagged (%s); it is audited",
+            h.get("id"), thread, h.get("target"), check.get("reason"), extra=attrs,
+        )  # fmt: skip
     log.info(
         "handoff %s on %s: %s -> %s (hop %s, chain %s; %s)",
         h.get("id"),
@@ -151,6 +158,7 @@ def _breaker(thread: str | None, b: Mapping[str, Any], notify: Callable[[Breaker
 def _kind(reason: str) -> str:
     """The breaker's kind, from the reason the policy wrote (low cardinality, for metrics)."""
     for marker, kind in (
+        ("the briefing ", "briefing"),
         ("turn deadline", "deadline"),
         ("time budget", "time_budget"),
         ("handoffs this turn", "hop_limit"),
@@ -179,7 +187,29 @@ def _retry(thread: str | None, r: Mapping[str, Any]) -> None:
             pass
 
 
-_RECORDERS = {"route": _route, "handoff": _handoff, "retry": _retry}
+def check_label(check: Any) -> str | None:
+    """The briefing check's verdict as one low-cardinality word: the step that passed it
+    (``keyword``, ``semantic``, ``unchecked``) or ``fail_{step}``."""
+    if not isinstance(check, Mapping):
+        return None
+    by = str(check.get("by") or "unchecked")
+    return by if check.get("ok") else f"fail_{by}"
+
+
+def _check(thread: str | None, c: Mapping[str, Any]) -> None:
+    label = check_label(c)
+    attrs = {T.EVENT: "briefing_check", T.THREAD: thread, T.SOURCE: c.get("source"), T.TARGET: c.get("target"),
+             T.BRIEFING_CHECK: label, T.REASON: c.get("reason") or None}  # fmt: skip
+    log.log(
+        logging.DEBUG if c.get("ok") else logging.INFO,
+        "briefing check on %s, %r -> %r: %s%s",
+        thread, c.get("source"), c.get("target"), label, f" ({c.get('reason')})" if c.get("reason") else "",
+        extra=attrs,
+    )  # fmt: skip
+    T.counter(T.M_BRIEFING_CHECKS, 1, {T.TARGET: c.get("target"), T.BRIEFING_CHECK: label})
+
+
+_RECORDERS = {"route": _route, "handoff": _handoff, "retry": _retry, "check": _check}
 
 
 def record(

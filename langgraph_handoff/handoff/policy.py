@@ -20,6 +20,8 @@ from langgraph.graph import END
 
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff.agents import HandoffAgent
+from langgraph_handoff.handoff.audit import AuditPolicy
+from langgraph_handoff.handoff.briefing import BoundCheck, BriefingVerdict
 from langgraph_handoff.handoff.history import orphaned_call_stubs
 from langgraph_handoff.handoff.model import Handoff
 from langgraph_handoff.routing.decision import RouteDecision
@@ -33,6 +35,24 @@ ROUTER = "handoff_router"
 
 #: how often per user turn an agent is sent back to fix a handoff the router refused
 MAX_RETRIES = 2
+
+#: names the ids of handoffs and turns derived from a LangGraph task (see ``HandoffPolicy.ids``)
+_ID_SPACE = uuid.UUID("6f1d0c2e-5b1a-4f6e-9a51-3c8e2d7b4a90")
+
+
+def ids(seed: str | None) -> Callable[[str], str]:
+    """Ids for what one graph step makes, derived from its LangGraph task id (``seed``): a step
+    replayed after a crash or a takeover runs the same task, so it makes the same handoff, with
+    the same id (and the same audit decision). Without a seed, fresh random ids.
+
+    >>> make = ids("task-1")
+    >>> make("handoff") == ids("task-1")("handoff") != ids("task-2")("handoff")
+    True
+    """
+    if not seed:
+        return lambda _: uuid.uuid4().hex
+    return lambda what: uuid.uuid5(_ID_SPACE, f"{seed}:{what}").hex
+
 
 Event = tuple[str, dict[str, Any]]
 
@@ -64,6 +84,18 @@ class HandoffPolicy:
     #: seconds since the epoch (UTC), for the turn deadline: it is kept in state, so it holds
     #: on whichever worker runs the next step
     wall_clock: Callable[[], float] = time.time
+    #: the briefing check bound to these agents, or None
+    briefing: BoundCheck | None = None
+    #: which handoffs are audited, or None
+    audit: AuditPolicy | None = None
+
+    def handoff(self, make_id: Callable[[str], str], **fields: Any) -> Handoff:
+        """A handoff this step makes, with its id and whether it is audited."""
+        handoff = Handoff(id=make_id(f"handoff:{fields.get('target')}"), **fields)
+        if self.audit is None:
+            return handoff
+        why = self.audit.why(handoff.model_dump(mode="json"), handoff.check, handoff.id)
+        return handoff.model_copy(update={"audit": bool(why)}) if why else handoff
 
     def late(self, state: Mapping[str, Any]) -> str | None:
         """Why the turn is past its deadline, or None."""
@@ -117,14 +149,15 @@ class HandoffPolicy:
         ) + f"; starting at the default agent {self.default_agent!r}"
         return decision.model_copy(update={"target": self.default_agent, "method": "fallback", "reason": why})
 
-    def turn_clock(self) -> dict[str, Any]:
+    def turn_clock(self, make_id: Callable[[str], str] | None = None) -> dict[str, Any]:
         """The state a new user turn starts its clock with: its id (breaker events are named
         after it), its deadline (UTC seconds) and the time of its last step."""
         now = self.wall_clock()
         deadline = now + self.turn_deadline if self.turn_deadline is not None else None
-        return {"turn_id": uuid.uuid4().hex, "turn_deadline_at": deadline, "turn_last_at": now}
+        return {"turn_id": (make_id or ids(None))("turn"), "turn_deadline_at": deadline, "turn_last_at": now}
 
-    def entry(self, state: Mapping[str, Any], decision: RouteDecision | None) -> Plan:
+    def entry(self, state: Mapping[str, Any], decision: RouteDecision | None, seed: str | None = None) -> Plan:
+        make_id = ids(seed)
         chosen = self._choose(state, decision)
         target = chosen.target
         assert target is not None
@@ -132,7 +165,8 @@ class HandoffPolicy:
             substitute = next((n for n in [self.fallback, self.default_agent, *self.agents] if self.usable(n)), None)
             if substitute is None:  # nobody can take the turn: say so instead of using a disabled agent
                 reason = f"{target!r} is disabled and no agent is available"
-                record = {"source": None, "wanted": target, "reason": reason, "target": None, "at": self.clock()}
+                record = {"source": None, "wanted": target, "reason": reason, "target": None, "at": self.clock(),
+                          "at_utc": self.wall_clock(), "id": make_id("breaker")}  # fmt: skip
                 message = AIMessage(self.fallback_message.replace("{reason}", reason), name=ROUTER)
                 ended: dict[str, Any] = {
                     "routing": [chosen.model_dump(mode="json")],
@@ -157,12 +191,13 @@ class HandoffPolicy:
             "turn_retries": 0,
             "turn_elapsed": 0.0,
             "pending_handoffs": [],
-            **self.turn_clock(),
+            **self.turn_clock(make_id),
         }
         if chosen.method != "sticky" and target != state.get("active_agent"):
-            handoff = Handoff(
-                source=state.get("active_agent"), target=target, reason=chosen.reason, chain=[target], trigger="route"
-            )
+            handoff = self.handoff(
+                make_id, source=state.get("active_agent"), target=target, reason=chosen.reason, chain=[target],
+                trigger="route",
+            )  # fmt: skip
             update["handoffs"] = [handoff.model_dump(mode="json")]
         return Plan(target, update, [("route", chosen.model_dump(mode="json"))])
 
@@ -195,8 +230,30 @@ class HandoffPolicy:
             return f"ping-pong: {chain[-2]} -> {chain[-1]} -> {target}"
         return None
 
-    def plan(self, state: Mapping[str, Any]) -> Plan:
-        """The ``handoff_router`` node: execute the first valid handoff of the agent's step."""
+    def to_check(self, state: Mapping[str, Any]) -> list[tuple[int, str, str, str]]:
+        """The pending requests the briefing check judges before :meth:`plan` runs, as
+        ``(index, target, briefing, reason)``: an agent's requests to a known agent. (The check
+        may call an encoder, so the graph runs it, in its own sync or async mode.)"""
+        if self.briefing is None:
+            return []
+        out = []
+        for i, req in enumerate(state.get("pending_handoffs") or []):
+            target = req.get("target")
+            if "failure" not in req and isinstance(target, str) and target in self.agents:
+                out.append((i, target, str(req.get("briefing") or ""), str(req.get("reason") or "")))
+        return out
+
+    def plan(
+        self,
+        state: Mapping[str, Any],
+        verdicts: Mapping[int, BriefingVerdict] | None = None,
+        seed: str | None = None,
+    ) -> Plan:
+        """The ``handoff_router`` node: execute the first valid handoff of the agent's step.
+        ``verdicts``: the briefing check of the requests :meth:`to_check` named. ``seed``: the
+        step's LangGraph task id, which the ids of what it makes derive from."""
+        make_id = ids(seed)
+        verdicts = verdicts or {}
         messages: list[BaseMessage] = list(state.get("messages") or [])
         source = state.get("active_agent")
         chain = list(state.get("turn_chain") or ([source] if source else []))
@@ -213,8 +270,12 @@ class HandoffPolicy:
         failure = next((r["failure"] for r in pending if "failure" in r), None) or late
         winner: dict[str, Any] | None = None
         payload: dict[str, Any] | None = None
+        verdict: BriefingVerdict | None = None
         problems: list[tuple[dict[str, Any], str]] = []
-        for req in pending:
+        final = False  # a problem the model gets no second go at (the briefing check's "fallback")
+        events: list[Event] = []
+        on_fail = self.briefing.check.on_fail if self.briefing is not None else "retry"
+        for i, req in enumerate(pending):
             if "failure" in req:
                 continue
             if winner is not None:
@@ -222,8 +283,13 @@ class HandoffPolicy:
                 out += _rewrite(messages, req.get("tool_call_id"), note)
                 continue
             err, data = self.check_request(source, req)
+            judged = verdicts.get(i)
+            if err is None and judged is not None:
+                events.append(("check", {"source": source, "target": req.get("target"), **judged.as_record()}))
+                if not judged.ok and on_fail != "warn":
+                    err, final = judged.reason, final or on_fail == "fallback"
             if err is None:
-                winner, payload = req, data
+                winner, payload, verdict = req, data, judged
             else:
                 problems.append((req, err))
 
@@ -232,11 +298,12 @@ class HandoffPolicy:
         out_of_time = self.time_budget is not None and elapsed > self.time_budget
         if out_of_time and failure is None and winner is None:
             failure = f"time budget of {self.time_budget:g}s for this turn is spent ({elapsed:.1f}s of agent time)"
-        if winner is None and failure is None and problems:
+        if winner is None and failure is None and problems and not final:
             from_model = all(req.get("tool_call_id") for req, _ in problems)
             if from_model and self.usable(source) and retries < MAX_RETRIES:
                 # the model asked for something the router refuses (a tool built without the
-                # target's schema, a target disabled since): give it the error and another go
+                # target's schema, a target disabled since, a briefing that says too little):
+                # give it the error and another go
                 for req, err in problems:
                     out += _rewrite(
                         messages,
@@ -245,7 +312,9 @@ class HandoffPolicy:
                     )
                 update["turn_retries"] = retries + 1
                 assert source is not None
-                return Plan(source, update, [("retry", {"source": source, "errors": [e for _, e in problems]})])
+                return Plan(
+                    source, update, [*events, ("retry", {"source": source, "errors": [e for _, e in problems]})]
+                )
         for req, err in problems:
             out += _rewrite(messages, req.get("tool_call_id"), f"Not transferred: {err}.")
 
@@ -257,7 +326,8 @@ class HandoffPolicy:
             breach = self.breaker(chain, hops, winner["target"], float(state.get("turn_elapsed") or 0.0))
         if breach is None:
             assert winner is not None
-            handoff = Handoff(
+            handoff = self.handoff(
+                make_id,
                 source=source,
                 target=winner["target"],
                 briefing=winner.get("briefing") or "",
@@ -267,13 +337,15 @@ class HandoffPolicy:
                 hop=hops + 1,
                 trigger="node" if winner.get("tool_call_id") is None else "tool",
                 tool_call_id=winner.get("tool_call_id"),
+                check=verdict.as_record() if verdict is not None else None,
             )
-            return self._move(handoff, update, out, [])
+            return self._move(handoff, update, out, events)
         # the turn is degraded now: the fallback answers without the clock running against it
         update["turn_deadline_at"] = None
-        tripped = self._trip(breach, source, chain, hops, winner, payload, messages, update, out)
+        tripped = self._trip(breach, source, chain, hops, winner, payload, messages, update, out, make_id)
         # stable across a replay of this step: a receiver of the notification can drop repeats
         tripped.update["breakers"][0]["id"] = f"{state.get('turn_id') or 'turn'}:{hops}"
+        tripped.events[:0] = events
         return tripped
 
     def _trip(
@@ -287,6 +359,7 @@ class HandoffPolicy:
         messages: Sequence[BaseMessage],
         update: dict[str, Any],
         out: list[BaseMessage],
+        make_id: Callable[[str], str],
     ) -> Plan:
         """A circuit breaker tripped: send the conversation to the fallback, or end the turn."""
         wanted = winner["target"] if winner else None
@@ -304,7 +377,8 @@ class HandoffPolicy:
         briefing = f"Automatic transfer because {breach}."
         if winner is not None:
             briefing += f" {source} had asked to hand over to {wanted}: {winner.get('briefing') or ''}".rstrip()
-        handoff = Handoff(
+        handoff = self.handoff(
+            make_id,
             source=source,
             target=target,
             briefing=briefing,

@@ -43,6 +43,7 @@ LABELS = {
     Kind.TEAM_MESSAGE: "team message",
     Kind.MARKER: "format marker",
     Kind.WORKER: "worker liveness",
+    Kind.AUDIT: "audit record",
 }
 PAYLOAD_LABELS = ("pieces", "tail")
 #: the largest body a structural mutation packs (a list repeated past it is cut)

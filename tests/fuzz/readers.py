@@ -28,12 +28,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
 from langgraph_handoff.errors import DamagedObjectsError, EnvelopeError, LangGraphHandoffError
+from langgraph_handoff.handoff.audit import StoreAuditSink
 from langgraph_handoff.inspection import verify_store
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.ownership import SessionManager
@@ -48,7 +50,7 @@ from tests.support.team_helpers import echo_build
 #: the threads of the store's root; the team member's conversation lives in its team's space
 #: (``team.member_saver``) and is read by :func:`team_ingest`
 THREADS = ("delta", "plain")
-TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW = "team:", "memory:", "sessions:"
+TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW, AUDIT_VIEW = "team:", "memory:", "sessions:", "audit:"
 #: the reasons a signed run's readers give for an object no key of theirs signed
 REFUSALS = {"unsigned", "not_ours", "empty", "truncated"}
 #: "now" for the TTL readers: every thread long expired
@@ -344,6 +346,25 @@ def sessions(target: Target) -> View:
     return view
 
 
+def audit_review(target: Target) -> View:
+    """``audit list`` and ``audit stats`` over the audited handoffs: a record that cannot be read
+    is reported, the others are listed."""
+    view = View()
+    sink = StoreAuditSink(target.saver())
+
+    def listed() -> Any:
+        out = []
+        for item in sink.records(since=timedelta(days=2)):
+            if item.record is None:
+                view.damaged.append(item.key)
+            else:
+                out.append((item.key, item.record.summary, _digest(item.record.as_data())))
+        return out
+
+    _per_thread(view, f"{AUDIT_VIEW}list", listed)
+    return view
+
+
 READERS: dict[str, Callable[[Target], View]] = {
     "get_tuple": get_tuple,
     "list": list_thread,
@@ -360,6 +381,7 @@ READERS: dict[str, Callable[[Target], View]] = {
     "team ingest": team_ingest,
     "memory search": memory_search,
     "sessions": sessions,
+    "audit review": audit_review,
 }
 
 
@@ -378,6 +400,8 @@ def group_of(key: str) -> str:
         return MEMORY_VIEW
     if key.startswith("workers/"):
         return SESSIONS_VIEW
+    if key.startswith("audit/"):
+        return AUDIT_VIEW
     return "*"
 
 
@@ -386,6 +410,8 @@ def _in_group(key: str, group: str) -> bool:
         return True
     if group == SESSIONS_VIEW:
         return key.startswith("workers/")
+    if group == AUDIT_VIEW:
+        return key.startswith("audit/")
     if group in (TEAM_VIEW, MEMORY_VIEW):
         # an error raised inside the member's saver names its key relative to the team's space
         # (``teams/crew/members/``): the member's own thread, so the team's group
@@ -405,7 +431,7 @@ def _affected(view_key: str, group: str) -> bool:
     """Whether the view of ``view_key`` may differ from the baseline when ``group`` is damaged."""
     if group == "*":
         return True
-    if group in (TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW):
+    if group in (TEAM_VIEW, MEMORY_VIEW, SESSIONS_VIEW, AUDIT_VIEW):
         return view_key.startswith(group) or (group == TEAM_VIEW and view_key.endswith(f"{TEAM}/{MEMBER}"))
     return view_key.split(" ")[-1] == group or (view_key.startswith(TEAM_VIEW) and group == f"{TEAM}/{MEMBER}")
 

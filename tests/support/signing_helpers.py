@@ -7,6 +7,7 @@ record, and the format marker."""
 from __future__ import annotations
 
 import base64
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from langchain_core.messages import HumanMessage
@@ -19,6 +20,7 @@ from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff._format import envelope, signing
 from langgraph_handoff._format.envelope import Kind
 from langgraph_handoff._format.signing import SigningKeys
+from langgraph_handoff.handoff.audit import AuditRecord, StoreAuditSink
 from langgraph_handoff.memory import ObjectStoreMemory
 from langgraph_handoff.ownership import SessionManager
 from langgraph_handoff.stores import StoreBase
@@ -67,7 +69,16 @@ def populate(store: StoreBase, signing_key: Any = None) -> ObjectStoreSaver:
     sessions = SessionManager(saver)  # a session whose lease names its worker's liveness record
     sessions.keep_alive("worker-a", "0f3c", 30)
     sessions.acquire("leased", "worker-a", 30, liveness="0f3c")
+    StoreAuditSink(saver).write(AUDITED)  # an audited handoff, as a graph's store sink files it
     return saver
+
+
+#: the audit record :func:`populate` files (today, so the review's default window finds it)
+AUDITED = AuditRecord(
+    "h-audited", "plain", datetime.now(timezone.utc).isoformat(timespec="seconds"), ("sampled",),
+    handoff={"id": "h-audited", "source": "triage", "target": "orders", "trigger": "tool", "hop": 1,
+             "briefing": "customer asks where order A-1 is"},
+)  # fmt: skip
 
 
 def kinds(store: StoreBase) -> dict[Kind, list[str]]:
