@@ -706,8 +706,9 @@ class InvalidRouteError(InvalidInputError):
     """A router was configured with, or asked about, a route it does not know.
 
     Raised at construction (duplicate route names, a threshold for a missing route, a fallback that
-    is not a string) and by ``fit``/``evaluate`` for labels that name no route. Routing a message
-    never raises it: an unconfident decision goes to the fallback instead.
+    is not a string) and by ``fit``/``evaluate`` for labels that name no route, and by
+    ``load_close_calls`` for a line that is not a close call (it names the line to fix). Routing
+    a message never raises it: an unconfident decision goes to the fallback instead.
     """
 
 

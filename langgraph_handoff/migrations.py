@@ -18,13 +18,22 @@ instead of being half understood.
 ({'language': 'en', 'subject': 'refund'}, ['add language', 'rename topic -> subject'])
 
 Use it with ``ObjectStoreSaver(store, migrations=migrations)``.
+
+``required`` names the fields every checkpoint of the current schema holds. An older checkpoint
+that still lacks one after its steps ran has a *schema gap*: no step fills the field, so the
+graph would meet a state its code never writes. The saver logs it (WARNING, once per thread and
+schema version) and ``migrate --dry-run`` lists those threads:
+
+>>> strict = SchemaMigrations(required=("language",))
+>>> strict.missing({"topic": "refund"})
+('language',)
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +74,24 @@ class SchemaMigrations:
     ``base`` is the version that needs no step (0 for a state schema; the package's own storage
     format starts at 1, see :mod:`langgraph_handoff._format.upgrades`). ``subject`` names what is
     migrated in log lines and errors.
+
+    ``required``: the state fields (channel names) that every checkpoint of the current schema
+    holds once the graph's input is in. LangGraph gives a saver no schema, and a channel nothing
+    wrote yet is legitimately absent (a field a later node sets), so only you can say which
+    absences are gaps; list only fields your input or your first node always sets. Checked on
+    upgraded checkpoints of the root graph (a subgraph has a state of its own), except a thread's
+    input checkpoint (step -1), which holds no field yet.
     """
 
-    def __init__(self, *, base: int = 0, subject: str = "schema") -> None:
+    def __init__(self, *, base: int = 0, subject: str = "schema", required: Sequence[str] = ()) -> None:
+        if isinstance(required, str) or not all(isinstance(f, str) and f for f in required):
+            raise InvalidConfigError(
+                f"required is a sequence of field names, e.g. ('messages', 'language'), got {required!r}"
+            )
         self._steps: dict[int, Migration] = {}
         self.base = base
         self.subject = subject
+        self.required: tuple[str, ...] = tuple(dict.fromkeys(required))
 
     @property
     def current(self) -> int:
@@ -144,6 +165,10 @@ class SchemaMigrations:
                 step.name,
             )
         return values, metadata, applied
+
+    def missing(self, values: Mapping[str, Any]) -> tuple[str, ...]:
+        """The :attr:`required` fields ``values`` lacks (a field holding ``None`` is there)."""
+        return tuple(f for f in self.required if f not in values)
 
     def rename(self, channel: str, *, from_version: int) -> str:
         """Where a pending write addressed to ``channel`` goes after the steps since ``from_version``."""

@@ -82,6 +82,11 @@ CAS_ATTEMPTS = "langgraph_handoff.cas.attempts"
 REQUEST_METHOD = "langgraph_handoff.store.method"
 NAMESPACE = "langgraph_handoff.checkpoint.ns"
 CHECKPOINT_ID = "langgraph_handoff.checkpoint.id"
+#: the state-schema version a checkpoint was written in, the one this code reads, and the
+#: required fields an upgraded checkpoint still lacks (a schema gap)
+SCHEMA_VERSION = "langgraph_handoff.schema.version"
+SCHEMA_CURRENT = "langgraph_handoff.schema.current"
+SCHEMA_MISSING = "langgraph_handoff.schema.missing"
 OWNER = "langgraph_handoff.session.owner"
 EPOCH = "langgraph_handoff.session.epoch"
 VIA = "langgraph_handoff.session.via"

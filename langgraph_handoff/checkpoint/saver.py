@@ -39,6 +39,7 @@ from langgraph_handoff.checkpoint.plans.metadata_index import RebuildReport
 from langgraph_handoff.checkpoint.plans.migrate import MigrationSummary, ThreadMigration
 from langgraph_handoff.checkpoint.plans.signing import SigningPass, plan_sign_store
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
+from langgraph_handoff.checkpoint.plans.upgrading import GapMemo
 from langgraph_handoff.checkpoint.runs import RunLedger
 from langgraph_handoff.checkpoint.serde_policy import HOW_TO_STOP, named_code_risk
 from langgraph_handoff.checkpoint.signed_store import FROM_ENVIRONMENT, SigningKeyArg, SigningStore, signed_store
@@ -175,6 +176,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         self.layout = layout or Layout()
         self._cache = HeadCache(cache_size, cache_bytes)
         self._runs = RunLedger()
+        self._gap_memo = GapMemo()
         self._cache_limits = (cache_size, cache_bytes)
 
     def __repr__(self) -> str:

@@ -292,6 +292,17 @@ def migrate(
                         f": {shown_message(result.error)}" if result.error else "",
                     )
                 )
+            if not as_json:
+                for gap in result.gaps:
+                    progress.console.print(
+                        styled(
+                            ("schema gap", "yellow"),
+                            " ",
+                            cell(result.thread_id + (f" (in {result.space})" if result.space else "")),
+                            f": {gap.checkpoints} checkpoint(s) of schema {gap.version} lack ",
+                            cell(", ".join(gap.missing)),
+                        )
+                    )
 
         outcome = saver.migrate(
             thread or None,
@@ -305,7 +316,8 @@ def migrate(
     summary = {**outcome.as_dict(), "schema": schema, "format": envelope.FORMAT_VERSION}
     summary_table(as_json, summary, ("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)", {
         "scanned": "scanned", "migrated": "would migrate" if dry_run else "migrated", "current": "already current",
-        "failed": "failed", "not_found": "not found", "damaged": "damaged", "checkpoints": "checkpoints upgraded",
+        "failed": "failed", "not_found": "not found", "damaged": "damaged", "gaps": "threads with schema gaps",
+        "checkpoints": "checkpoints upgraded",
         "objects": "objects rewritten", "retries": "CAS retries",
     })  # fmt: skip
     if outcome.failed or outcome.damaged or (thread and summary["not_found"]):

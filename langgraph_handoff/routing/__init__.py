@@ -15,6 +15,13 @@ the deciding method and a reason. When nothing is confident enough, ``target`` i
 'orders'
 """
 
+from langgraph_handoff.routing.close_calls import (
+    CloseCall,
+    CloseCallSink,
+    JsonlCloseCalls,
+    MemoryCloseCalls,
+    load_close_calls,
+)
 from langgraph_handoff.routing.decision import Route, RouteDecision
 from langgraph_handoff.routing.e5 import E5Encoder, e5_available
 from langgraph_handoff.routing.encoders import (
@@ -32,13 +39,17 @@ from langgraph_handoff.routing.semantic import FitReport, RouteCalibration, Sema
 
 __all__ = [
     "CharNgramEncoder",
+    "CloseCall",
+    "CloseCallSink",
     "CombinedEncoder",
     "E5Encoder",
     "EmbeddingsEncoder",
     "EvalReport",
     "FitReport",
     "HybridRouter",
+    "JsonlCloseCalls",
     "LLMDecider",
+    "MemoryCloseCalls",
     "Route",
     "RouteCalibration",
     "RouteDecision",
@@ -51,6 +62,7 @@ __all__ = [
     "describe_encoder",
     "e5_available",
     "evaluate",
+    "load_close_calls",
     "recommended_encoder",
     "wordllama_embeddings",
 ]

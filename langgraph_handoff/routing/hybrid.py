@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langgraph_handoff.errors import InvalidRouteError
+from langgraph_handoff.routing.close_calls import CloseCallSink, acollect, collect
 from langgraph_handoff.routing.decision import Route, RouteDecision
 from langgraph_handoff.routing.rules import Rule, RuleRouter
 from langgraph_handoff.routing.semantic import SemanticRouter
@@ -81,6 +82,10 @@ class HybridRouter:
     - ``"unmatched"``: every message the semantic router did not accept (also confident rejections,
       such as most off-topic ones), and the uncertain acceptances.
 
+    ``close_calls``: a sink for the messages whose semantic scores were close
+    (:mod:`~langgraph_handoff.routing.close_calls`), recorded with the final decision (the
+    decider's choice, say); give it to this router, not also to its semantic stage.
+
     Without a semantic stage the decider sees everything the rules did not match. :attr:`counts`
     records how many messages each stage decided and how many went to the decider
     (:attr:`decider_share`), so you see what the band costs in model calls.
@@ -101,6 +106,7 @@ class HybridRouter:
         decider: Decider | LLMDecider | None = None,
         fallback: str | None = None,
         ask: Literal["uncertain", "unmatched"] = "uncertain",
+        close_calls: CloseCallSink | None = None,
     ):
         if rules is None and semantic is None and decider is None:
             raise InvalidRouteError("a HybridRouter needs at least one of rules, semantic or decider")
@@ -112,6 +118,7 @@ class HybridRouter:
         self.semantic = semantic
         self.decider = decider
         self.ask = ask
+        self.close_calls = close_calls
         self.fallback = fallback if fallback is not None else (semantic.fallback if semantic else None)
         self.counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
@@ -189,6 +196,7 @@ class HybridRouter:
         accepted, ask = self._after_semantic(semantic)
         if accepted is not None:
             self._count("messages", "semantic")
+            collect(self.close_calls, text, semantic, accepted)
             return accepted
         if ask and self.decider is not None:
             self._count("messages", "decider")
@@ -197,6 +205,7 @@ class HybridRouter:
             self._count("messages")
             decision = self._fallback(semantic, "confident: not asking the decider" if self.decider else "")
         self._count(decision.method)
+        collect(self.close_calls, text, semantic, decision)
         return decision
 
     async def aroute(self, text: str) -> RouteDecision:
@@ -208,6 +217,7 @@ class HybridRouter:
         accepted, ask = self._after_semantic(semantic)
         if accepted is not None:
             self._count("messages", "semantic")
+            await acollect(self.close_calls, text, semantic, accepted)
             return accepted
         if ask and self.decider is not None:
             self._count("messages", "decider")
@@ -221,4 +231,5 @@ class HybridRouter:
             self._count("messages")
             decision = self._fallback(semantic, "confident: not asking the decider" if self.decider else "")
         self._count(decision.method)
+        await acollect(self.close_calls, text, semantic, decision)
         return decision

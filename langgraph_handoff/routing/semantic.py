@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_handoff.errors import InvalidRouteError
+from langgraph_handoff.routing.close_calls import CloseCallSink, acollect, collect
 from langgraph_handoff.routing.decision import Method, Route, RouteDecision
 from langgraph_handoff.routing.encoders import Vector, as_encoder, cosine
 from langgraph_handoff.routing.text import require_text, script_of
@@ -164,7 +165,8 @@ class SemanticRouter:
     Chinese, Hebrew...), since multilingual encoders score same-language text higher; ``None``
     (the default) does so when the encoder relates most texts across scripts (e5 and its mixes,
     not the char n-grams, whose scripts rarely share an n-gram). Explicit ``threshold`` values
-    turn it off for the routes they name.
+    turn it off for the routes they name. ``close_calls`` is a sink for the decisions that were
+    close (:mod:`~langgraph_handoff.routing.close_calls`), to relabel and re-score them later.
 
     >>> router = SemanticRouter([
     ...     Route("orders", examples=["where is my order", "track my parcel", "change delivery address"]),
@@ -188,6 +190,7 @@ class SemanticRouter:
         top_k: int | None = None,
         uncertain_band: float = UNCERTAIN_BAND,
         per_script: bool | None = None,
+        close_calls: CloseCallSink | None = None,
     ):
         names = [r.name for r in routes]
         if not routes:
@@ -209,6 +212,7 @@ class SemanticRouter:
         self.top_k = top_k
         self.uncertain_band = _number(uncertain_band, "uncertain_band")
         self.per_script = per_script
+        self.close_calls = close_calls
         self._index: list[tuple[str, Vector]] = []
         self._scripts: list[str] = []
         self._build_index()
@@ -417,6 +421,7 @@ class SemanticRouter:
     def route(self, text: str) -> RouteDecision:
         decision = self.decide(self.scores(text), script_of(text))
         _logged(text, decision)
+        collect(self.close_calls, text, decision, decision)
         return decision
 
     async def aroute(self, text: str) -> RouteDecision:
@@ -426,6 +431,7 @@ class SemanticRouter:
             vec = self._encode_query(require_text(text))  # in-process TF-IDF: microseconds, no I/O
         decision = self.decide(self._scores_for(vec), script_of(text))
         _logged(text, decision)
+        await acollect(self.close_calls, text, decision, decision)
         return decision
 
     # -- calibration ---------------------------------------------------------------------------

@@ -25,6 +25,11 @@ documents perhaps already rewritten, and at worst objects nothing references (``
 them, ``delete_thread`` removes them). Current records are skipped, so a rerun finishes what was
 left and never migrates a checkpoint twice.
 
+Schema gaps: an upgraded checkpoint that still lacks a field ``SchemaMigrations.required``
+names (:func:`.upgrading.schema_gap`) is listed in its thread's ``gaps``, dry run or not, so
+``migrate --dry-run`` finds every thread a missing migration leaves short before anything is
+rewritten (a rewrite stamps the checkpoint current, and reads stop warning of it).
+
 Damage: a thread with an object that cannot be read fails (``"failed"``, the object in its
 ``damaged`` list) and is left exactly as it was; a key under ``heads/`` that is not a head key
 (a stray file) is reported in ``MigrationSummary.foreign`` and never read. The run goes on with
@@ -52,9 +57,19 @@ from langgraph_handoff.checkpoint.plans.state import SaverState, Vanished, backo
 from langgraph_handoff.errors import CorruptObjectError
 from langgraph_handoff.stores.base import DeleteMany, Get, ObjectInfo, Put
 
-__all__ = ["MigrationSummary", "ThreadMigration", "plan_migrate_thread", "plan_migration_targets"]
+__all__ = ["MigrationSummary", "SchemaGap", "ThreadMigration", "plan_migrate_thread", "plan_migration_targets"]
 
 log = logging.getLogger("langgraph_handoff.migrate")
+
+
+@dataclass(frozen=True)
+class SchemaGap:
+    """Checkpoints of a thread written in schema ``version`` that lack ``missing`` (required
+    fields) after every migration step ran: a migration that fills them is missing."""
+
+    version: int
+    missing: tuple[str, ...]
+    checkpoints: int
 
 
 @dataclass
@@ -81,6 +96,8 @@ class ThreadMigration:
     #: where the thread lives: ``""`` for the store's root, ``"teams/{TM}/members/"`` for the
     #: members of an agent team (``ObjectStoreSaver.under``)
     space: str = ""
+    #: schema gaps of its upgraded checkpoints, per schema version and missing fields
+    gaps: list[SchemaGap] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +145,7 @@ class MigrationSummary:
             "current": self.count("current"),
             "failed": self.failed,
             "not_found": self.count("not found"),
+            "gaps": sum(bool(r.gaps) for r in self.results),
             "checkpoints": sum(r.checkpoints for r in self.results),
             "objects": sum(r.objects for r in self.results),
             "retries": sum(r.retries for r in self.results),
@@ -145,6 +163,8 @@ class _Counts:
     retries: int = 0
     #: the namespace holds checkpoints (a deleted session's tombstone head holds none)
     found: bool = False
+    #: (schema version, missing fields) -> how many upgraded checkpoints have that gap
+    gaps: dict[tuple[int, tuple[str, ...]], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -172,6 +192,8 @@ class _Upgraded:
     metadata: tuple[str, bytes]
     #: channel -> its value in the current schema
     values: dict[str, _Value]
+    #: required fields the upgraded checkpoint still lacks (:func:`.upgrading.schema_gap`)
+    missing: tuple[str, ...] = ()
 
 
 @dataclass
@@ -285,6 +307,7 @@ def plan_migrate_thread(
         result.objects += counts.objects
         result.retries += counts.retries
         found = found or counts.found
+        result.gaps += [SchemaGap(v, missing, n) for (v, missing), n in sorted(counts.gaps.items())]
     if result.objects:
         result.status = "would migrate" if dry_run else "migrated"
     elif not found:
@@ -347,6 +370,12 @@ def _migrate_namespace_once(
     todo = yield from _writes_to_migrate(saver, tid, ns, everything, memo)
     upgrade = sorted(i for i, r in everything.items() if r.schema != saver._schema)
     yield from _upgraded_records(saver, tid, ns, everything, where, upgrade, memo)
+    counts.gaps = {}
+    for rid in upgrade:
+        up = memo.upgraded[rid]
+        if up.missing:
+            gap = (up.old.schema, up.missing)
+            counts.gaps[gap] = counts.gaps.get(gap, 0) + 1
     folded: dict[str, dict[str, rec_io.Folded]] = {}
     counts.objects += len(todo)
     if not dry_run:
@@ -666,7 +695,7 @@ def _upgrade_record(
     checkpoint = saver.serde.loads_typed(rec.checkpoint)
     checkpoint["channel_values"] = values
     checkpoint, metadata = upgrading.upgrade_checkpoint(
-        saver, tid, ns, rec, checkpoint, saver.serde.loads_typed(rec.metadata)
+        saver, tid, ns, rec, checkpoint, saver.serde.loads_typed(rec.metadata), warn=False
     )
     versions = checkpoint.get("channel_versions") or {}
     typed = {}
@@ -682,6 +711,7 @@ def _upgrade_record(
         saver.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"}),
         saver.serde.dumps_typed(metadata),
         typed,
+        upgrading.schema_gap(saver, ns, checkpoint, metadata),
     )
 
 

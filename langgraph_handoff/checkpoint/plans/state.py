@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -20,6 +20,9 @@ from langgraph_handoff.checkpoint.ttl import TTLSettings
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores.base import StoreBase
+
+if TYPE_CHECKING:
+    from langgraph_handoff.checkpoint.plans.upgrading import GapMemo
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,8 @@ class SaverState:
     _rider: tuple[str, Callable[[HeadMeta], HeadMeta]] | None = None
     #: the user's state-schema migrations (``None``: schema version 0, nothing to migrate)
     migrations: SchemaMigrations | None = None
+    #: the threads this saver warned of a schema gap (``upgrading.GapMemo``), shared by its copies
+    _gap_memo: GapMemo
     #: checkpoint TTL (``None``: threads never expire; see :mod:`langgraph_handoff.checkpoint.ttl`)
     ttl: TTLSettings | None = None
     #: what this saver learned of the metadata index's marker (``plans.metadata_index``)

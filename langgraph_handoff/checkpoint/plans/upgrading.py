@@ -4,22 +4,95 @@ Readers never see an old schema: :func:`upgrade_checkpoint` runs the user's migr
 checkpoint before LangGraph gets it, and :func:`current_items` renames pending writes into this
 code's channel names. ``migrate`` (:mod:`.migrate`) makes the same upgrade permanent with the very
 same functions, so a thread reads the same before and after it is rewritten.
+
+An upgraded checkpoint that still lacks a field the current schema requires
+(``SchemaMigrations.required``) has a *schema gap* (:func:`schema_gap`): logged once per thread
+and schema version (:class:`GapMemo`), and listed by ``migrate`` in each thread's result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_handoff import telemetry as T
 from langgraph_handoff._format.records import Record, WriteItem
 from langgraph_handoff.checkpoint.plans.state import SaverState
 from langgraph_handoff.errors import SchemaVersionError
 
 _PLAIN = JsonPlusSerializer()
+
+log = logging.getLogger("langgraph_handoff.migrations")
+
+#: how many (thread, schema version) pairs a saver remembers having warned of
+GAP_MEMO = 4096
+
+
+class GapMemo:
+    """The (thread, schema version) pairs a saver has logged a schema gap for, so a thread read
+    on every turn warns once, not once a turn. Bounded (the oldest pair is forgotten first, and
+    warned of again if it comes back): a worker serving millions of threads keeps a few KB."""
+
+    def __init__(self, size: int = GAP_MEMO) -> None:
+        self.size = size
+        self._seen: dict[tuple[str, int], None] = {}
+        self._lock = threading.Lock()
+
+    def first(self, thread_id: str, version: int) -> bool:
+        """Whether this is the first gap of ``thread_id`` at ``version`` (and remember it)."""
+        key = (thread_id, version)
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) >= self.size:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = None
+            return True
+
+
+def schema_gap(saver: SaverState, ns: str, checkpoint: Mapping[str, Any], metadata: Any) -> tuple[str, ...]:
+    """The required fields (``SchemaMigrations.required``) an upgraded checkpoint still lacks.
+
+    Nothing for a subgraph's checkpoint (its state is not the graph's) and for a thread's input
+    checkpoint (step -1: no node ran, no field is written yet). Pure: a read and ``migrate``
+    both ask it of the very checkpoint :func:`upgrade_checkpoint` returns."""
+    migrations = saver.migrations
+    if migrations is None or not migrations.required or ns:
+        return ()
+    step = metadata.get("step") if isinstance(metadata, Mapping) else None
+    if isinstance(step, int) and step < 0:
+        return ()
+    return migrations.missing(checkpoint["channel_values"])
+
+
+def _warn_gap(saver: SaverState, thread_id: str, rec: Record, missing: tuple[str, ...]) -> None:
+    if not saver._gap_memo.first(thread_id, rec.schema):
+        return
+    fields = ", ".join(repr(f) for f in missing)
+    log.warning(
+        "thread %r: a checkpoint written in schema %d still lacks %s after the migrations to "
+        "schema %d ran, so the graph reads a state its code never writes; register a migration "
+        "that fills them (values.setdefault(...)). `langgraph-handoff migrate --dry-run` lists "
+        "every such thread",
+        thread_id,
+        rec.schema,
+        fields,
+        saver._schema,
+        extra={
+            T.EVENT: "schema_gap",
+            T.THREAD: thread_id,
+            T.CHECKPOINT_ID: rec.id,
+            T.SCHEMA_VERSION: rec.schema,
+            T.SCHEMA_CURRENT: saver._schema,
+            T.SCHEMA_MISSING: list(missing),
+        },
+    )
 
 
 def _canonical(value: Any) -> Any:
@@ -90,11 +163,12 @@ def current_items(
 
 
 def upgrade_checkpoint(
-    saver: SaverState, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any
+    saver: SaverState, thread_id: str, ns: str, rec: Record, checkpoint: Any, metadata: Any, *, warn: bool = True
 ) -> tuple[Any, Any]:
     """Upgrade a checkpoint written in an older state schema, in memory, before LangGraph
     sees it. Channels a step added or changed get a new version, so the next ``put`` stores
-    their new values instead of pointing at the old ones; renamed channels keep theirs."""
+    their new values instead of pointing at the old ones; renamed channels keep theirs.
+    A schema gap is logged (``warn``; ``migrate`` reports it in its result instead)."""
     where = f"checkpoint {rec.id} of thread {thread_id!r}" + (f" namespace {ns!r}" if ns else "")
     if saver.migrations is None or rec.schema > saver.migrations.current:
         raise SchemaVersionError(where, found=rec.schema, supported=saver._schema)
@@ -134,4 +208,7 @@ def upgrade_checkpoint(
         for node, chans in (checkpoint.get("versions_seen") or {}).items()
     }
     checkpoint = {**checkpoint, "channel_values": values, "channel_versions": versions, "versions_seen": seen}
+    missing = schema_gap(saver, ns, checkpoint, metadata) if warn else ()
+    if missing:
+        _warn_gap(saver, thread_id, rec, missing)
     return checkpoint, metadata
