@@ -81,6 +81,8 @@ REQUESTS = "langgraph_handoff.store.requests"
 CAS_ATTEMPTS = "langgraph_handoff.cas.attempts"
 REQUEST_METHOD = "langgraph_handoff.store.method"
 NAMESPACE = "langgraph_handoff.checkpoint.ns"
+#: how many threads an operation over several touches (``checkpoint prune``)
+THREADS = "langgraph_handoff.checkpoint.threads"
 CHECKPOINT_ID = "langgraph_handoff.checkpoint.id"
 OWNER = "langgraph_handoff.session.owner"
 EPOCH = "langgraph_handoff.session.epoch"
