@@ -80,6 +80,10 @@ OUTCOME = "langgraph_handoff.outcome"
 REQUESTS = "langgraph_handoff.store.requests"
 CAS_ATTEMPTS = "langgraph_handoff.cas.attempts"
 REQUEST_METHOD = "langgraph_handoff.store.method"
+#: the kind of object a key holds (``head``, ``writes``, ...: ``_format.keys.key_kind``)
+KEY_KIND = "langgraph_handoff.store.key.kind"
+#: which attempt of a compare-and-swap loop (1 for the first)
+CAS_ATTEMPT = "langgraph_handoff.cas.attempt"
 NAMESPACE = "langgraph_handoff.checkpoint.ns"
 #: how many threads an operation over several touches (``checkpoint prune``)
 THREADS = "langgraph_handoff.checkpoint.threads"

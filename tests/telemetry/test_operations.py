@@ -3,12 +3,14 @@ attempts and outcome, and a duration: here the maintenance ones (``prune``, ``mi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from langgraph_handoff import ObjectStoreSaver
+from langgraph_handoff.errors import PreconditionFailedError
 from langgraph_handoff.stores import MemoryStore
 from tests.support.otel import Otel
 
@@ -82,3 +84,38 @@ async def test_amigrate_traces_each_thread(otel: Otel) -> None:
     await saver.amigrate(["a", "b"])
     spans = _spans(otel, "checkpoint migrate")
     assert sorted((s.attributes or {})[THREAD] for s in spans) == ["a", "a", "b"]
+
+
+class LosesFirstRace(MemoryStore):
+    """Answers the first conditional PUT of each key with 412, as a store does when another
+    writer got there first, without changing the object (the loop reads it back and retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: set[str] = set()
+
+    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        if (if_match is not None or if_none_match) and key not in self.lost:
+            self.lost.add(key)
+            raise PreconditionFailedError(key, "HTTP 412")
+        return super().put(key, body, if_match=if_match, if_none_match=if_none_match)
+
+
+def test_each_lost_compare_and_swap_is_a_debug_record_naming_thread_attempt_and_key_kind(
+    otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    saver = ObjectStoreSaver(LosesFirstRace())
+    cfg: Any = {"configurable": {"thread_id": "busy", "checkpoint_ns": ""}}
+    cp = {"v": 4, "id": "1ef4f797-8335-6428-8001-8a1503f9b875", "ts": "2024-01-01T00:00:00+00:00",
+          "channel_values": {"x": 1}, "channel_versions": {"x": 1}, "versions_seen": {}}  # fmt: skip
+    with caplog.at_level(logging.DEBUG, logger="langgraph_handoff.checkpoint"):
+        stored = saver.put(cfg, cp, {"source": "input"}, {"x": 1})
+        saver.put_writes(stored, [("x", 2)], "task-1")
+    retries = [r for r in caplog.records if getattr(r, "langgraph_handoff.event", None) == "checkpoint.cas_retry"]
+    assert [(r.levelno, getattr(r, "gen_ai.conversation.id"), getattr(r, "langgraph_handoff.cas.attempt"),
+             getattr(r, "langgraph_handoff.store.key.kind")) for r in retries] == [
+        (logging.DEBUG, "busy", 1, "head"),
+        (logging.DEBUG, "busy", 1, "writes"),
+    ]  # fmt: skip
+    assert "attempt 1 on a head of thread 'busy' failed" in retries[0].getMessage()
+    assert sum(otel.metric("langgraph_handoff.checkpoint.cas.retries").values()) == 2
