@@ -10,9 +10,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from langgraph_handoff import ObjectStoreSaver
-from langgraph_handoff.errors import PreconditionFailedError
 from langgraph_handoff.stores import MemoryStore
-from tests.support.otel import Otel
+from tests.support.otel import LosesFirstRace, Otel
 
 OUTCOME, THREAD = "langgraph_handoff.outcome", "gen_ai.conversation.id"
 
@@ -84,21 +83,6 @@ async def test_amigrate_traces_each_thread(otel: Otel) -> None:
     await saver.amigrate(["a", "b"])
     spans = _spans(otel, "checkpoint migrate")
     assert sorted((s.attributes or {})[THREAD] for s in spans) == ["a", "a", "b"]
-
-
-class LosesFirstRace(MemoryStore):
-    """Answers the first conditional PUT of each key with 412, as a store does when another
-    writer got there first, without changing the object (the loop reads it back and retries)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lost: set[str] = set()
-
-    def put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> str:
-        if (if_match is not None or if_none_match) and key not in self.lost:
-            self.lost.add(key)
-            raise PreconditionFailedError(key, "HTTP 412")
-        return super().put(key, body, if_match=if_match, if_none_match=if_none_match)
 
 
 def test_each_lost_compare_and_swap_is_a_debug_record_naming_thread_attempt_and_key_kind(
