@@ -79,6 +79,8 @@ LEAD = "langgraph_handoff.routing.lead"
 RUNNER_UP = "langgraph_handoff.routing.runner_up"
 UNCERTAIN = "langgraph_handoff.routing.uncertain"
 BREAKER_KIND = "langgraph_handoff.breaker.kind"
+#: whether a circuit breaker tripped during a user turn
+TRIPPED = "langgraph_handoff.breaker.tripped"
 STORE = "langgraph_handoff.store"
 OUTCOME = "langgraph_handoff.outcome"
 REQUESTS = "langgraph_handoff.store.requests"
@@ -120,6 +122,7 @@ M_ROUTING = "langgraph_handoff.routing.decisions"
 M_ROUTING_LEAD = "langgraph_handoff.routing.lead"
 M_BREAKER_TRIPS = "langgraph_handoff.breaker.trips"
 M_AGENT_DURATION = "langgraph_handoff.agent.duration"
+M_TURN_DURATION = "langgraph_handoff.turn.duration"
 M_SESSION_CHANGES = "langgraph_handoff.session.changes"
 M_SESSION_UNOWNED = "langgraph_handoff.session.unowned.duration"
 M_RENEW_FAILURES = "langgraph_handoff.session.renew.failures"
@@ -130,6 +133,7 @@ _HISTOGRAMS = {
     M_OPERATION_DURATION: ("s", "time of one checkpoint operation, store requests included"),
     M_ROUTING_LEAD: ("1", "the winning route's score lead over the runner-up"),
     M_AGENT_DURATION: ("s", "time of one agent's turn"),
+    M_TURN_DURATION: ("s", "time of one user turn of a handoff graph, from its entry to its end"),
     M_SESSION_UNOWNED: ("s", "time a session had no working owner, at a takeover or an accept"),
     M_TEAM_DELIVERY: ("s", "from a team message's send to the committed turn that ingested it"),
 }

@@ -409,6 +409,7 @@ def build_handoff_graph(
         chosen = policy.router_for(state)
         decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
+        observe.turn_step(state, plan, policy.clock)
         _emit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
@@ -416,16 +417,19 @@ def build_handoff_graph(
         chosen = policy.router_for(state)
         decision = await chosen.aroute(_user_text(state.get("messages") or [])) if chosen is not None else None
         plan = policy.entry(state, decision)
+        observe.turn_step(state, plan, policy.clock)
         await _aemit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
+        observe.turn_step(state, plan, policy.clock)
         _emit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
     async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         plan = policy.plan(state)
+        observe.turn_step(state, plan, policy.clock)
         await _aemit(config, plan.events, send)
         return Command(goto=plan.goto, update=plan.update)
 
