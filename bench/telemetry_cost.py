@@ -8,6 +8,7 @@ are medians over the rounds, and the ratio is on / off. ``off`` is what a user w
 ``otel`` extra, or with ``LANGGRAPH_HANDOFF_TELEMETRY=off``, or without an SDK set up, runs.
 
     python bench/telemetry_cost.py [--rounds 7]
+    python bench/telemetry_cost.py --store-spans   # "on" makes a span per store request too
     python bench/telemetry_cost.py --baseline /path/to/older/checkout   # off here against there
 
 ``--baseline``: instead, runs the same turns with telemetry off in a fresh process on this
@@ -94,6 +95,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=20)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--store-spans", action="store_true", help="on: a span per store request too")
     args = ap.parse_args()
     if args.baseline:
         baseline(args.baseline, args)
@@ -109,8 +111,12 @@ def main() -> None:
 
     def on() -> None:
         telemetry.configure(enabled=True, tracer_provider=tracer_provider, meter_provider=meter_provider)
+        telemetry.configure(store_spans=args.store_spans)
 
-    print(f"{time.strftime('%Y-%m-%d')}: {args.threads} threads x {args.turns} turns, median of {args.rounds} rounds")
+    spanned = ", store spans on" if args.store_spans else ""
+    print(
+        f"{time.strftime('%Y-%m-%d')}: {args.threads} threads x {args.turns} turns, median of {args.rounds} rounds{spanned}"
+    )
     print(f"{'store':<10} {'off µs/turn':>12} {'on µs/turn':>12} {'on/off':>7}")
     for name, make in stores.items():
         cpu: dict[str, list[float]] = {"off": [], "on": []}
@@ -122,7 +128,7 @@ def main() -> None:
                 spans.clear()
         a, b = statistics.median(cpu["off"]), statistics.median(cpu["on"])
         print(f"{name:<10} {a:>12.0f} {b:>12.0f} {b / a:>7.2f}")
-    telemetry.configure(enabled=True)
+    telemetry.configure(enabled=True, store_spans=False)
 
 
 if __name__ == "__main__":

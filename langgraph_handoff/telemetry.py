@@ -17,6 +17,10 @@ Why this shape:
   messages are recorded only with ``capture_content=True`` (or the environment variable
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, the GenAI conventions' own switch);
   otherwise their lengths and payload keys are.
+* **Store requests as spans only when asked.** A turn makes a dozen requests; a ``store {method}``
+  client span for each is what finds the slow one, and too many spans for every day. They are
+  made with ``configure(store_spans=True)`` or ``LANGGRAPH_HANDOFF_TELEMETRY_STORE_SPANS=on``;
+  off, they cost one boolean test per operation.
 
 >>> from langgraph_handoff import telemetry
 >>> with telemetry.span("example", {telemetry.THREAD: "t-1"}) as s:  # a no-op without a provider
@@ -50,7 +54,7 @@ except ImportError:  # pragma: no cover - exercised by tests that hide the packa
     _context = _metrics = _trace = None  # type: ignore[assignment]
     _HAVE_OTEL = False
 
-__all__ = ["configure", "content_on", "is_on"]
+__all__ = ["configure", "content_on", "is_on", "store_spans_on"]
 
 # -- the vocabulary --------------------------------------------------------------------------------
 #: the thread (GenAI: the conversation)
@@ -75,12 +79,28 @@ LEAD = "langgraph_handoff.routing.lead"
 RUNNER_UP = "langgraph_handoff.routing.runner_up"
 UNCERTAIN = "langgraph_handoff.routing.uncertain"
 BREAKER_KIND = "langgraph_handoff.breaker.kind"
+#: whether a circuit breaker tripped during a user turn
+TRIPPED = "langgraph_handoff.breaker.tripped"
 STORE = "langgraph_handoff.store"
 OUTCOME = "langgraph_handoff.outcome"
 REQUESTS = "langgraph_handoff.store.requests"
 CAS_ATTEMPTS = "langgraph_handoff.cas.attempts"
 REQUEST_METHOD = "langgraph_handoff.store.method"
+#: the kind of object a key holds (``head``, ``writes``, ...: ``_format.keys.key_kind``)
+KEY_KIND = "langgraph_handoff.store.key.kind"
+#: which attempt of a compare-and-swap loop (1 for the first)
+CAS_ATTEMPT = "langgraph_handoff.cas.attempt"
+#: the object key of a store request (it names the thread: spans only, never metrics)
+STORE_KEY = "langgraph_handoff.store.key"
+#: the body's size of a store request: sent (PUT) or received (GET)
+STORE_BYTES = "langgraph_handoff.store.bytes"
+#: how many keys a LIST returned or a batch DELETE named
+STORE_KEYS = "langgraph_handoff.store.keys"
+#: a PUT's condition: ``if_match`` (compare-and-swap) or ``if_none_match`` (create-only)
+CONDITION = "langgraph_handoff.store.condition"
 NAMESPACE = "langgraph_handoff.checkpoint.ns"
+#: how many threads an operation over several touches (``checkpoint prune``)
+THREADS = "langgraph_handoff.checkpoint.threads"
 CHECKPOINT_ID = "langgraph_handoff.checkpoint.id"
 #: the state-schema version a checkpoint was written in, the one this code reads, and the
 #: required fields an upgraded checkpoint still lacks (a schema gap)
@@ -112,6 +132,7 @@ M_ROUTING = "langgraph_handoff.routing.decisions"
 M_ROUTING_LEAD = "langgraph_handoff.routing.lead"
 M_BREAKER_TRIPS = "langgraph_handoff.breaker.trips"
 M_AGENT_DURATION = "langgraph_handoff.agent.duration"
+M_TURN_DURATION = "langgraph_handoff.turn.duration"
 M_SESSION_CHANGES = "langgraph_handoff.session.changes"
 M_SESSION_UNOWNED = "langgraph_handoff.session.unowned.duration"
 M_RENEW_FAILURES = "langgraph_handoff.session.renew.failures"
@@ -129,6 +150,7 @@ _HISTOGRAMS = {
     M_OPERATION_DURATION: ("s", "time of one checkpoint operation, store requests included"),
     M_ROUTING_LEAD: ("1", "the winning route's score lead over the runner-up"),
     M_AGENT_DURATION: ("s", "time of one agent's turn"),
+    M_TURN_DURATION: ("s", "time of one user turn of a handoff graph, from its entry to its end"),
     M_SESSION_UNOWNED: ("s", "time a session had no working owner, at a takeover or an accept"),
     M_TEAM_DELIVERY: ("s", "from a team message's send to the committed turn that ingested it"),
 }
@@ -160,6 +182,7 @@ class _State:
     def __init__(self) -> None:
         self.on = _HAVE_OTEL and _env_on("LANGGRAPH_HANDOFF_TELEMETRY", True)
         self.content = _env_on("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False)
+        self.store_spans = _env_on("LANGGRAPH_HANDOFF_TELEMETRY_STORE_SPANS", False)
         self.tracer_provider: Any = None
         self.meter_provider: Any = None
         self.tracer: Any = None
@@ -177,10 +200,13 @@ def configure(
     tracer_provider: Any = None,
     meter_provider: Any = None,
     capture_content: bool | None = None,
+    store_spans: bool | None = None,
 ) -> None:
     """Switch telemetry on or off, or send it to given providers instead of the global ones
     (tests, or an application with several). ``capture_content``: record user text (briefings,
-    reasons written by a model, payload values) on spans and in log records.
+    reasons written by a model, payload values) on spans and in log records. ``store_spans``:
+    a ``store {method}`` client span for each object store request of a checkpoint operation
+    (off by default: a dozen per turn).
 
     >>> configure(enabled=False); is_on()
     False
@@ -192,6 +218,8 @@ def configure(
             _state.on = bool(enabled) and _HAVE_OTEL
         if capture_content is not None:
             _state.content = bool(capture_content)
+        if store_spans is not None:
+            _state.store_spans = bool(store_spans)
         if tracer_provider is not None or meter_provider is not None or enabled is not None:
             _state.tracer_provider = tracer_provider
             _state.meter_provider = meter_provider
@@ -221,6 +249,17 @@ def is_on() -> bool:
 def content_on() -> bool:
     """May user text go on spans and into log records?"""
     return _state.content
+
+
+def store_spans_on() -> bool:
+    """Is each store request of a checkpoint operation a span of its own?
+
+    >>> configure(store_spans=True); store_spans_on()
+    True
+    >>> configure(store_spans=False); store_spans_on()
+    False
+    """
+    return _state.store_spans
 
 
 def _failed(exc: BaseException) -> None:
@@ -406,6 +445,33 @@ def span(
             _failed(exc)
 
 
+def finished_span(
+    name: str,
+    attributes: Mapping[str, Any],
+    *,
+    parent: Span,
+    start_ns: int,
+    end_ns: int,
+    error: BaseException | None = None,
+) -> None:
+    """A client span that already happened, from ``start_ns`` to ``end_ns`` (``time_ns()``
+    readings), a child of ``parent``: a store request seen from around a plan's ``yield``, where
+    a span cannot be current (the plan's frame is suspended while other tasks run)."""
+    if parent._span is None:
+        return
+    try:
+        context = _trace.set_span_in_context(parent._span)
+        attrs = {k: _value(v) for k, v in attributes.items() if v is not None}
+        raw = _tracer().start_span(
+            name, context=context, kind=_trace.SpanKind.CLIENT, attributes=attrs, start_time=start_ns
+        )
+        if error is not None:
+            Span(raw).error(error)
+        raw.end(end_time=end_ns)
+    except Exception as exc:  # noqa: BLE001
+        _failed(exc)
+
+
 def current_traceparent() -> str | None:
     """The current span as a W3C ``traceparent`` (None when off or outside any span): what a
     record written now carries, for the worker that reads it to link to."""
@@ -433,3 +499,8 @@ def _links(traceparents: Sequence[str | None]) -> list[Any]:
 def now() -> float:
     """A monotonic clock for durations."""
     return time.perf_counter()
+
+
+def now_ns() -> int:
+    """The wall clock in nanoseconds, as OpenTelemetry timestamps a span."""
+    return time.time_ns()

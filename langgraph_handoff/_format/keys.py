@@ -59,6 +59,7 @@ __all__ = [
     "invert_checkpoint_id",
     "is_checkpoint_id",
     "is_head_key",
+    "key_kind",
     "memory_item_key",
     "memory_namespace_prefix",
     "memory_pack_key",
@@ -198,6 +199,36 @@ def thread_of_key(key: str) -> str | None:
     if len(parts) < 3 or parts[0] not in ("heads", "data") or not is_canonical_segment(parts[1]):
         return None
     return decode_segment(parts[1]) or None
+
+
+_DATA_KINDS = {"w": "writes", "s": "segment", "b": "blob", "m": "archive"}
+_TEAM_KINDS = {"roster": "roster", "inbox": "inbox", "dead": "dead_letter", "outside": "answer"}
+_ROOT_KINDS = {"meta": "meta", "workers": "worker", "memory": "memory", "index": "index"}
+
+
+def key_kind(key: str) -> str:
+    """What a key holds, in a word: ``head``, ``writes``, ``segment``, ``blob``, ``archive``,
+    ``meta``, ``worker``, ``roster``, ``inbox``, ``dead_letter``, ``answer``, ``memory``,
+    ``index`` or ``other``. Low-cardinality, so a log record or a span can say which kind of
+    object a request or a lost compare-and-swap was about without the thread id the key carries
+    (a team member's keys are of the kind the same key has at the root).
+
+    >>> key_kind(head_key("chat-1", "")), key_kind(writes_key("t", "", "1ef4f797-8335-6428-8001-8a1503f9b875", "k"))
+    ('head', 'writes')
+    >>> key_kind("teams/support/members/heads/support%2fa/="), key_kind("teams/support/roster"), key_kind("x/y")
+    ('head', 'roster', 'other')
+    """
+    parts = key.split("/")
+    root = parts[0]
+    if root == "heads":
+        return "head"
+    if root == "data":
+        return _DATA_KINDS.get(parts[3], "data") if len(parts) > 4 else "data"
+    if root == "teams" and len(parts) > 2:
+        if parts[2] == "members":
+            return key_kind("/".join(parts[3:]))
+        return _TEAM_KINDS.get(parts[2], "other")
+    return _ROOT_KINDS.get(root, "other")
 
 
 def validate_thread_id(thread_id: object) -> str:

@@ -9,6 +9,13 @@ The outcome of an operation is ``ok`` (a read), ``committed`` (a write), or the 
 refused or failed: ``stale_writer``, ``ownership_lost``, ``thread_expired``,
 ``checkpoint_order``, ``unsafe_store`` (refusals, which keep the data right, are also counted by
 reason and logged at INFO), ``corrupt``, ``unavailable``, ``conflict``, ``invalid``, ``error``.
+
+With ``telemetry.configure(store_spans=True)`` each request is also a ``store {method}`` client
+span, a child of the operation's span, timed from the plan's ``yield`` to its answer: this
+wrapper is the one place that sees every request of every operation on every store, sync or
+async, and the operation it belongs to. A batch's requests run in parallel: each of their
+spans covers the batch. Requests made outside a checkpoint operation (leases, team messages,
+long-term memory) are not spans, as they are not in the request counter either.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from langgraph_handoff import errors, telemetry
+from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint.driver import Batch, Plan
-from langgraph_handoff.stores.base import Delete, DeleteMany, Get, ListPage, Put, StoreBase
+from langgraph_handoff.stores.base import Delete, DeleteMany, Get, ListPage, ListResult, Put, StoreBase, StoredObject
 
 __all__ = ["REFUSALS", "observed", "outcome_of", "store_kind"]
 
@@ -93,18 +101,42 @@ def _request_outcome(result: Any) -> str:
     return "ok"
 
 
+def _request_attributes(op: Any, result: Any) -> dict[str, Any]:
+    """What a request's span says beyond its method, store and outcome: its key (and the kind
+    of object it holds), the bytes it carried, how many keys it listed or deleted, a PUT's
+    condition."""
+    if isinstance(op, DeleteMany):
+        return {telemetry.STORE_KEYS: len(op.keys)}
+    key = op.prefix if isinstance(op, ListPage) else op.key
+    attrs: dict[str, Any] = {telemetry.STORE_KEY: key, telemetry.KEY_KIND: keys.key_kind(key)}
+    if isinstance(op, Put):
+        attrs[telemetry.STORE_BYTES] = len(op.body)
+        if op.if_match is not None or op.if_none_match:
+            attrs[telemetry.CONDITION] = "if_match" if op.if_match is not None else "if_none_match"
+    elif isinstance(result, StoredObject):
+        attrs[telemetry.STORE_BYTES] = len(result.body)
+    elif isinstance(result, ListResult):
+        attrs[telemetry.STORE_KEYS] = len(result.items)
+    return attrs
+
+
 class _Tally:
-    """Requests of one operation and their outcomes, counted as the plan runs."""
+    """Requests of one operation and their outcomes, counted as the plan runs; each one a span
+    of its own under ``parent`` when store spans are on."""
 
-    __slots__ = ("cas", "lost", "requests", "store")
+    __slots__ = ("cas", "lost", "parent", "requests", "store")
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, parent: telemetry.Span | None) -> None:
         self.store = store
+        self.parent = parent
         self.requests = 0
         self.cas = 0
         self.lost = 0
 
-    def sent(self, ops: tuple[Any, ...], results: list[Any] | None, error: BaseException | None) -> None:
+    def sent(
+        self, ops: tuple[Any, ...], results: list[Any] | None, error: BaseException | None, started_ns: int = 0
+    ) -> None:
+        ended_ns = telemetry.now_ns() if self.parent is not None else 0
         for i, op in enumerate(ops):
             method = _method(op)
             if not method:
@@ -121,6 +153,16 @@ class _Tally:
                 1,
                 {telemetry.REQUEST_METHOD: method, telemetry.STORE: self.store, telemetry.OUTCOME: outcome},
             )
+            if self.parent is not None:
+                attrs = {telemetry.REQUEST_METHOD: method, telemetry.STORE: self.store, telemetry.OUTCOME: outcome}
+                telemetry.finished_span(
+                    f"store {method}",
+                    {**attrs, **_request_attributes(op, result)},
+                    parent=self.parent,
+                    start_ns=started_ns,
+                    end_ns=ended_ns,
+                    error=result if isinstance(result, BaseException) else None,
+                )
 
 
 def observed(
@@ -148,24 +190,26 @@ def _observe(
     on_refusal: Callable[[str, BaseException], None] | None,
 ) -> Plan[R]:
     kind = store_kind(store)
-    tally = _Tally(kind)
     started = telemetry.now()
     outcome = "committed" if write else "ok"
     attributes = {telemetry.OPERATION: f"checkpoint.{operation}", telemetry.STORE: kind, **attributes}
     with telemetry.span(f"checkpoint {operation}", attributes, current=False) as span:
+        tally = _Tally(kind, span if telemetry.store_spans_on() else None)
         try:
             value: Any = None
             error: BaseException | None = None
             while True:
                 step = plan.throw(error) if error is not None else plan.send(value)
                 ops = step.ops if isinstance(step, Batch) else (step,)
+                sent_ns = telemetry.now_ns() if tally.parent is not None else 0
                 try:
                     value, error = (yield step), None
                 except GeneratorExit:
                     raise
                 except BaseException as exc:  # noqa: BLE001 - thrown back into the plan, as the driver would
                     value, error = None, exc
-                tally.sent(ops, value if isinstance(step, Batch) and isinstance(value, list) else [value], error)
+                results = value if isinstance(step, Batch) and isinstance(value, list) else [value]
+                tally.sent(ops, results, error, sent_ns)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         except GeneratorExit:

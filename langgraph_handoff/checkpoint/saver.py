@@ -386,13 +386,35 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _observed(self, operation: str, plan: Plan[R], config: Any, *, write: bool = False) -> Plan[R]:
-        """``plan`` as a traced, measured checkpoint operation (itself when telemetry is off)."""
+    def _observed(
+        self, operation: str, plan: Plan[R], config: Any, *, write: bool = False, threads: int | None = None
+    ) -> Plan[R]:
+        """``plan`` as a traced, measured checkpoint operation (itself when telemetry is off).
+        ``threads``: how many threads an operation over several touches (``prune``)."""
         if not telemetry.is_on():
             return plan
         conf = (config or {}).get("configurable", {}) if isinstance(config, Mapping) else {}
         attrs = {telemetry.THREAD: conf.get("thread_id"), telemetry.NAMESPACE: conf.get("checkpoint_ns")}
+        if threads is not None:
+            attrs[telemetry.THREADS] = threads
         return observed(operation, self.store, plan, attrs, write=write)
+
+    def _pruning(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+        """The plan of :meth:`prune`, observed as ``checkpoint prune`` (one span for the call;
+        the thread on it when there is one)."""
+        plan = self._plan_prune(thread_ids, strategy)
+        if not telemetry.is_on() or isinstance(thread_ids, str):  # a string: the plan refuses it
+            return plan
+        only = _thread(thread_ids[0]) if len(thread_ids) == 1 else None
+        return self._observed("prune", plan, only, write=True, threads=len(thread_ids))
+
+    def _migrating(
+        self, thread_id: str, dry_run: bool, namespaces: builtins.list[str] | None = None
+    ) -> Plan[ThreadMigration]:
+        """The plan of :meth:`migrate_thread` (and of each thread :meth:`migrate` takes), observed
+        as ``checkpoint migrate``: a dry run writes nothing, so its outcome is ``ok``."""
+        plan = self._plan_migrate_thread(thread_id, dry_run, namespaces)
+        return self._observed("migrate", plan, _thread(thread_id), write=not dry_run)
 
     # -- versions --------------------------------------------------------------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
@@ -543,10 +565,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         cannot be read is skipped and the other threads are pruned; then
         :class:`~langgraph_handoff.errors.DamagedObjectsError` lists what was skipped
         (``.damaged``: :class:`~langgraph_handoff._format.damage.DamagedObject` records)."""
-        driver.run(self.store, self._plan_prune(thread_ids, strategy))
+        driver.run(self.store, self._pruning(thread_ids, strategy))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await driver.arun(self.store, self._plan_prune(thread_ids, strategy))
+        await driver.arun(self.store, self._pruning(thread_ids, strategy))
 
     # -- TTL -----------------------------------------------------------------------------------------
     def sweep(
@@ -734,10 +756,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         >>> v2.get_tuple(cfg).checkpoint["channel_values"]
         {'topic': 'refund', 'language': 'en'}
         """
-        return driver.run(self.store, self._plan_migrate_thread(thread_id, dry_run))
+        return driver.run(self.store, self._migrating(thread_id, dry_run))
 
     async def amigrate_thread(self, thread_id: str, *, dry_run: bool = False) -> ThreadMigration:
-        return await driver.arun(self.store, self._plan_migrate_thread(thread_id, dry_run))
+        return await driver.arun(self.store, self._migrating(thread_id, dry_run))
 
     def migrate(
         self,
@@ -778,7 +800,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         def one(item: tuple[ObjectStoreSaver, str, builtins.list[str] | None]) -> ThreadMigration:
             saver, thread_id, namespaces = item
             try:
-                result = driver.run(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
+                result = driver.run(saver.store, saver._migrating(thread_id, dry_run, namespaces))
             except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                 result = ThreadMigration.failure(thread_id, exc)
             _placed(result, saver.store)
@@ -855,7 +877,7 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
             saver, thread_id, namespaces = item
             async with gate:
                 try:
-                    result = await driver.arun(saver.store, saver._plan_migrate_thread(thread_id, dry_run, namespaces))
+                    result = await driver.arun(saver.store, saver._migrating(thread_id, dry_run, namespaces))
                 except Exception as exc:  # noqa: BLE001 - reported per thread; the run goes on
                     result = ThreadMigration.failure(thread_id, exc)
             _placed(result, saver.store)

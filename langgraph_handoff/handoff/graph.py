@@ -47,7 +47,7 @@ from langgraph_handoff.handoff.audit import AuditPolicy, audit_records, awrite_a
 from langgraph_handoff.handoff.briefing import BriefingCheck
 from langgraph_handoff.handoff.model import Handoff, is_handoff_message
 from langgraph_handoff.handoff.notify import Notify, notifier
-from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy
+from langgraph_handoff.handoff.policy import MAX_RETRIES, ROUTER, Event, HandoffPolicy, Plan
 from langgraph_handoff.handoff.tools import pending_handoff_calls
 from langgraph_handoff.routing.decision import RouteDecision
 
@@ -421,37 +421,39 @@ def build_handoff_graph(
     )
     send = notifier(notify)
 
-    def entry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
-        chosen = policy.router_for(state)
-        decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
-        plan = policy.entry(state, decision, _seed(config))
+    def done(state: dict[str, Any], config: RunnableConfig, plan: Plan) -> Command[Any]:
+        """What every step of the router does with its plan: time the turn, tell the operator,
+        audit, and go on."""
+        observe.turn_step(state, plan, policy.clock)
         _emit(config, plan.events, send)
         write_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
         return Command(goto=plan.goto, update=plan.update)
+
+    async def adone(state: dict[str, Any], config: RunnableConfig, plan: Plan) -> Command[Any]:
+        observe.turn_step(state, plan, policy.clock)
+        await _aemit(config, plan.events, send)
+        await awrite_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
+        return Command(goto=plan.goto, update=plan.update)
+
+    def entry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
+        chosen = policy.router_for(state)
+        decision = chosen.route(_user_text(state.get("messages") or [])) if chosen is not None else None
+        return done(state, config, policy.entry(state, decision, _seed(config)))
 
     async def aentry(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         chosen = policy.router_for(state)
         decision = await chosen.aroute(_user_text(state.get("messages") or [])) if chosen is not None else None
-        plan = policy.entry(state, decision, _seed(config))
-        await _aemit(config, plan.events, send)
-        await awrite_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
-        return Command(goto=plan.goto, update=plan.update)
+        return await adone(state, config, policy.entry(state, decision, _seed(config)))
 
     def handoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         bound = policy.briefing
         verdicts = {i: bound.verdict(t, b, r) for i, t, b, r in policy.to_check(state)} if bound else None
-        plan = policy.plan(state, verdicts, _seed(config))
-        _emit(config, plan.events, send)
-        write_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
-        return Command(goto=plan.goto, update=plan.update)
+        return done(state, config, policy.plan(state, verdicts, _seed(config)))
 
     async def ahandoff_router(state: dict[str, Any], config: RunnableConfig) -> Command[Any]:
         bound = policy.briefing
         verdicts = {i: await bound.averdict(t, b, r) for i, t, b, r in policy.to_check(state)} if bound else None
-        plan = policy.plan(state, verdicts, _seed(config))
-        await _aemit(config, plan.events, send)
-        await awrite_audits(policy.audit, audit_records(policy.audit, config, state, plan.events))
-        return Command(goto=plan.goto, update=plan.update)
+        return await adone(state, config, policy.plan(state, verdicts, _seed(config)))
 
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema)
     graph.add_node(ENTRY, RunnableLambda(entry, aentry, name=ENTRY), destinations=tuple(names))  # type: ignore[type-var]

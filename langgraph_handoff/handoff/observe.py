@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
 
 from langgraph_handoff import telemetry as T
 from langgraph_handoff.handoff.notify import BreakerEvent, event_of
 
-__all__ = ["agent_turn", "record"]
+if TYPE_CHECKING:
+    from langgraph_handoff.handoff.policy import Plan
+
+__all__ = ["agent_turn", "record", "turn_step"]
 
 log = logging.getLogger("langgraph_handoff.handoff")
 
@@ -253,3 +259,44 @@ def agent_turn(agent: str, config: RunnableConfig | None, state: Mapping[str, An
         raise
     finally:
         T.histogram(T.M_AGENT_DURATION, T.now() - started, {T.AGENT: agent, T.OUTCOME: outcome})
+
+
+# -- the user turn's duration ----------------------------------------------------------------------
+#: turns started in this process and not ended yet: ``turn_id -> (start on the policy's clock,
+#: entry agent)``, the oldest dropped past :data:`_TURNS_KEPT` (a turn that waits at an
+#: interrupt for ever, or ends on another worker, must not grow it without bound)
+_TURNS: OrderedDict[str, tuple[float, str]] = OrderedDict()
+_TURNS_KEPT = 10_000
+_turns_lock = threading.Lock()
+
+
+def turn_step(state: Mapping[str, Any], plan: Plan, clock: Callable[[], float]) -> None:
+    """Time user turns: called by the graph's router nodes (the entry, and after each agent)
+    with the plan each one made. An entry's plan starts a turn (its ``turn_id``); a plan that
+    goes to ``END`` ends it, and its duration on the graph's ``clock`` goes to the
+    ``langgraph_handoff.turn.duration`` histogram with the entry agent and whether a breaker
+    tripped during it: low-cardinality, no thread. Measured where the turn started: a turn that
+    ends on another worker (a takeover mid-turn) is not recorded; waiting at an ``interrupt``
+    counts. Never raises into the run; nothing at all when telemetry is off."""
+    if not T.is_on():
+        return
+    try:
+        started = plan.update.get("turn_id")
+        if started:
+            with _turns_lock:
+                _TURNS[str(started)] = (clock(), plan.goto)
+                while len(_TURNS) > _TURNS_KEPT:
+                    _TURNS.popitem(last=False)
+        if plan.goto != END:
+            return
+        turn_id = str(started or state.get("turn_id") or "")
+        with _turns_lock:
+            begun = _TURNS.pop(turn_id, None)
+        if begun is None:  # started elsewhere (or before this process), or a replay of the end
+            return
+        at, entry = begun
+        earlier = any(str(b.get("id") or "").startswith(f"{turn_id}:") for b in state.get("breakers") or [])
+        tripped = earlier or bool(plan.update.get("breakers"))
+        T.histogram(T.M_TURN_DURATION, max(0.0, clock() - at), {T.AGENT: entry, T.TRIPPED: tripped})
+    except Exception as exc:  # noqa: BLE001 - observing a run never breaks it
+        log.debug("could not time a turn: %s: %s", type(exc).__name__, exc)

@@ -214,7 +214,7 @@ PUBLIC: dict[str, set[str]] = {
         "team_prompt",
         "team_tools",
     },
-    "langgraph_handoff.telemetry": {"configure", "content_on", "is_on"},
+    "langgraph_handoff.telemetry": {"configure", "content_on", "is_on", "store_spans_on"},
     "langgraph_handoff.testing": {
         "ScriptExhaustedError",
         "ScriptedChatModel",

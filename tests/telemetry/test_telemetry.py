@@ -10,15 +10,10 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from langgraph_handoff import ObjectStoreSaver, telemetry
 from langgraph_handoff.errors import StaleWriterError
@@ -28,43 +23,7 @@ from langgraph_handoff.ownership import SessionManager, SessionWorker
 from langgraph_handoff.stores import MemoryStore
 from langgraph_handoff.stores.counting import CountingStore
 from langgraph_handoff.testing import ScriptedChatModel, tool_call
-
-
-class Otel:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def finished(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
-
-    def names(self) -> list[str]:
-        return [s.name for s in self.finished()]
-
-    def metric(self, name: str) -> dict[tuple[tuple[str, Any], ...], Any]:
-        """Data points of metric ``name``: attributes -> value (a sum) or count (a histogram)."""
-        out: dict[tuple[tuple[str, Any], ...], Any] = {}
-        data = self.reader.get_metrics_data()
-        for rm in data.resource_metrics if data else []:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == name:
-                        for p in m.data.data_points:
-                            out[tuple(sorted(p.attributes.items()))] = getattr(p, "value", None) or p.count
-        return out
-
-
-@pytest.fixture
-def otel() -> Iterator[Otel]:
-    o = Otel()
-    telemetry.configure(enabled=True, tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
-    try:
-        yield o
-    finally:
-        telemetry.configure(enabled=True, capture_content=False)
+from tests.support.otel import Otel
 
 
 def desk(checkpointer: Any) -> Any:

@@ -19,13 +19,21 @@ answered when the read-back shows that the object changed, since someone else's 
 >>> tally.failed(PreconditionFailedError("heads/t/=", "HTTP 412"), changed=True)
 >>> type(tally.exhausted("thread 't'", "lost 2 races")).__name__
 'ConflictError'
+
+Each failed attempt is logged at DEBUG on ``langgraph_handoff.checkpoint`` (thread, attempt,
+the kind of key): one lost race is normal and says nothing, but a thread whose writes keep
+losing is worth finding when someone asks why its turns are slow. The count of them is the
+``langgraph_handoff.checkpoint.cas.retries`` metric.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
+from langgraph_handoff import telemetry
+from langgraph_handoff._format import keys
 from langgraph_handoff.errors import (
     ConflictError,
     LangGraphHandoffError,
@@ -34,6 +42,8 @@ from langgraph_handoff.errors import (
 )
 
 __all__ = ["Attempts"]
+
+log = logging.getLogger("langgraph_handoff.checkpoint")
 
 
 @dataclass
@@ -53,6 +63,8 @@ class Attempts:
         else:
             self.answered += 1
         self.last = exc
+        if log.isEnabledFor(logging.DEBUG):
+            _logged(exc, self.answered + self.unanswered, changed)
 
     def exhausted(self, what: str, contention: str) -> LangGraphHandoffError:
         """The error to raise when the loop ran out of attempts: ``what`` names the write,
@@ -65,3 +77,19 @@ class Attempts:
                 "unreachable, not contended: retry the operation when it is back"
             )
         return ConflictError(contention)
+
+
+def _logged(exc: BaseException, attempt: int, changed: bool) -> None:
+    key = getattr(exc, "key", "") or ""
+    thread, kind = keys.thread_of_key(key), keys.key_kind(key)
+    why = "the object changed" if changed else "the object is unchanged"
+    log.debug(
+        "compare-and-swap attempt %d on a %s of thread %r failed (%s: %s)",
+        attempt,
+        kind,
+        thread,
+        type(exc).__name__,
+        why,
+        extra={"langgraph_handoff.event": "checkpoint.cas_retry", telemetry.THREAD: thread,
+               telemetry.CAS_ATTEMPT: attempt, telemetry.KEY_KIND: kind},
+    )  # fmt: skip
