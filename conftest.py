@@ -12,6 +12,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,11 @@ MOTO_ENDPOINT = os.environ.get("MOTO_ENDPOINT_URL")
 AZURITE_ENDPOINT = os.environ.get("AZURITE_ENDPOINT_URL")
 #: fake-gcs-server's JSON API (plain HTTP, in memory), started by scripts/test
 GCS_EMULATOR_ENDPOINT = os.environ.get("GCS_EMULATOR_ENDPOINT")
+#: Arize Phoenix (OTLP/HTTP traces at /v1/traces, REST API at /v1), started by scripts/test
+PHOENIX_ENDPOINT = os.environ.get("PHOENIX_ENDPOINT_URL")
+#: Prometheus's HTTP API, and the loopback port it scrapes (the test serves its metrics there)
+PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL")
+PROMETHEUS_SCRAPE_PORT = os.environ.get("PROMETHEUS_SCRAPE_PORT")
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-random-order's shuffle, which it keeps within each group
@@ -103,6 +110,36 @@ def need_gcs_emulator() -> str:
     if os.environ.get("LGH_REQUIRE_S3") == "1":
         pytest.fail("GCS_EMULATOR_ENDPOINT is not set but LGH_REQUIRE_S3=1: fake-gcs-server did not start")
     pytest.skip("no fake-gcs-server (run scripts/test, which starts it)")
+
+
+def need_phoenix(deadline: float = 120.0) -> str:
+    """Phoenix's URL, once it answers: scripts/test starts it without waiting (it takes about
+    11 s to come up, while the first tests run)."""
+    if PHOENIX_ENDPOINT:
+        give_up = time.monotonic() + deadline
+        while True:
+            try:
+                with urllib.request.urlopen(f"{PHOENIX_ENDPOINT}/healthz", timeout=2):
+                    return PHOENIX_ENDPOINT
+            except OSError as exc:
+                if time.monotonic() > give_up:
+                    log = os.environ.get("PHOENIX_LOG", "its log")
+                    pytest.fail(
+                        f"Arize Phoenix did not answer on {PHOENIX_ENDPOINT} in {deadline:.0f} s ({exc}); see {log}"
+                    )
+            time.sleep(0.2)
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("PHOENIX_ENDPOINT_URL is not set but LGH_REQUIRE_S3=1: Arize Phoenix did not start")
+    pytest.skip("no Arize Phoenix (run scripts/test, which installs and starts it)")
+
+
+def need_prometheus() -> tuple[str, int]:
+    """Prometheus's URL and the port it scrapes."""
+    if PROMETHEUS_URL and PROMETHEUS_SCRAPE_PORT:
+        return PROMETHEUS_URL, int(PROMETHEUS_SCRAPE_PORT)
+    if os.environ.get("LGH_REQUIRE_S3") == "1":
+        pytest.fail("PROMETHEUS_URL is not set but LGH_REQUIRE_S3=1: Prometheus did not start")
+    pytest.skip("no Prometheus (run scripts/test, which installs and starts it)")
 
 
 def make_s3_store(prefix: str | None = None, **kwargs: object) -> S3Store:
