@@ -124,14 +124,28 @@ def _configured_model(agent: Any) -> RunnableBinding[Any, Any] | None:
     return None
 
 
-def _bind_tools(model: Any, tools: list[Any]) -> Any:
+def _bind_tools(model: Any, tools: list[Any], name: str) -> Any:
     configured = _configured_model(model)
+    chat_model: BaseChatModel = model if configured is None else configured.bound  # type: ignore[assignment]
+    try:
+        bound = chat_model.bind_tools(tools)
+    except NotImplementedError:
+        # BaseChatModel's default; a bare NotImplementedError from deep inside the graph build
+        # tells nobody that it is the model, not the graph, that lacks something
+        raise _no_tool_calling(name, chat_model) from None
     if configured is None:
-        return model.bind_tools(tools)
+        return bound
     # keep the caller's bound kwargs and config: bind tools on the model, then re-apply them
-    chat_model: BaseChatModel = configured.bound  # type: ignore[assignment]
-    bound = chat_model.bind_tools(tools)
     return bound.bind(**configured.kwargs).with_config(configured.config or {})
+
+
+def _no_tool_calling(name: str, model: BaseChatModel) -> InvalidHandoffError:
+    return InvalidHandoffError(
+        f"agent {name!r} is a chat model without tool calling ({type(model).__name__} does not implement "
+        "bind_tools), and a model agent hands off by calling a tool. Use a chat model that supports tool "
+        "calling; in tests use langgraph_handoff.testing.ScriptedChatModel (it replies from a script and "
+        "supports bind_tools); or make the agent a plain function that returns handoff_to(...)"
+    )
 
 
 def build_tool_agent(
@@ -146,7 +160,7 @@ def build_tool_agent(
 
     All tool calls of one model message run in one ``ToolNode`` step, so each gets its real result.
     """
-    bound = _bind_tools(model, list(tools)) if tools else model
+    bound = _bind_tools(model, list(tools), name) if tools else model
     system: list[AnyMessage] = [SystemMessage(prompt)] if prompt else []
 
     def call_model(state: MessagesState, config: RunnableConfig) -> dict[str, list[AnyMessage]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -900,6 +901,20 @@ def test_configured_chat_model_is_a_model_agent() -> None:
     assert base.bound_tools == ["transfer_to_b"]
     with pytest.raises(InvalidHandoffError, match="RunnableRetry"):
         create_handoff_graph([HandoffAgent("a", ScriptedChatModel(["x"]).with_retry())])
+
+
+def test_chat_model_without_tool_calling_is_a_typed_error_naming_the_fix() -> None:
+    """A chat model without ``bind_tools`` (langchain_core's ``GenericFakeChatModel``, the first
+    thing a user tries) is refused at build time with a typed error that names the fix, not a bare
+    ``NotImplementedError``; also when configured with ``.bind()``. Fails before the fix (issue 47)."""
+    fake = GenericFakeChatModel(messages=iter([AIMessage("hi")]))
+    for agent in (fake, fake.bind(stop=["x"])):
+        with pytest.raises(InvalidHandoffError, match="ScriptedChatModel") as caught:
+            create_handoff_graph([HandoffAgent("a", agent), HandoffAgent("b", lambda s: {})])
+        assert "'a'" in str(caught.value) and "GenericFakeChatModel does not implement bind_tools" in str(caught.value)
+    # alone, with no tools to bind, it is a valid agent and answers
+    graph = create_handoff_graph([HandoffAgent("a", GenericFakeChatModel(messages=iter([AIMessage("hi")])))])
+    assert graph.invoke({"messages": [("user", "x")]})["messages"][-1].content == "hi"
 
 
 @pytest.mark.parametrize(
