@@ -37,7 +37,8 @@ broadly or as narrowly as they need::
         ├── InvalidThreadIdError
         ├── InvalidCheckpointIdError
         ├── InvalidConfigError
-        │   └── SigningKeyRequiredError  a store that requires signed objects, and no key to sign with
+        │   ├── SigningKeyRequiredError  a store that requires signed objects, and no key to sign with
+        │   └── MissingCredentialsError  a remote store found no credentials (nothing was sent)
         ├── InvalidKeyError
         ├── ObjectTooLargeError          an object larger than any reader accepts (nothing stored)
         ├── InvalidRouteError            a router was built or asked with routes it does not have
@@ -82,6 +83,7 @@ __all__ = [
     "MessageIngestedError",
     "OwnershipLostError",
     "MigrationError",
+    "MissingCredentialsError",
     "MissingExtraError",
     "NotAnObjectError",
     "ObjectTooLargeError",
@@ -700,6 +702,20 @@ class SigningKeyRequiredError(InvalidConfigError):
             f"{store} requires signed objects (its format marker says so) and this process has no signing key: "
             "nothing was written. Set LANGGRAPH_HANDOFF_SIGNING_KEYS (or pass signing_key=) to the store's keys."
         )
+
+
+class MissingCredentialsError(InvalidConfigError):
+    """A remote store (S3, Azure Blob, GCS) found no credentials to sign its requests with.
+    Nothing was sent, and nothing was retried: credentials that are not configured do not appear
+    by waiting. Every transport raises it at once (boto3's used to retry five times and say
+    "retry later"). ``store`` names the store, ``where`` where its credentials come from.
+
+    What to do: set what the message names (environment variables, a profile, a role, or the
+    constructor's arguments); credentials never go in a store URL."""
+
+    def __init__(self, store: str, detail: str, where: str) -> None:
+        self.store, self.where = store, where
+        super().__init__(f"no credentials for {store} ({detail}); nothing was sent. Set {where}.")
 
 
 class InvalidRouteError(InvalidInputError):

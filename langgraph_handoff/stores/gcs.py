@@ -71,6 +71,7 @@ from typing import Any, TypeVar
 
 from langgraph_handoff.errors import (
     InvalidConfigError,
+    MissingCredentialsError,
     MissingExtraError,
     PreconditionFailedError,
     StoreError,
@@ -89,6 +90,7 @@ from langgraph_handoff.stores.base import (
     validate_prefix,
     validate_start_after,
 )
+from langgraph_handoff.stores.credentials import missing_credentials
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_url, redact_urls
 from langgraph_handoff.stores.timeouts import RetryBudget, Timeouts
@@ -223,7 +225,12 @@ class GCSStore(StoreBase):
                 kwargs["client_options"] = {"api_endpoint": self.endpoint_url}
                 kwargs["credentials"] = credentials or AnonymousCredentials()  # type: ignore[no-untyped-call]
                 kwargs["project"] = project or "langgraph-handoff"
-            client = storage.Client(**kwargs)
+            try:
+                client = storage.Client(**kwargs)
+            except Exception as exc:  # google.auth's, imported with the SDK (the gcs extra)
+                if type(exc).__name__ != "DefaultCredentialsError":
+                    raise
+                raise missing_credentials("gs", f"GCS bucket {bucket!r}", _brief(exc)) from None
             _size_connection_pool(client, max_workers)
             _skip_bucket_metadata_fetch(client)
         self.client = client
@@ -271,7 +278,7 @@ class GCSStore(StoreBase):
             + ": create it (gcloud storage buckets create gs://NAME), or pass create_bucket=True"
         )
 
-    def _failure(self, exc: BaseException, what: str) -> StoreError:
+    def _failure(self, exc: BaseException, what: str) -> StoreError | MissingCredentialsError:
         """An idempotent request failed after the SDK's retries."""
         missing = self._bucket_missing(exc)
         if missing is not None:
@@ -279,7 +286,9 @@ class GCSStore(StoreBase):
         if isinstance(exc, self._api.RetryError) and exc.cause is not None:
             exc = exc.cause
         status = _status(exc)
-        if status in (401, 403) or type(exc).__name__ in ("RefreshError", "DefaultCredentialsError"):
+        if type(exc).__name__ == "DefaultCredentialsError":
+            return missing_credentials("gs", f"GCS bucket {self.bucket_name!r}", _brief(exc))
+        if status in (401, 403) or type(exc).__name__ == "RefreshError":
             return StoreError(
                 f"GCS {what} was refused ({_brief(exc)}): check the credentials and their role on the bucket "
                 "(roles/storage.objectUser is enough)"

@@ -54,13 +54,32 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlparse
 
-from langgraph_handoff.errors import InvalidConfigError, StoreError, StoreNotFoundError, StoreUnavailableError
+from langgraph_handoff.errors import (
+    InvalidConfigError,
+    MissingCredentialsError,
+    StoreError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+)
 from langgraph_handoff.stores.base import validate_key, validate_prefix
+from langgraph_handoff.stores.credentials import missing_credentials
 from langgraph_handoff.stores.obstore_base import ObstoreBase, brief, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.redact import redact_url
 from langgraph_handoff.stores.timeouts import RetryBudget, Timeouts
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AzureBlobStore", "parse_connection_string"]
+
+#: ``config=`` entries (obstore's ``AzureConfig``) that configure a credential
+_CREDENTIAL_SETTINGS = (
+    "account_key", "access_key", "master_key", "sas_key", "sas_token", "token", "bearer_token",
+    "client_id", "client_secret", "federated_token_file", "use_azure_cli", "use_emulator", "skip_signature",
+)  # fmt: skip
+#: environment variables that give obstore a credential other than a managed identity
+_CREDENTIAL_VARIABLES = (
+    "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY", "AZURE_STORAGE_MASTER_KEY", "AZURE_STORAGE_SAS_KEY",
+    "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_USE_AZURE_CLI", "AZURE_STORAGE_USE_EMULATOR", "AZURE_SKIP_SIGNATURE",
+)  # fmt: skip
 
 #: Azurite's well-known development account and key (published in Microsoft's documentation)
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -255,6 +274,13 @@ class AzureBlobStore(ObstoreBase):
             or os.environ.get("AZURE_STORAGE_SAS_TOKEN"),
         )
 
+        #: True when nothing but a managed identity can give credentials: its token request failing
+        #: then means there are none here (off Azure, IMDS has no identity to give)
+        self._identity_only = not (
+            {"account_key", "sas_key", "token", "use_azure_cli"} & settings.keys()
+            or any(k in (config or {}) for k in _CREDENTIAL_SETTINGS)
+            or any(os.environ.get(name) for name in _CREDENTIAL_VARIABLES)
+        )
         options = client_options(self.endpoint_url, self.timeouts, headers)
 
         def make(retries: int) -> Any:
@@ -287,6 +313,15 @@ class AzureBlobStore(ObstoreBase):
             return StoreNotFoundError(
                 f"the Azure container {self.container!r} does not exist at {redact_url(self.endpoint_url)}: create it "
                 "(az storage container create, or create_container=True with a key or SAS)"
+            )
+        return None
+
+    def _credentials_missing(self, exc: BaseException) -> MissingCredentialsError | None:
+        if self._identity_only and "token request" in str(exc):
+            return missing_credentials(
+                "az",
+                f"Azure container {self.container!r}",
+                f"no key, SAS or token is configured, and no managed identity answered: {brief(exc)}",
             )
         return None
 

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 from langgraph_handoff.errors import (
     InvalidConfigError,
     LangGraphHandoffError,
+    MissingCredentialsError,
     PreconditionFailedError,
     StoreError,
     StoreUnavailableError,
@@ -174,6 +175,11 @@ class ObstoreBase(StoreBase):
         that rather than a missing key; None otherwise."""
         return None
 
+    def _credentials_missing(self, exc: BaseException) -> MissingCredentialsError | None:
+        """An error saying no credentials were found, when ``exc`` means that (obstore found none
+        to sign with, so nothing was sent); None otherwise."""
+        return None
+
     def _if_match_form(self, etag: str) -> str:
         """The ``If-Match`` value to send for ``etag`` (stored without quotes)."""
         return etag
@@ -187,9 +193,9 @@ class ObstoreBase(StoreBase):
         """A compare-and-swap succeeded with the current ``If-Match`` form."""
 
     # -- error mapping (shared by the sync and async twins) ---------------------------------------
-    def _unavailable(self, exc: BaseException, what: str) -> StoreError:
+    def _unavailable(self, exc: BaseException, what: str) -> StoreError | MissingCredentialsError:
         """An idempotent request failed after obstore's own retries."""
-        missing = self._store_missing(exc)
+        missing = self._store_missing(exc) or self._credentials_missing(exc)
         if missing is not None:
             return missing
         status = status_of(exc)
@@ -203,7 +209,7 @@ class ObstoreBase(StoreBase):
 
     def _conditional_failure(self, exc: BaseException, key: str, if_match: str | None) -> LangGraphHandoffError | None:
         """What a failed conditional PUT means; None for "412 on If-Match" (maybe the quoting)."""
-        missing = self._store_missing(exc)
+        missing = self._store_missing(exc) or self._credentials_missing(exc)
         if missing is not None:
             return missing
         errors = self._obs.exceptions

@@ -43,6 +43,7 @@ from typing import Any
 
 from langgraph_handoff.errors import InvalidConfigError, StoreError
 from langgraph_handoff.stores.base import ListResult, StoredObject, validate_prefix
+from langgraph_handoff.stores.credentials import missing_credentials
 from langgraph_handoff.stores.iothreads import LoopThread
 from langgraph_handoff.stores.obstore_base import ObstoreBase, client_options, import_obstore, retry_config
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
@@ -75,10 +76,7 @@ class BotoCredentials:
     def __init__(self, session: Any) -> None:
         credentials = session.get_credentials()
         if credentials is None:
-            raise InvalidConfigError(
-                "no AWS credentials found in the boto3 chain (environment, ~/.aws profiles, SSO, roles): "
-                "configure one, or pass a boto3 session that has credentials"
-            )
+            raise missing_credentials("s3", "S3", "none found in the boto3 chain: environment, ~/.aws, SSO, roles")
         self._credentials = credentials
         self._refreshable = hasattr(credentials, "refresh_needed")
         #: monotonic time after which :meth:`config` should be asked again (None: never)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph_handoff.errors import (
+    MissingCredentialsError,
     PreconditionFailedError,
     StoreError,
     StoreNotFoundError,
@@ -45,6 +46,7 @@ from langgraph_handoff.stores.base import (
     validate_key,
     validate_prefix,
 )
+from langgraph_handoff.stores.credentials import missing_credentials
 from langgraph_handoff.stores.iothreads import IoThreads
 from langgraph_handoff.stores.redact import redact_urls
 from langgraph_handoff.stores.s3_compat import EtagQuoting, check_bucket, check_region, default_headers, no_such_bucket
@@ -179,6 +181,9 @@ class S3Store(StoreBase):
     def _no_bucket(self) -> StoreNotFoundError:
         return no_such_bucket(self.bucket, self.client.meta.endpoint_url)
 
+    def _no_credentials(self, exc: Exception) -> MissingCredentialsError:
+        return missing_credentials("s3", f"S3 bucket {self.bucket!r}", redact_urls(str(exc)))
+
     def _full(self, key: str) -> str:
         return self.prefix + validate_key(key)
 
@@ -186,7 +191,7 @@ class S3Store(StoreBase):
         """Run an idempotent request, backing off on throttling, 5xx and connection errors, within
         ``extra_retries`` and the deadline (:class:`~langgraph_handoff.stores.timeouts.RetryBudget`)."""
         import urllib3
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
         budget = RetryBudget(self.timeouts, attempts=self._extra_retries + 1)
         while True:
@@ -200,6 +205,8 @@ class S3Store(StoreBase):
                     hint = " (check the credentials and the bucket policy)" if _status(exc) in (401, 403) else ""
                     raise StoreError(f"S3 {what} failed: {redact_urls(str(exc))}{hint}") from exc
                 last: Exception = exc
+            except (NoCredentialsError, PartialCredentialsError) as exc:
+                raise self._no_credentials(exc) from None  # retrying cannot find what is not configured
             except (BotoCoreError, urllib3.exceptions.HTTPError) as exc:
                 # connection errors and timeouts; urllib3's own when a body is cut off while
                 # botocore's stream reads it (outside botocore's wrapping)
@@ -241,7 +248,7 @@ class S3Store(StoreBase):
         return self._conditional_put(key, full, body, if_match, if_none_match)
 
     def _conditional_put(self, key: str, full: str, body: bytes, if_match: str | None, if_none_match: bool) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, "Body": body}
         if if_none_match:
@@ -272,6 +279,8 @@ class S3Store(StoreBase):
                 if status in _RETRYABLE_STATUS or code in _THROTTLE_CODES:
                     raise UnknownOutcomeError(key, f"HTTP {status} {code}") from None
                 raise StoreError(f"conditional PUT of {full!r} failed: {redact_urls(str(exc))}") from exc
+            except (NoCredentialsError, PartialCredentialsError) as exc:
+                raise self._no_credentials(exc) from None  # raised before signing: nothing was sent
             except BotoCoreError as exc:
                 raise UnknownOutcomeError(key, f"{type(exc).__name__}: {redact_urls(str(exc))}") from None
         raise PreconditionFailedError(key, "ETag differs")

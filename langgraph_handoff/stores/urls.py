@@ -45,6 +45,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.stores.base import StoreBase
+from langgraph_handoff.stores.credentials import WHERE
 from langgraph_handoff.stores.local import LocalStore
 from langgraph_handoff.stores.memory import MemoryStore
 from langgraph_handoff.stores.redact import redact_url
@@ -78,11 +79,7 @@ QUERY_PARAMETERS: dict[str, dict[str, str]] = {
 }
 
 #: where each scheme's credentials go instead of the URL's user info
-_CREDENTIALS = {
-    "s3": "boto3's chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a ~/.aws profile, a role) or session=",
-    "az": "account_key=, sas_token= or AZURE_STORAGE_ACCOUNT_KEY / AZURE_STORAGE_SAS_TOKEN",
-    "gs": "Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS)",
-}
+_CREDENTIALS = WHERE
 
 #: ``memory://NAME`` stores, shared by name within the process
 _NAMED_MEMORY: dict[str, MemoryStore] = {}

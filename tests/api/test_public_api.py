@@ -56,6 +56,7 @@ PUBLIC: dict[str, set[str]] = {
         "MemberExistsError",
         "MessageIngestedError",
         "MigrationError",
+        "MissingCredentialsError",
         "MissingExtraError",
         "NotAnObjectError",
         "ObjectTooLargeError",
