@@ -45,6 +45,7 @@ broadly or as narrowly as they need::
         ├── InvalidHandoffError          a handoff names an unknown target or carries a bad payload
         ├── InvalidHistoryError          a message history a provider would reject (orphaned tool calls)
         ├── UnknownTeamError             a team that does not exist on the store
+        ├── MemberStateError             a member whose state does not allow the operation (discard)
         ├── UnknownRecipientError        a team message to a name that is not on the roster
         └── ThreadNotFoundError          a command named a thread the store does not hold
     MissingExtraError (ImportError)      a feature needs an optional extra that is not installed
@@ -80,6 +81,7 @@ __all__ = [
     "LangGraphHandoffError",
     "LeaseHeldError",
     "MemberExistsError",
+    "MemberStateError",
     "MessageIngestedError",
     "OwnershipLostError",
     "MigrationError",
@@ -112,6 +114,30 @@ __all__ = [
 
 class LangGraphHandoffError(Exception):
     """Base class of every error raised by langgraph-handoff."""
+
+    #: the end of the message when it advises a Python call (``remove('alice')``,
+    #: ``saver.delete_thread``). The command line, which has no such calls, prints the message
+    #: without it (:meth:`without_python_advice`) wherever it names the command to run instead
+    #: (:func:`langgraph_handoff.cli.app.next_step`): one message per audience, never both.
+    python_advice: str = ""
+
+    def _advise(self, problem: str, advice: str) -> str:
+        """The message: ``problem``, then the Python ``advice`` (kept as :attr:`python_advice`)."""
+        self.python_advice = advice
+        return f"{problem} {advice}"
+
+    def without_python_advice(self) -> str:
+        """The message without :attr:`python_advice` (all of it when there is none).
+
+        >>> str(MemberExistsError("t", "alice")).endswith("dead letters).")
+        True
+        >>> MemberExistsError("t", "alice").without_python_advice()
+        "team 't' already has a member named 'alice'."
+        """
+        text = str(self)
+        if self.python_advice and text.endswith(self.python_advice):
+            return text[: -len(self.python_advice)].rstrip()
+        return text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -340,8 +366,10 @@ class ThreadExistsError(ConflictError):
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(
-            f"target thread {thread_id!r} already has checkpoints; copy_thread never merges "
-            "histories. Delete the target first (saver.delete_thread) or choose a new thread id."
+            self._advise(
+                f"target thread {thread_id!r} already has checkpoints; copy_thread never merges histories.",
+                "Delete the target first (saver.delete_thread) or choose a new thread id.",
+            )
         )
 
 
@@ -527,8 +555,13 @@ class CorruptObjectError(EnvelopeError):
         self.key = key
         self.detail = detail
         self.reason = reason if reason in CORRUPT_REASONS else "malformed"
-        advice = _UNSIGNED_ADVICE if self.reason == "unsigned" else _repair_advice(key)
-        super().__init__(f"object {key!r} is corrupt: {detail}. It was not loaded. {advice}")
+        problem = f"object {key!r} is corrupt: {detail}. It was not loaded."
+        if self.reason == "unsigned":
+            super().__init__(f"{problem} {_UNSIGNED_ADVICE}")
+        elif key.startswith(_THREAD_KEYS):  # the advice names delete_thread: the CLI names its own command
+            super().__init__(self._advise(problem, _repair_advice(key)))
+        else:
+            super().__init__(f"{problem} {_repair_advice(key)}")
 
 
 _UNSIGNED_ADVICE = (
@@ -539,10 +572,14 @@ _UNSIGNED_ADVICE = (
 )
 
 
+#: key prefixes of a thread's objects: one that cannot be read goes with the thread
+_THREAD_KEYS = ("heads/", "data/")
+
+
 def _repair_advice(key: str) -> str:
     """What to do about a damaged object, by what the key holds."""
     backup = "Restore it from a backup or object-store version history"
-    if key.startswith(("heads/", "data/")):
+    if key.startswith(_THREAD_KEYS):
         return (
             f"{backup}, or, if the thread's state is expendable, delete the thread: delete_thread "
             "removes it without reading it (`langgraph-handoff delete URL THREAD --yes --force`)."
@@ -571,6 +608,7 @@ class UndecodableValueError(CorruptObjectError):
             "key) that wrote it; if that is what this process uses, the object is damaged: "
             f"{_repair_advice(key)}",
         )
+        self.python_advice = ""  # the advice is the message's point (which serializer), for the CLI too
 
 
 class DamagedObjectsError(EnvelopeError):
@@ -588,9 +626,11 @@ class DamagedObjectsError(EnvelopeError):
         shown = "; ".join(f"{d.key} ({d.reason})" for d in self.damaged[:5])
         more = f"; and {len(self.damaged) - 5} more" if len(self.damaged) > 5 else ""
         super().__init__(
-            f"{operation} did everything else but could not read {len(self.damaged)} object(s): {shown}{more}. "
-            "`langgraph-handoff verify URL` lists them; restore them from a backup, or delete their threads "
-            "(delete_thread removes a thread without reading it)."
+            self._advise(
+                f"{operation} did everything else but could not read {len(self.damaged)} object(s): {shown}{more}.",
+                "`langgraph-handoff verify URL` lists them; restore them from a backup, or delete their threads "
+                "(delete_thread removes a thread without reading it).",
+            )
         )
 
 
@@ -600,8 +640,10 @@ class MemberExistsError(ConflictError):
     def __init__(self, team_id: str, name: str) -> None:
         self.team_id, self.name = team_id, name
         super().__init__(
-            f"team {team_id!r} already has a member named {name!r}. Pick another name, or "
-            f"remove({name!r}) first (its pending messages are kept as dead letters)."
+            self._advise(
+                f"team {team_id!r} already has a member named {name!r}.",
+                f"Pick another name, or remove({name!r}) first (its pending messages are kept as dead letters).",
+            )
         )
 
 
@@ -757,14 +799,40 @@ class InvalidHistoryError(InvalidInputError):
 
 
 class UnknownTeamError(InvalidInputError):
-    """An operation on a team that does not exist on this store (it has no roster yet)."""
+    """An operation on a team that does not exist on this store (it has no roster yet). ``teams``
+    lists the teams it has (the first 20 found), the valid ids."""
 
-    def __init__(self, team_id: str) -> None:
-        self.team_id = team_id
+    def __init__(self, team_id: str, teams: Sequence[str] = ()) -> None:
+        self.team_id, self.teams = team_id, sorted(teams)
+        valid = f"Its teams: {', '.join(self.teams)}." if self.teams else "It holds no team yet."
         super().__init__(
-            f"no team {team_id!r} on this store: check the URL and the team id, or create it by spawning "
-            f"its first member (Team.spawn, or `langgraph-handoff team spawn URL {team_id} NAME --role ROLE`)."
+            self._advise(
+                f"no team {team_id!r} on this store. {valid}",
+                "Check the URL and the team id, or create it by spawning its first member (Team.spawn, or "
+                f"`langgraph-handoff team spawn URL {team_id} NAME --role ROLE`).",
+            )
         )
+
+
+class MemberStateError(InvalidInputError):
+    """``Team.discard`` of a member it cannot discard: one that has not failed (its worker may be
+    running the very step), or a failed one with no unfinished step. Nothing was changed.
+    ``state`` is the member's roster state."""
+
+    def __init__(self, team_id: str, name: str, state: str) -> None:
+        self.team_id, self.name, self.state = team_id, name, state
+        if state != "failed":
+            message = self._advise(
+                f"member {name!r} of team {team_id!r} is {state}, not failed: only a failed member's unfinished "
+                "step can be discarded (a running worker would race the discard).",
+                f"Wait for it to fail, or stop it first: team.request_shutdown({name!r}, sender=...).",
+            )
+        else:
+            message = self._advise(
+                f"member {name!r} of team {team_id!r} has no unfinished step to discard.",
+                f"Put it back to work with revive({name!r}) instead.",
+            )
+        super().__init__(message)
 
 
 class UnknownRecipientError(InvalidInputError):

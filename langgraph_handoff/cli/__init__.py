@@ -169,9 +169,11 @@ def team_status(url: Url, team: TeamId, as_json: Json = False, migrations: Migra
 
 
 def _require_team(saver: Any, team: str) -> None:
-    """A team exists once its roster does (its first member was spawned)."""
-    if saver.store.get(keys.team_roster_key(team)) is None:
-        raise InvalidConfigError(f"no team {team!r} in this store (it has no roster): check the team id")
+    """A team exists once its roster does (its first member was spawned); UnknownTeamError names
+    the teams there are."""
+    from langgraph_handoff.teams import Team
+
+    Team(saver, team).require()
 
 
 @team_app.command("inbox")
@@ -218,7 +220,12 @@ def team_send(
     if kind not in ("message", "plan_response"):
         raise InvalidConfigError(f"--kind {kind!r}: use message or plan_response")
     with _saver(url, migrations) as saver:
-        msg = Team(saver, team).send(
+        t = Team(saver, team)
+        earlier = None
+        if key is not None:  # the same key sends nothing new: say so when the first copy still waits
+            t.check_recipient(to)
+            earlier = saver.store.get(keys.team_inbox_key(team, to, t.keyed_id(to, sender, key)))
+        msg = t.send(
             to,
             content,
             sender=sender,
@@ -226,7 +233,11 @@ def team_send(
             idempotency_key=key,
             kind=kind,  # type: ignore[arg-type]
         )
-    _out(as_json, msg.model_dump(mode="json"), f"sent #{shown(msg.id)} to {shown(to)}")
+    if earlier is not None:
+        text = f"already sent #{shown(msg.id)} to {shown(to)} (key {shown(key)}): nothing new was sent"
+    else:
+        text = f"sent #{shown(msg.id)} to {shown(to)}"
+    _out(as_json, {**msg.model_dump(mode="json"), "already_sent": earlier is not None}, text)
 
 
 @team_app.command("dead")

@@ -50,10 +50,13 @@ from langgraph_handoff.errors import (
     EnvelopeVersionError,
     InvalidConfigError,
     LangGraphHandoffError,
+    MemberExistsError,
+    MemberStateError,
     MigrationError,
     SchemaVersionError,
     ThreadExistsError,
     ThreadNotFoundError,
+    UnknownTeamError,
 )
 from langgraph_handoff.migrations import SchemaMigrations
 from langgraph_handoff.stores import urls
@@ -72,6 +75,7 @@ __all__ = [
     "next_step",
     "open_saver",
     "reading_serializer",
+    "report_next_step",
 ]
 
 app = typer.Typer(
@@ -218,14 +222,18 @@ def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None, team
         thread = keys.thread_of_key(exc.key)
         if thread is not None:
             return (
-                f"{_cmd('verify', url, '--thread', thread, *in_team)} lists what is damaged; if the thread's state is "
-                f"expendable, {_cmd('delete', url, thread, '--yes', '--force', *in_team)} deletes it without reading it"
+                f"{_cmd('verify', url, '--thread', thread, *in_team)} lists what is damaged; restore it from a backup, "
+                f"or, if the thread's state is expendable, {_cmd('delete', url, thread, '--yes', '--force', *in_team)} "
+                "deletes it without reading it"
             )
         if exc.key == keys.FORMAT_MARKER_KEY:
             return f"delete the object {exc.key!r}, then {_cmd('setup', url)} writes it again"
         return f"{_cmd('verify', url)} lists every damaged object"
     if isinstance(exc, DamagedObjectsError):
-        return f"{_cmd('verify', url)} lists every damaged object"
+        return (
+            f"{_cmd('verify', url)} lists every damaged object; restore them from a backup, or delete their threads "
+            f"without reading them: {_cmd('delete', url, 'THREAD', '--yes', '--force')}"
+        )
     if isinstance(exc, SchemaVersionError):
         if migrations is None:
             return (
@@ -244,6 +252,23 @@ def next_step(exc: LangGraphHandoffError, url: str, migrations: str | None, team
         return f"{_cmd('threads', url)} lists the threads this store holds"
     if isinstance(exc, ThreadExistsError):
         return f"{_cmd('delete', url, exc.thread_id, '--yes')} first, or choose another target id"
+    if isinstance(exc, UnknownTeamError):
+        return (
+            f"check the URL and the team id, or {_cmd('team', 'spawn', url, exc.team_id, 'NAME', '--role', 'ROLE')} "
+            "creates the team with its first member"
+        )
+    if isinstance(exc, MemberExistsError):
+        return (
+            f"pick another name, or {_cmd('team', 'remove', url, exc.team_id, exc.name)} first "
+            "(its pending messages are kept as dead letters)"
+        )
+    if isinstance(exc, MemberStateError):
+        if exc.state == "failed":
+            return f"{_cmd('team', 'revive', url, exc.team_id, exc.name)} puts it back to work instead"
+        return (
+            f"wait for it to fail ({_cmd('team', 'status', url, exc.team_id)} shows it), or stop the worker "
+            "that serves it first"
+        )
     return None
 
 
@@ -318,6 +343,17 @@ def report_damaged(as_json: bool, damaged: Sequence[DamagedObject], console: Con
             )
 
 
+def report_next_step(damaged: Sequence[DamagedObject], url: str, migrations: str | None, team: str | None) -> None:
+    """After a command reported ``damaged`` objects and goes on to exit 1: the ``next:`` line on
+    stderr that an error about the first of them would have had (:func:`next_step`), so a thread
+    a command reports damaged names the way out as one it refuses does (``history`` as ``show``)."""
+    if damaged:
+        first = damaged[0]
+        hint = next_step(CorruptObjectError(first.key, first.detail, first.reason), url, migrations, team)
+        if hint:
+            print(f"langgraph-handoff: next: {shown_message(hint)}", file=sys.stderr)
+
+
 @contextmanager
 def progress_pass(
     url: str, migrations: str | None, what: str, as_json: bool, *, rewrites_values: bool = False
@@ -366,8 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # typer ends every run this way, with the command's exit code
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except LangGraphHandoffError as exc:
-        print(f"langgraph-handoff: {shown_message(exc)}", file=sys.stderr)
         hint = getattr(exc, "next_step", None)
+        # with a command to run next, the message's advice of a Python call (remove('alice')) goes
+        message = exc.without_python_advice() if hint else str(exc)
+        print(f"langgraph-handoff: {shown_message(message)}", file=sys.stderr)
         if hint:
             print(f"langgraph-handoff: next: {shown_message(hint)}", file=sys.stderr)
         return 2

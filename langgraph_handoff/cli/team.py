@@ -83,9 +83,16 @@ def register(
         """Put a failed or stopped member back to work; its unfinished step runs again."""
         with saver(url, migrations) as s:
             t = Team(s, team)
-            t.require(name)
+            before = t.require(name).members[name]
             member = t.revive(name)
-        out(as_json, member.model_dump(mode="json"), f"revived {shown(name)}: {shown(member.state)}")
+        if before.state == "active":  # nothing to revive: the roster already had it at work
+            text = (
+                f"{shown(name)} was not failed or stopped (it is active): nothing to revive. "
+                f"`team status` shows whether it is stalled; a worker that steps takes a stalled member over"
+            )
+        else:
+            text = f"revived {shown(name)}: {shown(member.state)} (was {shown(before.state)})"
+        out(as_json, {**member.model_dump(mode="json"), "revived": before.state != "active"}, text)
 
     @team_app.command("upgrade")
     def team_upgrade(

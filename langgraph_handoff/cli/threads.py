@@ -26,6 +26,7 @@ from langgraph_handoff.cli.app import (
     open_saver,
     out,
     report_damaged,
+    report_next_step,
 )
 from langgraph_handoff.cli.safe_text import shown, shown_message
 from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError
@@ -96,6 +97,7 @@ def history(
             except UNREADABLE as exc:  # a segment or value of this namespace: the others still show
                 damaged.append(DamagedObject.from_error(exc))
     report_damaged(as_json, damaged)
+    report_next_step(damaged, url, migrations, team)
     if damaged:
         raise typer.Exit(1)
 

@@ -241,8 +241,8 @@ class AzureBlobStore(ObstoreBase):
         )
         if not account:
             raise InvalidConfigError(
-                "no Azure storage account: pass account_name=, or set AZURE_STORAGE_ACCOUNT_NAME "
-                "or AZURE_STORAGE_CONNECTION_STRING"
+                "no Azure storage account: name it in the store URL (az://container/prefix?account_name=ACCOUNT) "
+                "or with account_name=, or set AZURE_STORAGE_ACCOUNT_NAME or AZURE_STORAGE_CONNECTION_STRING"
             )
         self.account_name: str = str(account)
         self.endpoint_url = (

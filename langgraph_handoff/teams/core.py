@@ -25,6 +25,7 @@ from langgraph_handoff._format import keys
 from langgraph_handoff.checkpoint import driver, trust
 from langgraph_handoff.checkpoint.driver import Plan
 from langgraph_handoff.checkpoint.heads import HeadRead
+from langgraph_handoff.checkpoint.plans.spaces import plan_team_ids
 from langgraph_handoff.errors import UnknownRecipientError, UnknownTeamError
 from langgraph_handoff.stores.base import Get, StoreBase
 from langgraph_handoff.teams.model import Member, Roster, decode_roster, member_thread, validate_name
@@ -84,7 +85,7 @@ class TeamCore:
         :class:`UnknownRecipientError`."""
         roster, _ = yield from self._plan_roster()
         if roster is None:
-            raise UnknownTeamError(self.team_id)
+            raise UnknownTeamError(self.team_id, (yield from _plan_team_names()))
         if name is not None and name not in roster.members:
             raise UnknownRecipientError(self.team_id, name, roster.names())
         return roster
@@ -114,3 +115,18 @@ class TeamCore:
         if name not in members:
             raise UnknownRecipientError(self.team_id, name, list(members))
         return members[name]
+
+
+#: at most this many team ids are looked at to name the valid teams in :class:`UnknownTeamError`
+TEAMS_NAMED = 20
+
+
+def _plan_team_names() -> Plan[list[str]]:
+    """The teams that exist on the store (a roster each), to name in an unknown team's error:
+    keys under ``teams/`` can also be the dead letters of a team whose roster is gone, which is
+    no team to name. Only on that error path: one LIST per team, and one GET each."""
+    names = []
+    for team_id in (yield from plan_team_ids())[:TEAMS_NAMED]:
+        if (yield Get(keys.team_roster_key(team_id))) is not None:
+            names.append(team_id)
+    return names

@@ -39,6 +39,7 @@ from langgraph_handoff.errors import (
     InvalidInputError,
     LangGraphHandoffError,
     MemberExistsError,
+    MemberStateError,
     PreconditionFailedError,
     UnknownOutcomeError,
     UnknownRecipientError,
@@ -216,14 +217,8 @@ class Team(TeamViews, TeamRequests):
     def _plan_discard_step(self, name: str, reason: str, by: str, tup: Any) -> Plan[Member]:
         validate_name(name)
         roster = yield from self._plan_require(name)
-        if roster.members[name].state != "failed":
-            raise InvalidInputError(
-                f"member {name!r} is {roster.members[name].state}, not failed: only a failed member's unfinished "
-                "step can be discarded (a running worker would race the discard). Wait for it to fail, or "
-                "request_shutdown() it first."
-            )
-        if tup is None or not has_next(tup):
-            raise InvalidInputError(f"member {name!r} has no unfinished step to discard; revive({name!r}) it instead")
+        if roster.members[name].state != "failed" or tup is None or not has_next(tup):
+            raise MemberStateError(self.team_id, name, roster.members[name].state)
         ingested = [m.id for m in last_turn_inputs(conversation_of(name, tup).messages)]
         record = {"checkpoint": tup.config["configurable"]["checkpoint_id"], "messages": ingested, "by": by,
                   "reason": reason, "at": self.clock()}  # fmt: skip
@@ -244,8 +239,9 @@ class Team(TeamViews, TeamRequests):
         time it runs) and put the member back to work. Recorded in the roster (``Member.discard``,
         and ``reason``); the worker that takes the member ends the step without running it, removes
         the messages that step had ingested from the conversation, adds a note saying what was
-        dropped and why, and sends the lead an event. Raises :class:`InvalidInputError` if the
-        member is not failed or has no unfinished step."""
+        dropped and why, and sends the lead an event. Raises
+        :class:`~langgraph_handoff.errors.MemberStateError` (an ``InvalidInputError``) if the member
+        is not failed or has no unfinished step."""
         self.upgrade([validate_name(name)])  # a member of 0.2 has its unfinished step at the root until moved
         tup = self.member_saver.get_tuple({"configurable": {"thread_id": self.thread_id(name)}})
         return self._run(self._plan_discard_step(name, reason, by, tup))

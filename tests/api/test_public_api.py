@@ -54,6 +54,7 @@ PUBLIC: dict[str, set[str]] = {
         "LangGraphHandoffError",
         "LeaseHeldError",
         "MemberExistsError",
+        "MemberStateError",
         "MessageIngestedError",
         "MigrationError",
         "MissingCredentialsError",
