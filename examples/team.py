@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,11 +143,19 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(store, args.worker, args.die)
 
     workdir.mkdir(parents=True, exist_ok=True)
+    markers = [workdir / "done", workdir / "coder-died"]  # the workers' stop and kill-once markers
+    if store.exists() or any(m.exists() for m in markers):
+        # the checks below count this run's messages: an earlier run's conversation (its request,
+        # answered and collected) would leave this one waiting for an answer that never comes
+        print(f"{workdir} holds an earlier run: starting from an empty store")
+        shutil.rmtree(store, ignore_errors=True)
+        for marker in markers:
+            marker.unlink(missing_ok=True)
     saver = ObjectStoreSaver.from_url(f"file://{store}")
     team = Team(saver, TEAM)
-    team.spawn("lead", role="lead", description="plans the release and delegates")
-    team.spawn("alice", role="coder", description="fixes code")
-    team.spawn("bob", role="tester", description="writes tests")
+    team.spawn("lead", role="lead", description="plans the release and delegates", exist_ok=True)
+    team.spawn("alice", role="coder", description="fixes code", exist_ok=True)
+    team.spawn("bob", role="tester", description="writes tests", exist_ok=True)
     print(f"team {TEAM!r} on {store}: " + ", ".join(f"{m.name} ({m.role})" for m in team.members()))
     task = team.send("lead", TASK, sender="human", idempotency_key="nightly-build", expects_reply=True)
     print(f"human -> lead #{task.id}: {TASK}")

@@ -635,13 +635,15 @@ class DamagedObjectsError(EnvelopeError):
 
 
 class MemberExistsError(ConflictError):
-    """``Team.spawn`` of a name the roster already holds (names are unique by compare-and-swap)."""
+    """``Team.spawn`` of a name the roster already holds (names are unique by compare-and-swap),
+    without ``exist_ok=True``, or with it but another role."""
 
-    def __init__(self, team_id: str, name: str) -> None:
+    def __init__(self, team_id: str, name: str, role: str | None = None) -> None:
         self.team_id, self.name = team_id, name
+        other = f" with role {role!r} (spawn(..., exist_ok=True) accepts the same role only)" if role else ""
         super().__init__(
             self._advise(
-                f"team {team_id!r} already has a member named {name!r}.",
+                f"team {team_id!r} already has a member named {name!r}{other}.",
                 f"Pick another name, or remove({name!r}) first (its pending messages are kept as dead letters).",
             )
         )

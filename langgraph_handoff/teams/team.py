@@ -155,30 +155,42 @@ class Team(TeamViews, TeamRequests):
             return new
         raise ConflictError(f"the roster of team {self.team_id!r} kept changing under us; retry")
 
-    def _spawn(self, name: str, role: str, description: str, lead: bool) -> Plan[Member]:
+    def _spawn(self, name: str, role: str, description: str, lead: bool, exist_ok: bool) -> Plan[Member]:
         name = validate_name(name)
         if not isinstance(role, str) or not role:
             raise InvalidInputError(f"spawn({name!r}) needs a role: the name of the graph that runs this member")
         member = Member(name=name, role=role, description=description, spawned_at=self.clock(), space="team")
 
-        def decide(roster: Roster) -> Roster:
-            if name in roster.members:
-                raise MemberExistsError(self.team_id, name)
+        def decide(roster: Roster) -> Roster | None:
+            existing = roster.members.get(name)
+            if existing is not None:
+                if exist_ok and existing.role == role:
+                    return None  # already there, as asked: the roster stays as it is
+                raise MemberExistsError(self.team_id, name, existing.role if exist_ok else None)
             return roster.model_copy(update={
                 "members": {**roster.members, name: member},
                 "lead": name if lead or roster.lead is None else roster.lead,
             })  # fmt: skip
 
-        yield from self._plan_change(decide)
-        return member
+        roster = yield from self._plan_change(decide)
+        return roster.members[name]
 
-    def spawn(self, name: str, *, role: str, description: str = "", lead: bool = False) -> Member:
+    def spawn(
+        self, name: str, *, role: str, description: str = "", lead: bool = False, exist_ok: bool = False
+    ) -> Member:
         """Add a member. ``role`` names the graph a :class:`TeamWorker` runs it with. The first
-        member (or one spawned with ``lead=True``) is the lead: it gets lifecycle events."""
-        return self._run(self._spawn(name, role, description, lead))
+        member (or one spawned with ``lead=True``) is the lead: it gets lifecycle events.
 
-    async def aspawn(self, name: str, *, role: str, description: str = "", lead: bool = False) -> Member:
-        return await self._arun(self._spawn(name, role, description, lead))
+        A name the roster holds raises :class:`~langgraph_handoff.errors.MemberExistsError`, unless
+        ``exist_ok=True`` and it has this ``role``: then the member as it is is returned and
+        nothing changes (its description, lead and state stay), so a setup script can run again.
+        The same name with another role is another member, and still an error."""
+        return self._run(self._spawn(name, role, description, lead, exist_ok))
+
+    async def aspawn(
+        self, name: str, *, role: str, description: str = "", lead: bool = False, exist_ok: bool = False
+    ) -> Member:
+        return await self._arun(self._spawn(name, role, description, lead, exist_ok))
 
     def _set_state(
         self, name: str, state: str, reason: str, stop_request: dict[str, str] | None = None

@@ -89,6 +89,10 @@ def test_team_demo(tmp_path: Path) -> None:
     # the person who asked gets the lead's report, not its "delegated" (the lead waited for both)
     assert "human <- lead" in out.stdout and "Release 42 is unblocked: alice fixed test_io.py and bob" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1] == "result: OK: 5 messages, each ingested exactly once"
+    # run again in the same directory (it failed with MemberExistsError, issue 47): a fresh run
+    again = demo("team.py", "--dir", str(tmp_path / "team"))
+    assert "holds an earlier run: starting from an empty store" in again.stdout
+    assert again.stdout.rstrip().splitlines()[-1] == "result: OK: 5 messages, each ingested exactly once"
 
 
 def test_the_sdist_ships_the_examples_and_the_docs(tmp_path: Path) -> None:

@@ -75,6 +75,24 @@ def test_spawn_remove_and_roster(store: StoreBase) -> None:
     assert team.thread_id("alice") == "t/alice"
 
 
+def test_spawn_exist_ok_makes_a_setup_script_rerunnable(store: StoreBase) -> None:
+    """``spawn(..., exist_ok=True)`` of a member already there, with its role, returns it and
+    changes nothing (a setup script run twice); another role is another member: still an error.
+    Fails before ``exist_ok`` existed (issue 47: the teams example failed when run twice)."""
+    _, team = make_team(store)
+    team.spawn("lead", role="lead")
+    alice = team.spawn("alice", role="coder", description="fixes tests")
+    team.mark_failed("alice", "boom")
+    roster = team.roster(refresh=True)
+    again = team.spawn("alice", role="coder", description="other words", lead=True, exist_ok=True)
+    assert again.spawned_at == alice.spawned_at and again.state == "failed" and again.description == "fixes tests"
+    assert team.roster(refresh=True) == roster  # not rewritten: the same nonce, lead and state
+    with pytest.raises(MemberExistsError, match="with role 'coder'"):
+        team.spawn("alice", role="tester", exist_ok=True)
+    bob = team.spawn("bob", role="tester", exist_ok=True)  # a new name is spawned as always
+    assert team.roster(refresh=True).members["bob"] == bob
+
+
 def test_concurrent_spawns_all_land(store: StoreBase) -> None:
     """The roster moves by CAS: 8 threads spawning at once (released by a barrier) all land."""
     saver, _ = make_team(store)
