@@ -318,3 +318,26 @@ def test_a_shared_latin_word_does_not_switch_the_char_ngrams_to_per_script() -> 
     ]  # fmt: skip
     assert SemanticRouter(routes).script_offsets == {}
     assert set(SemanticRouter(routes, per_script=True).script_offsets) == {"latin", "cjk"}
+
+
+def test_a_router_warns_when_routes_have_too_few_examples_to_calibrate(caplog: pytest.LogCaptureFixture) -> None:
+    """With 3 examples a route, recommended_encoder() sent "tell me a joke" to a route, and
+    nothing warned (issue 47). Below ``MIN_CALIBRATION_EXAMPLES`` (6, measured with
+    bench/routing_few_examples.py) a route's automatic threshold is named in a warning, logged
+    and kept in ``warnings``; a threshold the caller set is not calibrated, so not warned about.
+    Fails before the warning existed."""
+    from langgraph_handoff.routing import semantic
+
+    words = ["parcel", "order", "delivery", "tracking", "invoice", "address", "refund"]
+    enough = semantic.MIN_CALIBRATION_EXAMPLES
+    many = Route("orders", examples=[f"where is my {w}" for w in words[:enough]])
+    few = Route("tech", examples=["the app crashes", "cannot connect to wifi", "reset my password"])
+    with caplog.at_level(logging.WARNING, logger="langgraph_handoff.routing"):
+        router = SemanticRouter([many, few], fallback="human")
+    assert len(router.warnings) == 1 and "tech (3)" in router.warnings[0] and "orders" not in router.warnings[0]
+    assert "fewer than 6 examples" in caplog.text and "tech (3)" in caplog.text
+    assert SemanticRouter([many, few], threshold=0.2).warnings == []  # the caller's bar for every route
+    assert SemanticRouter([many, few], threshold={"tech": 0.2}).warnings == []
+    two = SemanticRouter([Route("orders", examples=words[:2]), few], threshold={"tech": 0.2})
+    assert len(two.warnings) == 1 and "orders (2)" in two.warnings[0] and "tech" not in two.warnings[0]
+    assert SemanticRouter([many, Route("tech", examples=[f"{w} is broken" for w in words[:enough]])]).warnings == []
