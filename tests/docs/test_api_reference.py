@@ -3,10 +3,9 @@ constructor's signature under its heading, with every parameter and its annotati
 become a table of real parameters; no base a user cannot import is named; and a constant whose
 value is what the reader needs is shown by value.
 
-These read the HTML mkdocs renders (``mkdocs build --strict``), because that is what a reader
-sees: a docstring that parses, an option in mkdocs.yml or a template can each lose a signature.
-``scripts/test`` builds the site once and passes it in ``LGH_DOCS_SITE``; run alone, this module
-builds it into a temporary directory (about 10 s).
+These read the HTML mkdocs renders (``mkdocs build --strict``, the ``site`` fixture of
+conftest.py), because that is what a reader sees: a docstring that parses, an option in
+mkdocs.yml or a template can each lose a signature.
 """
 
 from __future__ import annotations
@@ -14,10 +13,7 @@ from __future__ import annotations
 import html
 import importlib
 import inspect
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,8 +21,6 @@ import pytest
 from typing_extensions import is_typeddict
 
 from tests.api.test_public_api import PUBLIC
-
-ROOT = Path(__file__).resolve().parents[2]
 
 _HEADING = re.compile(
     r'<h(?P<level>\d) id="(?P<id>[\w.]+)" class="doc doc-heading">.*?</h(?P=level)>\s*'
@@ -39,20 +33,6 @@ _ROW_NAME = re.compile(r'<tr class="doc-section-item">\s*<td>\s*<code>([^<]*)</c
 
 def _text(fragment: str) -> str:
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", fragment))).strip()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    given = os.environ.get("LGH_DOCS_SITE")
-    if given and (Path(given) / "reference").is_dir():
-        return Path(given)
-    pytest.importorskip("mkdocstrings_handlers.python", reason="the docs extra is not installed")
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
-    build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)]
-    done = subprocess.run(build, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-4000:]}"
-    return out
 
 
 @pytest.fixture(scope="module")
