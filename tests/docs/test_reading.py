@@ -51,3 +51,35 @@ def test_az_needs_python_3_11_as_the_deploy_page_says(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "obstore", None)  # as on 3.10: the extra installed nothing
     with pytest.raises(InvalidConfigError, match=r"langgraph-handoff\[obstore\]"):
         store_from_url("az://agents/dev?account_name=devstoreaccount1")
+
+
+def test_the_performance_page_answers_one_question_per_table() -> None:
+    """What to choose first, then one table per question, each saying when, on what and with
+    which command it was measured; the run-by-run record lives in performance-log.md."""
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert len(page.splitlines()) <= 200, "the run-by-run record belongs in docs/performance-log.md"
+    assert re.findall(r"^## .*", page, re.M)[0] == "## What to choose"
+    for heading in (
+        "## Long threads",
+        "## Short threads",
+        "## S3 over TLS with slow nodes",
+        "### Long-term memory",
+        "### Threads by metadata",
+    ):
+        body = page.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+        assert re.search(r"\b2\d{3}-\d{2}-\d{2}\b", body), f"{heading}: no date"
+        assert "command" in body and "machine" in body, f"{heading}: no command or machine"
+        assert "\n|---" in body, f"{heading}: no table"
+    wordy = [
+        cell.strip()[:60]
+        for row in re.findall(r"^\|.*\|$", page, re.M)
+        for cell in row.split("|")
+        if len(cell.split()) > 25
+    ]
+    assert not wordy, f"table cells a reader cannot take in at a glance: {wordy}"
+
+
+def test_the_readme_links_to_the_figures_instead_of_carrying_them() -> None:
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| checkpointer |"))
+    assert "(docs/performance.md" in row
+    assert not re.search(r"\d+(\.\d+)? (KiB|ms)\b", row), row
