@@ -3,9 +3,7 @@
 They carry doctests (``>>>`` lines, run by pytest) and Sphinx roles (:class:`X`). Markdown would
 read ``>>>`` as nested quotes and ``[...]`` in doctest output as links, so before mkdocstrings
 renders a docstring this wraps each doctest in a ``pycon`` fence, turns roles into code spans and
-``::`` literal-block markers into a colon. A doctest indented under an ``Example:`` section is
-left to the Google parser, which renders it as code itself. The docstrings stay as they are in
-the source.
+``::`` literal-block markers into a colon. The docstrings stay as they are in the source.
 
 It also drops, from each class's "Bases:" line, the bases a user cannot import: classes of this
 package that no public module exports (``SaverPlans``, ``Model``, ...). They are how the code
@@ -25,19 +23,20 @@ _LITERAL = re.compile(r"``([^`]+)``")
 
 
 def _fence_doctests(text: str) -> str:
+    """Each doctest in a ``pycon`` fence, indented as the doctest is: one under an ``Example:``
+    heading stays inside the block the Google parser reads for it."""
     out: list[str] = []
-    in_doctest = False
+    indent: str | None = None  # the open fence's, None outside a doctest
     for line in text.splitlines():
-        starts = line.startswith(">>>")  # indented: inside a section the parser reads
-        if starts and not in_doctest:
-            out += ["```pycon"]
-            in_doctest = True
-        elif in_doctest and not line.strip():
-            out += ["```"]
-            in_doctest = False
+        if indent is None and line.lstrip().startswith(">>>"):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}```pycon")
+        elif indent is not None and not line.strip():
+            out.append(f"{indent}```")
+            indent = None
         out.append(line)
-    if in_doctest:
-        out.append("```")
+    if indent is not None:
+        out.append(f"{indent}```")
     return "\n".join(out)
 
 

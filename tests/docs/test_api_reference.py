@@ -153,3 +153,14 @@ def test_the_server_page_shows_the_default_url_itself(site: Path) -> None:
 
     page = _text((site / "reference" / "server" / "index.html").read_text())
     assert f"Default {DEFAULT_URL} (DEFAULT_URL)" in page
+
+
+def test_doctests_render_as_code(site: Path) -> None:
+    """Markdown reads the ``>>>`` of a doctest as three nested quotes: every doctest, at the top
+    of a docstring or under its ``Example:`` heading, must reach the page as a code block."""
+    quoted = [
+        page.parent.name
+        for page in sorted((site / "reference").glob("*/index.html"))
+        if "<blockquote>" in page.read_text()
+    ]
+    assert not quoted, f"doctests rendered as quotes on: {quoted}"
