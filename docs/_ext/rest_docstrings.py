@@ -13,6 +13,7 @@ another package (``BaseCheckpointSaver``) stays.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -99,24 +100,37 @@ def _base_path(base: str | griffe.Expr) -> str:
     return base.canonical_path if isinstance(base, griffe.Expr) else base
 
 
-_FIELD_DEFAULT = re.compile(r"^Field\((?:default=)?(?P<default>[^=]*?|default_factory=.*)(?:,.*)?\)$", re.S)
+def _field_default(value: str) -> str | None:
+    """The default a ``Field(...)`` gives, as source: ``default=`` (or the first argument), or
+    for a ``default_factory`` the expression it evaluates for each instance (``dict()``, the
+    lambda's body); None for a required field. Any other value is its own default."""
+    try:
+        call = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "Field"):
+        return value
+    given = {kw.arg: kw.value for kw in call.keywords}
+    if call.args:
+        given.setdefault("default", call.args[0])
+    if "default" in given:
+        return ast.unparse(given["default"])
+    factory = given.get("default_factory")
+    if factory is None:
+        return None
+    return ast.unparse(factory.body) if isinstance(factory, ast.Lambda) else f"{ast.unparse(factory)}()"
 
 
 def _model_init(cls: griffe.Class) -> griffe.Function:
     """The ``__init__`` pydantic gives a model, from its annotated fields: keyword-only, with
-    their defaults (for a ``default_factory``, the expression it evaluates for each instance)."""
+    their defaults."""
     params = [griffe.Parameter("self", kind=griffe.ParameterKind.positional_or_keyword)]
     for name, attr in cls.members.items():
         if attr.is_alias or not isinstance(attr, griffe.Attribute) or attr.annotation is None:
             continue
         if name.startswith("_") or str(attr.annotation).startswith("ClassVar"):
             continue
-        default: str | griffe.Expr | None = attr.value
-        if default is not None and (field := _FIELD_DEFAULT.match(str(default))):
-            default = field["default"]
-            if default.startswith("default_factory="):  # what the factory makes, per instance
-                factory = default.removeprefix("default_factory=")
-                default = factory.removeprefix("lambda:").strip() if factory.startswith("lambda:") else f"{factory}()"
+        default = None if attr.value is None else _field_default(str(attr.value))
         params.append(
             griffe.Parameter(name, annotation=attr.annotation, kind=griffe.ParameterKind.keyword_only, default=default)
         )
