@@ -250,6 +250,9 @@ def diff_checkpoints(saver: ObjectStoreSaver, thread_id: str, a: str, b: str, ns
 
 @dataclass
 class Problem:
+    """One thing ``verify_store`` found wrong: the key, a short kind (``format_marker``,
+    ``foreign_object``, the error's class name, ...) and what exactly."""
+
     key: str
     kind: str
     detail: str
