@@ -31,7 +31,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
-from urllib.parse import unquote, urlparse
 
 import typer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -257,9 +256,13 @@ def open_saver(
     rewrites_values: bool = False,
     team: str | None = None,
 ) -> Iterator[ObjectStoreSaver]:
-    """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
-    would otherwise create an empty store and report nothing to do), except for ``setup``. A
-    typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints.
+    """The saver for ``url``. A ``file://`` directory that does not exist is an error
+    (:class:`~langgraph_handoff.errors.StoreNotFoundError`: a typo would otherwise read as an
+    empty store, or a write command make one), except for ``setup``, whose first write makes it;
+    a path that is a file is an error for every command (both are ``LocalStore``'s rules, so
+    that every command says the same). Reading creates nothing: the read-only commands work on
+    a store they cannot write to. A typed error raised inside gets the next step
+    (:func:`next_step`) that :func:`main` prints.
 
     Values are read with :func:`reading_serializer` (strict), except by a command that
     ``rewrites_values`` (``migrate --migrations``): a value read strictly and written back would
@@ -267,19 +270,15 @@ def open_saver(
 
     With ``team``, the saver of that team's members' conversations (``Team.member_saver``): a
     member's thread is not among the store's own (:mod:`langgraph_handoff.teams.core`)."""
-    urls.parse(url)  # a malformed URL (user info, a repeated parameter) is refused before any message shows it
-    parsed = urlparse(url)
-    if parsed.scheme.lower() == "file" and not create:
-        path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
-        if not path.is_dir():
-            raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
+    # a malformed URL (user info, a repeated parameter) is refused before any message shows it
+    store_kwargs: dict[str, Any] = {"create": False} if urls.parse(url).scheme == "file" and not create else {}
     serde = None if rewrites_values else reading_serializer(allow_types)
     space = None
     if team is not None:
         from langgraph_handoff.teams.model import validate_name
 
         space = keys.team_members_prefix(validate_name(team, "team id"))
-    with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations)) as saver:
+    with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations), **store_kwargs) as saver:
         try:
             yield saver if space is None else saver.under(space)
         except LangGraphHandoffError as exc:

@@ -203,7 +203,8 @@ def verify(
     team: InTeam = None,
 ) -> None:
     """Read every object: the format marker, checksums, versions, dangling references, keys under
-    heads/ that are not heads', checkpoints missing from the metadata index (exit 1 on problems).
+    heads/ that are not heads', checkpoints missing from the metadata index (exit 1 on problems,
+    and on a place that is not a store: objects none of which is langgraph-handoff's, or none).
     Every team's members' threads are checked too; --team TEAM checks only that team's (--thread
     then names one of them)."""
     from langgraph_handoff.inspection import thread_heads, verify_store
@@ -236,6 +237,11 @@ def verify(
             else ""
         )
     )
+    if report.empty:
+        text += (
+            "\nno store here: no format marker and no object at all (the wrong directory or prefix, or a store "
+            "whose threads were all deleted and that `setup` never marked)"
+        )
     out(as_json, report.as_dict(), text)
-    if report.problems:
+    if report.problems or report.empty:
         raise typer.Exit(1)
