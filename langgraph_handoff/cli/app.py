@@ -27,16 +27,19 @@ import importlib
 import os
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
+from urllib.parse import unquote
 
 import typer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandFunctionType
 
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
@@ -60,6 +63,7 @@ from langgraph_handoff.stores.redact import redact_url
 
 __all__ = [
     "AllowTypes",
+    "Commands",
     "InTeam",
     "Json",
     "Migrations",
@@ -70,10 +74,43 @@ __all__ = [
     "main",
     "next_step",
     "open_saver",
+    "place",
     "reading_serializer",
 ]
 
-app = typer.Typer(
+
+def _untyped_flags(params: list[Any]) -> list[Any]:
+    """``params`` with no type shown for a flag: typer labels every flag ``<bool>`` (``--json
+    <bool>``, ``--help <bool>``), which reads as if it took a value. Every value option and
+    argument names its own metavar instead (``tests/cli/test_cli_help.py``)."""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class Commands(typer.Typer):
+    """A ``typer.Typer`` whose commands and groups show flags without a type (:class:`_Command`):
+    the command line and each of its groups (``team``, ``audit``, ``index``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        return super().command(*args, cls=kwargs.pop("cls", _Command), **kwargs)
+
+
+app = Commands(
     name="langgraph-handoff",
     help="Inspect, maintain and migrate what a langgraph-handoff store holds.",
     rich_markup_mode="markdown",
@@ -87,8 +124,9 @@ app = typer.Typer(
 Url = Annotated[
     str,
     typer.Argument(
+        metavar="URL",
         help="file:///dir, s3://bucket/prefix[?endpoint_url=...], az://container/prefix, gs://bucket/prefix "
-        "or memory:// (unknown parameters are refused)"
+        "or memory:// (unknown parameters are refused)",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
@@ -101,7 +139,7 @@ Migrations = Annotated[
         "current directory first), to read and migrate threads a migration moved to a newer state schema",
     ),
 ]
-Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
+Ns = Annotated[str, typer.Option("--ns", metavar="NS", help="checkpoint namespace ('' is the root graph)")]
 InTeam = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
     typer.Option(
@@ -285,6 +323,25 @@ def open_saver(
             if getattr(exc, "next_step", None) is None:
                 exc.next_step = next_step(exc, url, migrations, team)  # type: ignore[attr-defined]
             raise
+
+
+def place(url: str) -> str:
+    """Where ``url``'s store keeps its objects, for a message: a listing that finds nothing
+    must say where it looked (``threads s3://agents/prod``, one level above the threads,
+    printed nothing). The query is never shown (:attr:`~langgraph_handoff.stores.urls.StoreUrl.shown`).
+
+    >>> place("s3://agents/prod?endpoint_url=http://127.0.0.1:7480"), place("gs://agents")
+    ("under prefix 'prod/' of s3://agents", 'at the root of gs://agents')
+    >>> place("file:///var/lib/agents"), place("memory://")
+    ("in '/var/lib/agents'", 'in memory://')
+    """
+    parsed = urls.parse(url)
+    if parsed.scheme == "file":
+        return f"in {str(Path(unquote(parsed.location + parsed.path)).expanduser()).rstrip('/')!r}"
+    if parsed.scheme == "memory":
+        return f"in {parsed.shown}"
+    bucket = f"{parsed.scheme}://{parsed.location}"
+    return f"under prefix {parsed.path + '/'!r} of {bucket}" if parsed.path else f"at the root of {bucket}"
 
 
 def out(as_json: bool, obj: Any, text: str) -> None:

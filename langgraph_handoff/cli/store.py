@@ -60,11 +60,15 @@ def _serializer_report() -> tuple[dict[str, object], str]:
 @app.command()
 def doctor(
     url: Url,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="timed rounds per operation")] = 5,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, metavar="N", help="timed rounds per operation")] = 5,
     as_json: Json = False,
     race: Annotated[bool, typer.Option("--race", help="also race concurrent conditional PUTs (atomicity)")] = False,
-    race_writers: Annotated[int, typer.Option("--race-writers", min=2, help="writers at once, with --race")] = 16,
-    race_rounds: Annotated[int, typer.Option("--race-rounds", min=1, help="rounds per kind, with --race")] = 20,
+    race_writers: Annotated[
+        int, typer.Option("--race-writers", min=2, metavar="N", help="writers at once, with --race")
+    ] = 16,
+    race_rounds: Annotated[
+        int, typer.Option("--race-rounds", min=1, metavar="N", help="rounds per kind, with --race")
+    ] = 20,
 ) -> None:
     """Probe the store: create-only and compare-and-swap PUTs, ETag quoting, conditional delete,
     list-after-write, median latency per operation (exit 1 on a store that cannot be trusted).
