@@ -356,16 +356,25 @@ def test_mode_comes_from_the_url_and_a_mode_that_cannot_work_is_refused(tmp_path
 # -- opening creates nothing ----------------------------------------------------------------------
 
 
-def test_opening_and_reading_make_nothing_and_the_first_write_makes_the_directory(tmp_path: Path) -> None:
+def test_opening_and_reading_make_nothing_and_the_first_write_makes_the_directory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Opening a store made its directory and ``.locks/`` (issue 47: the read-only commands
-    wrote into what they inspected, and failed where they could not)."""
+    wrote into what they inspected, and failed where they could not). The first write makes
+    the directory, and says so in the log."""
     root = tmp_path / "a" / "s"
     store = LocalStore(root, fsync=False)
     assert store.get("k") is None and list(store.list("")) == []
     store.delete("k")  # nothing to delete: makes nothing either
     assert not (tmp_path / "a").exists() and not store.made_root
-    store.put("k", b"x")
-    assert sorted(os.listdir(root)) == [".locks", "k"] and store.made_root
+    with caplog.at_level("INFO", logger="langgraph_handoff.stores"):
+        store.put("k", b"x")
+        store.put("j", b"y")
+    assert sorted(os.listdir(root)) == [".locks", "j", "k"] and store.made_root
+    assert [r.getMessage() for r in caplog.records] == [
+        f"made the directory {root} for a file:// store (its first write)"
+    ]
+    (root / "j").unlink()
     (root / "k").unlink()
     shutil.rmtree(root / ".locks")
     reader = LocalStore(root)
