@@ -22,7 +22,7 @@ Before timing, it waits until the newest write is :data:`~langgraph_handoff.stor
 COARSE_SETTLED_NS` old: a store that is being written to keeps its newest directories out of the
 memo, and what is measured here is a store at rest. The growth exponent between two sizes is
 ``log(t2 / t1) / log(n2 / n1)`` of the CPU seconds: 1 is linear, 2 quadratic. Figures in
-docs/performance.md, "Store-wide walks on ``file://``".
+docs/performance-log.md, "Store-wide walks on ``file://``".
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ The one command (any Python 3.10+; it re-runs itself in ``bench/.venvs/long``, t
     python3 bench/fleet.py --workers 1,2,4,8 --sizes 1000,10000,30000   # bigger
     python3 bench/fleet.py --phases contention --race-turns 20
 
-It writes ``bench/fleet-results.json`` and prints the tables (docs/performance.md, "Fleet").
+It writes ``bench/fleet-results.json`` and prints the tables (docs/performance-log.md, "Fleet").
 RGW and PostgreSQL are started on free loopback ports and stopped at the end, also on failure.
 """
 

@@ -405,6 +405,9 @@ class StoreNotFoundError(StoreError):
     look like an empty thread, and a conditional write like a lost race or a store that refuses
     conditions. Create the bucket (``create_bucket=True``, ``ensure_bucket()``, or your cloud's
     console) or fix the URL.
+
+    Also a ``file://`` directory that does not exist where it must (``LocalStore(create=False)``,
+    every command-line command but ``setup``): a mistyped path must not read as an empty store.
     """
 
 

@@ -250,6 +250,9 @@ def diff_checkpoints(saver: ObjectStoreSaver, thread_id: str, a: str, b: str, ns
 
 @dataclass
 class Problem:
+    """One thing ``verify_store`` found wrong: the key, a short kind (``format_marker``,
+    ``foreign_object``, the error's class name, ...) and what exactly."""
+
     key: str
     kind: str
     detail: str
@@ -283,6 +286,8 @@ class VerifyReport:
     #: checkpoints carries any more (a prune, a sweep): not problems, a filtered list only
     #: reads that namespace for nothing (``plans/metadata_index.py``)
     stale_index_entries: int = 0
+    #: the whole store was checked and holds nothing: no marker, no object at all
+    empty: bool = False
 
     def add(self, other: VerifyReport, prefix: str) -> None:
         """Count in what ``other`` found in the keys under ``prefix`` (a team's space)."""
@@ -310,6 +315,7 @@ class VerifyReport:
             "schemas": {str(k): v for k, v in sorted(self.schemas.items())},
             "marker": self.marker,
             "stale_index_entries": self.stale_index_entries,
+            "empty": self.empty,
         }
 
 
@@ -383,7 +389,9 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
       versions are counted;
     * keys under ``heads/`` that are not head keys (``foreign_object``: a stray file, never read);
     * the store's format marker (``meta/format``): an envelope this version reads, holding
-      langgraph-handoff's marker (``format_marker``); a store without one is fine;
+      langgraph-handoff's marker (``format_marker``); a store without one is fine, but a place
+      with no marker and no object of ours, only others, is not a store (``not_a_store``), and
+      one with no object at all is ``empty``;
     * the metadata index: a checkpoint carrying a value of a key ``meta/index`` declares
       complete, with no entry for it (``missing_index_entry``); entries naming what is gone are
       counted in ``stale_index_entries``, not problems.
@@ -403,7 +411,41 @@ def verify_store(saver: ObjectStoreSaver, thread_id: str | None = None) -> Verif
             space = VerifyReport()
             _verify_heads(saver.under(prefix), None, space)
             report.add(space, prefix)
+        if not report.heads and report.marker is None and not report.problems:
+            _check_is_a_store(saver, report)
     return report
+
+
+#: the top-level prefixes of the package's keys (:mod:`langgraph_handoff._format.keys`)
+_OUR_ROOTS = ("heads/", "data/", "meta/", "index/", "workers/", "memory/", "teams/", keys.AUDIT_ROOT)
+
+
+def _check_is_a_store(saver: ObjectStoreSaver, report: VerifyReport) -> None:
+    """A place with no marker, no head and no object of the package's key layout, but other
+    objects, is not a store (``not_a_store``): ``verify`` on the wrong directory (the
+    repository's ``docs/``) or one level above the threads said ``ok``. A place that holds
+    nothing at all is :attr:`VerifyReport.empty` instead: the wrong place too, or a store whose
+    threads were all deleted and that ``setup`` never marked (the command line exits 1 on
+    both). Called only when nothing else was found, so the listing stops at the first object
+    of ours, or reads a place that holds none."""
+    others: list[str] = []
+    for info in saver.store.list(""):
+        if info.key.startswith(_OUR_ROOTS):
+            return
+        others.append(info.key)
+    if not others:
+        report.empty = True
+        return
+    below = sorted({k[: k.index("/heads/") + 1] for k in others if "/heads/" in k})
+    hint = f" (a store seems to be under {below[0]!r}: add it to the URL's path)" if below else ""
+    report.problems.append(
+        Problem(
+            keys.FORMAT_MARKER_KEY,
+            "not_a_store",
+            f"no store here: no format marker, no thread, and {len(others)} object(s), none of them "
+            f"langgraph-handoff's{hint}. Check the URL; `setup` makes a store here",
+        )
+    )
 
 
 def _verify_heads(saver: ObjectStoreSaver, thread_id: str | None, report: VerifyReport) -> None:

@@ -18,7 +18,8 @@ graphs) is not found. ``examples/agent_server/README.md`` lists the forms that w
 ``LANGGRAPH_HANDOFF_URL``
     the store both factories use: ``s3://bucket/prefix?endpoint_url=...``,
     ``az://container/prefix``, ``gs://bucket/prefix``, ``file:///abs/dir`` or ``memory://NAME``.
-    Default :data:`DEFAULT_URL`, a directory under the server's working directory. Checkpoints and long-term memories share it (their keys do not overlap).
+    Default ``file://./.langgraph_handoff`` (:data:`DEFAULT_URL`), a directory under the server's
+    working directory. Checkpoints and long-term memories share it (their keys do not overlap).
 ``LANGGRAPH_HANDOFF_ENCRYPTION``
     ``none`` (the default) or ``aes``: checkpoints, metadata and pending writes go through
     LangGraph's ``EncryptedSerializer.from_pycryptodome_aes``, keyed by ``LANGGRAPH_AES_KEY``

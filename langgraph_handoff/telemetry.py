@@ -78,6 +78,10 @@ SCORES = "langgraph_handoff.routing.scores"
 LEAD = "langgraph_handoff.routing.lead"
 RUNNER_UP = "langgraph_handoff.routing.runner_up"
 UNCERTAIN = "langgraph_handoff.routing.uncertain"
+#: a hybrid router asked its decider (an LLM call, say) for this decision
+DECIDER = "langgraph_handoff.routing.decider"
+#: the class of the encoder behind the router's semantic scores
+ENCODER = "langgraph_handoff.routing.encoder"
 BREAKER_KIND = "langgraph_handoff.breaker.kind"
 #: whether a circuit breaker tripped during a user turn
 TRIPPED = "langgraph_handoff.breaker.tripped"

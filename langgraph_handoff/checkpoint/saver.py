@@ -115,6 +115,8 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         layout: storage knobs (:class:`~langgraph_handoff.checkpoint.plans.state.Layout`).
         cache_size: namespaces whose head is remembered between calls ...
         cache_bytes: ... and the approximate memory those heads may use.
+        migrations: your :class:`~langgraph_handoff.migrations.SchemaMigrations`: checkpoints
+            an older state schema wrote are upgraded as they are read (Schema migrations guide).
         ttl: checkpoint TTL, ``{"default_ttl": minutes, "refresh_on_read": bool}`` (the shape
             langgraph-checkpoint-redis takes; also ``strategy``, ``sweep_interval_minutes`` and
             ``sweep_limit`` as in the Agent Server's ``checkpointer.ttl``). Threads idle longer

@@ -73,6 +73,7 @@ from langgraph_handoff.cli import audit  # noqa: F401
 # isort: split
 from langgraph_handoff._format import keys
 from langgraph_handoff.cli.app import (
+    Commands,
     Json,
     Migrations,
     Url,
@@ -99,6 +100,9 @@ _saver, _out, _document, _load_migrations = open_saver, out, document, load_migr
 _pass, _summary = progress_pass, summary_table
 
 
+Member = Annotated[str, typer.Argument(metavar="MEMBER", help="the member's name")]
+
+
 @app.command()
 def sessions(
     url: Url,
@@ -107,7 +111,7 @@ def sessions(
         Optional[str],  # noqa: UP045
         typer.Option("--reclaim-as", metavar="WORKER", help="take over expired sessions as WORKER first"),
     ] = None,
-    ttl: Annotated[float, typer.Option("--ttl", help="lease seconds for --reclaim-as")] = 30.0,
+    ttl: Annotated[float, typer.Option("--ttl", metavar="SECONDS", help="lease seconds for --reclaim-as")] = 30.0,
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
@@ -129,16 +133,15 @@ def sessions(
     for info in infos:
         if info.needs_attention or not attention:
             row = info.as_dict()
-            text = (
-                f"{shown(row['thread_id'])}\t{shown(row['status'])}\towner {shown(row['owner'])}\tepoch {row['epoch']}"
-            )
+            owner = "no owner" if row["owner"] is None else f"owner {shown(row['owner'])}"  # never "owner None"
+            text = f"{shown(row['thread_id'])}\t{shown(row['status'])}\t{owner}\tepoch {row['epoch']}"
             _out(as_json, row, text)
     report_damaged(as_json, damaged)  # a head it could not read: nobody can say who owns it
     if damaged or any(i.needs_attention for i in infos):
         raise typer.Exit(1)
 
 
-team_app = typer.Typer(
+team_app = Commands(
     help="Agent teams: members' statuses, inboxes and dead letters; send a message.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -177,7 +180,7 @@ def _require_team(saver: Any, team: str) -> None:
 
 
 @team_app.command("inbox")
-def team_inbox(url: Url, team: TeamId, member: str, as_json: Json = False, migrations: Migrations = None) -> None:
+def team_inbox(url: Url, team: TeamId, member: Member, as_json: Json = False, migrations: Migrations = None) -> None:
     """A member's inbox in the order it will ingest it: pending, held (waiting for an earlier
     message of the same sender) and ingested (acked, delete pending)."""
     from langgraph_handoff.teams import Team
@@ -200,16 +203,23 @@ def team_inbox(url: Url, team: TeamId, member: str, as_json: Json = False, migra
 def team_send(
     url: Url,
     team: TeamId,
-    to: str,
-    content: str,
-    sender: Annotated[str, typer.Option("--sender", help="who is writing (a member, or a name outside the team)")],
+    to: Annotated[str, typer.Argument(metavar="TO", help="the member it is for")],
+    content: Annotated[str, typer.Argument(metavar="CONTENT", help="the message")],
+    sender: Annotated[
+        str, typer.Option("--sender", metavar="NAME", help="who is writing (a member, or a name outside the team)")
+    ],
     reply_to: Annotated[Optional[str], typer.Option("--reply-to", metavar="ID")] = None,  # noqa: UP045
     key: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--key", help="idempotency key: running the command again sends nothing new"),
+        typer.Option("--key", metavar="KEY", help="idempotency key: running the command again sends nothing new"),
     ] = None,
     kind: Annotated[
-        str, typer.Option("--kind", help="message, or plan_response to answer a member waiting for approval")
+        str,
+        typer.Option(
+            "--kind",
+            metavar="message|plan_response",
+            help="message, or plan_response to answer a member waiting for approval",
+        ),
     ] = "message",
     as_json: Json = False,
     migrations: Migrations = None,

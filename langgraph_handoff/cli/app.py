@@ -27,17 +27,19 @@ import importlib
 import os
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import typer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandFunctionType
 
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
@@ -64,6 +66,7 @@ from langgraph_handoff.stores.redact import redact_url
 
 __all__ = [
     "AllowTypes",
+    "Commands",
     "InTeam",
     "Json",
     "Migrations",
@@ -74,11 +77,44 @@ __all__ = [
     "main",
     "next_step",
     "open_saver",
+    "place",
     "reading_serializer",
     "report_next_step",
 ]
 
-app = typer.Typer(
+
+def _untyped_flags(params: list[Any]) -> list[Any]:
+    """``params`` with no type shown for a flag: typer labels every flag ``<bool>`` (``--json
+    <bool>``, ``--help <bool>``), which reads as if it took a value. Every value option and
+    argument names its own metavar instead (``tests/cli/test_cli_help.py``)."""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _untyped_flags(super().get_params(ctx))
+
+
+class Commands(typer.Typer):
+    """A ``typer.Typer`` whose commands and groups show flags without a type (:class:`_Command`):
+    the command line and each of its groups (``team``, ``audit``, ``index``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        return super().command(*args, cls=kwargs.pop("cls", _Command), **kwargs)
+
+
+app = Commands(
     name="langgraph-handoff",
     help="Inspect, maintain and migrate what a langgraph-handoff store holds.",
     rich_markup_mode="markdown",
@@ -92,8 +128,9 @@ app = typer.Typer(
 Url = Annotated[
     str,
     typer.Argument(
+        metavar="URL",
         help="file:///dir, s3://bucket/prefix[?endpoint_url=...], az://container/prefix, gs://bucket/prefix "
-        "or memory:// (unknown parameters are refused)"
+        "or memory:// (unknown parameters are refused)",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
@@ -106,7 +143,7 @@ Migrations = Annotated[
         "current directory first), to read and migrate threads a migration moved to a newer state schema",
     ),
 ]
-Ns = Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' is the root graph)")]
+Ns = Annotated[str, typer.Option("--ns", metavar="NS", help="checkpoint namespace ('' is the root graph)")]
 InTeam = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
     typer.Option(
@@ -282,9 +319,13 @@ def open_saver(
     rewrites_values: bool = False,
     team: str | None = None,
 ) -> Iterator[ObjectStoreSaver]:
-    """The saver for ``url``. A ``file://`` directory that does not exist is an error (a typo
-    would otherwise create an empty store and report nothing to do), except for ``setup``. A
-    typed error raised inside gets the next step (:func:`next_step`) that :func:`main` prints.
+    """The saver for ``url``. A ``file://`` directory that does not exist is an error
+    (:class:`~langgraph_handoff.errors.StoreNotFoundError`: a typo would otherwise read as an
+    empty store, or a write command make one), except for ``setup``, whose first write makes it;
+    a path that is a file is an error for every command (both are ``LocalStore``'s rules, so
+    that every command says the same). Reading creates nothing: the read-only commands work on
+    a store they cannot write to. A typed error raised inside gets the next step
+    (:func:`next_step`) that :func:`main` prints.
 
     Values are read with :func:`reading_serializer` (strict), except by a command that
     ``rewrites_values`` (``migrate --migrations``): a value read strictly and written back would
@@ -292,25 +333,40 @@ def open_saver(
 
     With ``team``, the saver of that team's members' conversations (``Team.member_saver``): a
     member's thread is not among the store's own (:mod:`langgraph_handoff.teams.core`)."""
-    urls.parse(url)  # a malformed URL (user info, a repeated parameter) is refused before any message shows it
-    parsed = urlparse(url)
-    if parsed.scheme.lower() == "file" and not create:
-        path = Path(unquote(parsed.netloc + parsed.path))  # as from_url reads it
-        if not path.is_dir():
-            raise InvalidConfigError(f"no store at {str(path)!r}: check the path (or create it with `setup`)")
+    # a malformed URL (user info, a repeated parameter) is refused before any message shows it
+    store_kwargs: dict[str, Any] = {"create": False} if urls.parse(url).scheme == "file" and not create else {}
     serde = None if rewrites_values else reading_serializer(allow_types)
     space = None
     if team is not None:
         from langgraph_handoff.teams.model import validate_name
 
         space = keys.team_members_prefix(validate_name(team, "team id"))
-    with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations)) as saver:
+    with ObjectStoreSaver.from_url(url, serde=serde, migrations=load_migrations(migrations), **store_kwargs) as saver:
         try:
             yield saver if space is None else saver.under(space)
         except LangGraphHandoffError as exc:
             if getattr(exc, "next_step", None) is None:
                 exc.next_step = next_step(exc, url, migrations, team)  # type: ignore[attr-defined]
             raise
+
+
+def place(url: str) -> str:
+    """Where ``url``'s store keeps its objects, for a message: a listing that finds nothing
+    must say where it looked (``threads s3://agents/prod``, one level above the threads,
+    printed nothing). The query is never shown (:attr:`~langgraph_handoff.stores.urls.StoreUrl.shown`).
+
+    >>> place("s3://agents/prod?endpoint_url=http://127.0.0.1:7480"), place("gs://agents")
+    ("under prefix 'prod/' of s3://agents", 'at the root of gs://agents')
+    >>> place("file:///var/lib/agents"), place("memory://")
+    ("in '/var/lib/agents'", 'in memory://')
+    """
+    parsed = urls.parse(url)
+    if parsed.scheme == "file":
+        return f"in {str(Path(unquote(parsed.location + parsed.path)).expanduser()).rstrip('/')!r}"
+    if parsed.scheme == "memory":
+        return f"in {parsed.shown}"
+    bucket = f"{parsed.scheme}://{parsed.location}"
+    return f"under prefix {parsed.path + '/'!r} of {bucket}" if parsed.path else f"at the root of {bucket}"
 
 
 def out(as_json: bool, obj: Any, text: str) -> None:

@@ -14,12 +14,12 @@ from typing import Annotated
 
 import typer
 
-from langgraph_handoff.cli.app import Json, Url, app, document, open_saver, out
+from langgraph_handoff.cli.app import Commands, Json, Url, app, document, open_saver, out
 from langgraph_handoff.cli.safe_text import shown
 from langgraph_handoff.errors import InvalidInputError
 from langgraph_handoff.handoff.audit import StoreAuditSink, stats
 
-audit_app = typer.Typer(
+audit_app = Commands(
     help="Audited handoffs: list, show, mark a verdict, and the share judged wrong.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -42,7 +42,9 @@ def parse_since(text: str) -> timedelta:
     return timedelta(hours=n) if unit == "h" else timedelta(weeks=n) if unit == "w" else timedelta(days=n)
 
 
-Since = Annotated[str, typer.Option("--since", help="how far back: 1d, 12h, 2w (whole UTC days are read)")]
+Since = Annotated[
+    str, typer.Option("--since", metavar="SPAN", help="how far back: 1d, 12h, 2w (whole UTC days are read)")
+]
 
 
 @audit_app.command("list")
@@ -83,8 +85,8 @@ def show(
 def mark(
     url: Url,
     audit_id: Annotated[str, typer.Argument(metavar="ID")],
-    verdict: Annotated[str, typer.Option("--verdict", help="ok or wrong")],
-    note: Annotated[str, typer.Option("--note", help="what the reviewer found")] = "",
+    verdict: Annotated[str, typer.Option("--verdict", metavar="ok|wrong", help="ok or wrong")],
+    note: Annotated[str, typer.Option("--note", metavar="TEXT", help="what the reviewer found")] = "",
     since: Since = "30d",
     as_json: Json = False,
 ) -> None:

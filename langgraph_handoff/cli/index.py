@@ -17,11 +17,11 @@ import typer
 from langgraph_handoff.checkpoint import driver
 from langgraph_handoff.checkpoint.plans.metadata_index import RebuildReport
 from langgraph_handoff.checkpoint.plans.spaces import plan_team_spaces
-from langgraph_handoff.cli.app import InTeam, Json, Migrations, Url, app, open_saver, out, report_damaged
+from langgraph_handoff.cli.app import Commands, InTeam, Json, Migrations, Url, app, open_saver, out, report_damaged
 from langgraph_handoff.cli.safe_text import shown
 from langgraph_handoff.stores.prefixed import PrefixedStore
 
-index_app = typer.Typer(
+index_app = Commands(
     help="The metadata index: store-wide filters on indexed keys read only matching threads.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -44,7 +44,10 @@ Thread = Annotated[str, typer.Argument(metavar="THREAD", help="a thread id (`thr
 @app.command()
 def prune(
     url: Url,
-    thread: Annotated[Optional[list[str]], typer.Option("--thread", help="a thread to prune (repeatable)")] = None,  # noqa: UP045
+    thread: Annotated[
+        Optional[list[str]],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+        typer.Option("--thread", metavar="THREAD", help="a thread to prune (repeatable)"),
+    ] = None,
     all_threads: Annotated[bool, typer.Option("--all", help="every thread")] = False,
     keep_latest: Annotated[bool, typer.Option("--keep-latest", help="keep only each namespace's latest")] = False,
     older_than: Annotated[
@@ -206,7 +209,12 @@ def sweep(
         typer.Option("--ttl", metavar="MINUTES", help="TTL for threads written without one (default: never expire)"),
     ] = None,
     strategy: Annotated[
-        str, typer.Option("--strategy", help="delete expired threads, or keep_latest (prune them to their latest)")
+        str,
+        typer.Option(
+            "--strategy",
+            metavar="delete|keep_latest",
+            help="delete expired threads, or keep_latest (prune them to their latest)",
+        ),
     ] = "delete",
     as_json: Json = False,
     migrations: Migrations = None,
@@ -259,10 +267,12 @@ def migrate(
     url: Url,
     thread: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Option("--thread", help="only this thread (repeatable; default: every thread)"),
+        typer.Option("--thread", metavar="THREAD", help="only this thread (repeatable; default: every thread)"),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="run every step, report, write nothing")] = False,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="threads migrated at once")] = 8,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, max=256, metavar="N", help="threads migrated at once")
+    ] = 8,
     as_json: Json = False,
     migrations: Migrations = None,
 ) -> None:
@@ -317,8 +327,8 @@ def migrate(
     summary_table(as_json, summary, ("dry run: nothing written" if dry_run else "migration") + f" ({summary['seconds']} s)", {
         "scanned": "scanned", "migrated": "would migrate" if dry_run else "migrated", "current": "already current",
         "failed": "failed", "not_found": "not found", "damaged": "damaged", "gaps": "threads with schema gaps",
-        "checkpoints": "checkpoints upgraded",
-        "objects": "objects rewritten", "retries": "CAS retries",
+        "checkpoints": "checkpoints to upgrade" if dry_run else "checkpoints upgraded",
+        "objects": "objects to rewrite" if dry_run else "objects rewritten", "retries": "CAS retries",
     })  # fmt: skip
     if outcome.failed or outcome.damaged or (thread and summary["not_found"]):
         raise typer.Exit(1)

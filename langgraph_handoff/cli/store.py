@@ -19,14 +19,24 @@ __all__ = ["doctor", "setup"]
 
 @app.command()
 def setup(url: Url, as_json: Json = False, migrations: Migrations = None) -> None:
-    """Check a store is reachable and write its format marker."""
+    """Check a store is reachable and write its format marker; a file:// directory that does
+    not exist is made (the one command that makes it), and the output says so."""
     with open_saver(url, migrations, create=True) as saver:
         saver.setup()
         serializer, line = _serializer_report()
+        made = getattr(saver.store, "made_root", False)  # a file:// store whose directory setup made
+        root = str(getattr(saver.store, "root", "")) if made else None
         out(
             as_json,
-            {"ok": True, "store": repr(saver.store), "format": envelope.FORMAT_VERSION, "serializer": serializer},
-            f"ok: {shown(repr(saver.store))} is ready (envelope format {envelope.FORMAT_VERSION})\n{line}",
+            {
+                "ok": True,
+                "store": repr(saver.store),
+                "format": envelope.FORMAT_VERSION,
+                "created_directory": root,
+                "serializer": serializer,
+            },
+            (f"made the directory {shown(root)}\n" if root else "")
+            + f"ok: {shown(repr(saver.store))} is ready (envelope format {envelope.FORMAT_VERSION})\n{line}",
         )
 
 
@@ -50,11 +60,15 @@ def _serializer_report() -> tuple[dict[str, object], str]:
 @app.command()
 def doctor(
     url: Url,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="timed rounds per operation")] = 5,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, metavar="N", help="timed rounds per operation")] = 5,
     as_json: Json = False,
     race: Annotated[bool, typer.Option("--race", help="also race concurrent conditional PUTs (atomicity)")] = False,
-    race_writers: Annotated[int, typer.Option("--race-writers", min=2, help="writers at once, with --race")] = 16,
-    race_rounds: Annotated[int, typer.Option("--race-rounds", min=1, help="rounds per kind, with --race")] = 20,
+    race_writers: Annotated[
+        int, typer.Option("--race-writers", min=2, metavar="N", help="writers at once, with --race")
+    ] = 16,
+    race_rounds: Annotated[
+        int, typer.Option("--race-rounds", min=1, metavar="N", help="rounds per kind, with --race")
+    ] = 20,
 ) -> None:
     """Probe the store: create-only and compare-and-swap PUTs, ETag quoting, conditional delete,
     list-after-write, median latency per operation (exit 1 on a store that cannot be trusted).
@@ -64,7 +78,7 @@ def doctor(
     from langgraph_handoff.probe import plan_report
     from langgraph_handoff.probe import race as run_race
 
-    with open_saver(url, None, create=True) as saver:
+    with open_saver(url, None) as saver:  # a missing file:// directory is refused, not made: `setup` makes it
         quoting = getattr(saver.store, "quoting", None)
         report = driver.run(saver.store, plan_report(repr(saver.store), rounds=rounds, quoting=quoting))
         raced = run_race(saver.store, writers=race_writers, rounds=race_rounds) if race and report.trusted else None

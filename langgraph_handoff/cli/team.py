@@ -35,8 +35,8 @@ from langgraph_handoff.cli.safe_text import shown
 
 __all__ = ["register"]
 
-TeamId = Annotated[str, typer.Argument(help="the team id")]
-Name = Annotated[str, typer.Argument(help="the member's name")]
+TeamId = Annotated[str, typer.Argument(metavar="TEAM", help="the team id")]
+Name = Annotated[str, typer.Argument(metavar="NAME", help="the member's name")]
 
 
 def register(
@@ -53,8 +53,12 @@ def register(
         url: Url,
         team: TeamId,
         name: Name,
-        role: Annotated[str, typer.Option("--role", help="the role: which build of the workers runs it")],
-        description: Annotated[str, typer.Option("--description", help="what it does (its teammates read it)")] = "",
+        role: Annotated[
+            str, typer.Option("--role", metavar="ROLE", help="the role: which build of the workers runs it")
+        ],
+        description: Annotated[
+            str, typer.Option("--description", metavar="TEXT", help="what it does (its teammates read it)")
+        ] = "",
         lead: Annotated[bool, typer.Option("--lead", help="make it the lead (the first member is)")] = False,
         as_json: Json = False,
         migrations: Migrations = None,
@@ -137,8 +141,10 @@ def register(
         url: Url,
         team: TeamId,
         name: Name,
-        reason: Annotated[str, typer.Option("--reason", help="why (recorded, and told to the member and the lead)")],
-        by: Annotated[str, typer.Option("--by", help="who discards (recorded)")] = "operator",
+        reason: Annotated[
+            str, typer.Option("--reason", metavar="TEXT", help="why (recorded, and told to the member and the lead)")
+        ],
+        by: Annotated[str, typer.Option("--by", metavar="NAME", help="who discards (recorded)")] = "operator",
         as_json: Json = False,
         migrations: Migrations = None,
     ) -> None:

@@ -7,6 +7,7 @@ threads reports each object it cannot read and goes on; it exits 1 at the end.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -25,6 +26,7 @@ from langgraph_handoff.cli.app import (
     document,
     open_saver,
     out,
+    place,
     report_damaged,
     report_next_step,
 )
@@ -43,11 +45,18 @@ def threads(url: Url, as_json: Json = False, migrations: Migrations = None, team
     A head that cannot be read (truncated, failing its checksum, not ours) or a key under heads/
     that is not a head's is reported and skipped (`{"damaged": ...}` lines with --json); the
     command then exits 1. An agent team's members are not among them: --team TEAM lists those.
+    No thread at all is said on stderr ("no threads under prefix 'prod/' of s3://agents"), exit 0.
     """
     from langgraph_handoff.inspection import list_threads
 
     with open_saver(url, migrations, team=team) as saver:
         found = list_threads(saver)
+    if not found.rows and not found.damaged:  # nothing printed would look like a listing that worked
+        where = f"of team {team!r} in {place(url)}" if team is not None else place(url)
+        print(
+            f"langgraph-handoff: no threads {where} (`verify` tells an empty store from the wrong place)",
+            file=sys.stderr,
+        )
     for row in found.rows:
         text = f"{shown(row['thread_id'])}\t{len(row['namespaces'])} namespace(s)\tlatest {shown(row['latest'])}"
         out(as_json, row, text)
@@ -60,7 +69,10 @@ def threads(url: Url, as_json: Json = False, migrations: Migrations = None, team
 def history(
     url: Url,
     thread_id: Thread,
-    ns: Annotated[Optional[str], typer.Option("--ns", help="only this namespace ('' is the root graph)")] = None,  # noqa: UP045
+    ns: Annotated[
+        Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+        typer.Option("--ns", metavar="NS", help="only this namespace ('' is the root graph)"),
+    ] = None,
     limit: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--limit", min=1, metavar="N", help="at most N checkpoints of each namespace, its newest"),
@@ -129,7 +141,10 @@ def _history_row(as_json: bool, tup: Any) -> None:
 def show(
     url: Url,
     thread_id: Thread,
-    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="a checkpoint id (default: latest)")] = None,  # noqa: UP045
+    checkpoint: Annotated[
+        Optional[str],  # noqa: UP045 - typer reads the annotation at run time, on Python 3.10 too
+        typer.Option("--checkpoint", metavar="ID", help="a checkpoint id (default: latest)"),
+    ] = None,
     ns: Ns = "",
     raw: Annotated[bool, typer.Option("--raw", help="the stored head as it is (records, references, lease)")] = False,
     as_json: Json = False,
@@ -199,13 +214,14 @@ def diff(
 @app.command()
 def verify(
     url: Url,
-    thread: Annotated[Optional[str], typer.Option("--thread", help="only this thread")] = None,  # noqa: UP045
+    thread: Annotated[Optional[str], typer.Option("--thread", metavar="THREAD", help="only this thread")] = None,  # noqa: UP045
     as_json: Json = False,
     migrations: Migrations = None,
     team: InTeam = None,
 ) -> None:
     """Read every object: the format marker, checksums, versions, dangling references, keys under
-    heads/ that are not heads', checkpoints missing from the metadata index (exit 1 on problems).
+    heads/ that are not heads', checkpoints missing from the metadata index (exit 1 on problems,
+    and on a place that is not a store: objects none of which is langgraph-handoff's, or none).
     Every team's members' threads are checked too; --team TEAM checks only that team's (--thread
     then names one of them)."""
     from langgraph_handoff.inspection import thread_heads, verify_store
@@ -238,6 +254,11 @@ def verify(
             else ""
         )
     )
+    if report.empty:
+        text += (
+            "\nno store here: no format marker and no object at all (the wrong directory or prefix, or a store "
+            "whose threads were all deleted and that `setup` never marked)"
+        )
     out(as_json, report.as_dict(), text)
-    if report.problems:
+    if report.problems or report.empty:
         raise typer.Exit(1)

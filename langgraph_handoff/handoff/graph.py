@@ -129,6 +129,15 @@ async def _aemit(config: RunnableConfig, events: list[Event], notify: Any = None
             await adispatch_custom_event(f"{EVENT}.{kind}", data, config=config)
 
 
+def _encoder_name(router: Any) -> str | None:
+    """The class of the encoder behind ``router``'s semantic stage, if it has one."""
+    for candidate in (router, getattr(router, "semantic", None)):
+        encoder = getattr(candidate, "encoder", None)
+        if encoder is not None:
+            return type(encoder).__name__
+    return None
+
+
 def _seed(config: RunnableConfig) -> str | None:
     """The LangGraph task id of this step: the same when the step is replayed."""
     task = (config.get("configurable") or {}).get("__pregel_task_id")
@@ -406,6 +415,7 @@ def build_handoff_graph(
     policy = HandoffPolicy(
         briefing=briefing_check.bind(specs, router) if briefing_check is not None else None,
         audit=AuditPolicy.of(audit),
+        encoder=_encoder_name(router),
         agents=by_name,
         router=router,
         fallback=fallback,

@@ -75,7 +75,8 @@ def _route(thread: str | None, d: Mapping[str, Any]) -> None:
     attrs = {
         T.EVENT: "route", T.THREAD: thread, T.TARGET: target, T.METHOD: method, T.RUNNER_UP: runner_up,
         T.LEAD: lead, T.UNCERTAIN: bool(d.get("uncertain")), "langgraph_handoff.routing.threshold": d.get("threshold"),
-        "langgraph_handoff.routing.margin": d.get("margin"),
+        "langgraph_handoff.routing.margin": d.get("margin"), T.DECIDER: bool(d.get("decider")),
+        T.ENCODER: d.get("encoder"),
     }  # fmt: skip
     log.info(
         "route on %s -> %s via %s (%s) scores: %s",

@@ -88,6 +88,8 @@ class HandoffPolicy:
     briefing: BoundCheck | None = None
     #: which handoffs are audited, or None
     audit: AuditPolicy | None = None
+    #: the router's encoder, named for the record of each routing decision
+    encoder: str | None = None
 
     def handoff(self, make_id: Callable[[str], str], **fields: Any) -> Handoff:
         """A handoff this step makes, with its id and whether it is audited."""
@@ -199,7 +201,7 @@ class HandoffPolicy:
                 trigger="route",
             )  # fmt: skip
             update["handoffs"] = [handoff.model_dump(mode="json")]
-        return Plan(target, update, [("route", chosen.model_dump(mode="json"))])
+        return Plan(target, update, [("route", {**chosen.model_dump(mode="json"), "encoder": self.encoder})])
 
     # -- after an agent step ------------------------------------------------------------------------
 

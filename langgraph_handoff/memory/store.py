@@ -123,6 +123,9 @@ class ObjectStoreMemory(BaseStore):
         cache_items: how many item versions this process keeps for searches (whole namespaces,
             least recently searched dropped first): about 4.2 KB each at 384 dimensions. A
             search of items not kept reads them again (from packs).
+        signing_key: sign every object written and refuse every object read that no key held
+            signed, as :class:`~langgraph_handoff.checkpoint.ObjectStoreSaver` does: a
+            ``SigningKey``, several, ``SigningKeys``, or their text form ``"ID:SECRET,..."``.
     """
 
     supports_ttl = True

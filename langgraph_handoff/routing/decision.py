@@ -63,6 +63,8 @@ class RouteDecision(Model):
     - ``uncertain``: the semantic scores were close to a decision boundary (the threshold, or the
       second route within the margin), so this decision, accepted or not, is a coin toss.
       :class:`~langgraph_handoff.routing.hybrid.HybridRouter` asks its decider about exactly these.
+    - ``decider``: a hybrid router asked its decider (an LLM call, say) for this decision,
+      whatever it answered.
 
     >>> d = RouteDecision(target="orders", score=0.42, scores={"orders": 0.42, "tech": 0.1}, method="semantic")
     >>> d.matched
@@ -80,6 +82,7 @@ class RouteDecision(Model):
     threshold: float | None = None
     margin: float | None = None
     uncertain: bool = False
+    decider: bool = False
 
     @property
     def is_fallback(self) -> bool:

@@ -172,10 +172,11 @@ class HybridRouter:
                 scores=scores,
                 method="llm",
                 reason=f"decider chose {choice!r}" + (f" after: {semantic.reason}" if semantic else ""),
+                decider=True,
             )
-        return self._fallback(semantic, f"decider answered {choice!r}")
+        return self._fallback(semantic, f"decider answered {choice!r}", asked=True)
 
-    def _fallback(self, semantic: RouteDecision | None, why: str) -> RouteDecision:
+    def _fallback(self, semantic: RouteDecision | None, why: str, *, asked: bool = False) -> RouteDecision:
         reason = "; ".join(x for x in ["no rule matched", semantic.reason if semantic else "", why] if x)
         return RouteDecision(
             target=self.fallback,
@@ -185,6 +186,7 @@ class HybridRouter:
             reason=reason,
             threshold=semantic.threshold if semantic else None,
             margin=semantic.margin if semantic else None,
+            decider=asked,
         )
 
     def route(self, text: str) -> RouteDecision:

@@ -94,6 +94,8 @@ def validate_prefix(prefix: str) -> str:
 
 @dataclass(frozen=True)
 class StoredObject:
+    """What ``get`` returns: the key, the body and the ETag a conditional write compares."""
+
     key: str
     body: bytes
     etag: str
@@ -102,6 +104,8 @@ class StoredObject:
 @fast_init  # built once per listed key
 @dataclass(frozen=True, slots=True)  # a LocalStore's memo keeps one per file: 56 bytes, not 240
 class ObjectInfo:
+    """One listed object: its key, ETag and size in bytes (``list`` and ``list_page`` yield these)."""
+
     key: str
     etag: str
     size: int
@@ -238,6 +242,9 @@ class DeleteMany:
 
 @dataclass(frozen=True)
 class ListPage:
+    """The operation "list one page of keys under ``prefix``, after ``start_after``", as a value
+    that :meth:`StoreBase.run` and :meth:`StoreBase.run_many` perform like any other."""
+
     prefix: str
     start_after: str | None = None
     max_keys: int = 1000

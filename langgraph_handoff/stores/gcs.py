@@ -154,9 +154,10 @@ class GCSStore(StoreBase):
             ``STORAGE_EMULATOR_HOST``, else GCS itself.
         create_bucket: create the bucket if it does not exist.
         max_workers: threads for parallel requests and for the async API (and HTTP connections).
-        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
-            answer, to connect, and for one operation with its retries (15, 5 and 30 by default;
-            :mod:`langgraph_handoff.stores.timeouts`): the SDK retries an idempotent request
+        timeout: seconds or a duration (``"15s"``) for one request's answer; default 15.
+        connect_timeout: seconds or a duration to connect; default 5.
+        deadline: seconds or a duration for one operation with its retries; default 30
+            (:mod:`langgraph_handoff.stores.timeouts`): the SDK retries an idempotent request
             (reads, lists, deletes, unconditional writes) until the deadline, then
             :class:`StoreUnavailableError`.
         retry_timeout: the deadline's former name (it wins when given).

@@ -31,6 +31,16 @@ directory), nothing outside the root is read, written or removed, and nothing bl
   a process that died is removed, once it is :data:`TEMPORARY_MAX_AGE` old, by the first walk of
   this store that meets it (a listing that reads its directory, or the prune after a delete).
 
+**Opening creates nothing.** The directory is made by the first write (a put), and only when it
+was missing when the store was opened (one that vanishes later is an error: a volume that is no
+longer mounted must not turn into an empty store under its mount point); ``.locks/`` by the
+first write too. So reading a store (listings, ``get``, the command line's ``threads`` or
+``verify``) writes nothing, and works on a directory this process cannot write to: a store
+copied to a read-only mount. ``create=False`` refuses a missing directory at once
+(:class:`~langgraph_handoff.errors.StoreNotFoundError`: a typo must not read as an empty store),
+and a path that is a file, or lies under one, is refused either way
+(:class:`~langgraph_handoff.errors.InvalidConfigError`, "is a file, not a directory").
+
 POSIX only (``fcntl``). Lock and temporary files start with ``.`` and never appear in listings;
 keys can never start with ``.`` (see :func:`~langgraph_handoff.stores.base.validate_key`). Unlike
 S3, a file system cannot hold both ``a/b`` and ``a/b/c``: such a put raises
@@ -43,6 +53,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import secrets
 import stat
@@ -59,6 +70,7 @@ from langgraph_handoff.errors import (
     NotAnObjectError,
     PreconditionFailedError,
     StoreError,
+    StoreNotFoundError,
 )
 from langgraph_handoff.stores.base import (
     ListResult,
@@ -73,7 +85,9 @@ from langgraph_handoff.stores.beneath import LINKED, Dir, tree
 from langgraph_handoff.stores.memory import content_etag
 from langgraph_handoff.stores.stat_memo import MAX_ENTRIES, StatMemo
 
-__all__ = ["NOT_A_FILE", "TEMPORARY_MAX_AGE", "LocalStore"]
+__all__ = ["NOT_A_FILE", "TEMPORARY_MAX_AGE", "LocalStore", "directory_exists"]
+
+log = logging.getLogger("langgraph_handoff.stores")
 
 _LOCK_STRIPES = 256
 #: the ETag a listing gives a key that holds no regular file (never a content hash)
@@ -97,6 +111,37 @@ def _what(mode: int) -> str:
         if test(mode):
             return name
     return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def directory_exists(root: Path) -> bool:
+    """Whether directory ``root`` exists; False when nothing is at its path.
+
+    Raises :class:`InvalidConfigError` when something other than a directory is there, or at one
+    of its parents (so it can never be made): every command then says the same thing, instead of
+    one suggesting ``setup`` and ``setup`` failing with an errno.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     directory_exists(Path(f.name) / "store")
+    Traceback (most recent call last):
+    ...
+    langgraph_handoff.errors.InvalidConfigError: ... is a file, not a directory: a file:// store is a directory; give a directory's path (a missing one is made by `setup` or the first write)
+    """
+    for path in (root, *root.parents):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            continue  # a parent is a file: found further up
+        if stat.S_ISDIR(mode):
+            return path == root
+        what = "a file" if stat.S_ISREG(mode) else _what(mode)
+        raise InvalidConfigError(
+            f"{str(path)!r} is {what}, not a directory: a file:// store is a directory; give a directory's path "
+            "(a missing one is made by `setup` or the first write)"
+        )
+    return False
 
 
 def _dir_mode(mode: int | str) -> int:
@@ -192,7 +237,10 @@ class LocalStore(StoreBase):
     kept inside ``root`` whatever else writes there (see the module docstring).
 
     Args:
-        root: the directory; made (with ``mode``) if missing, its parents as the umask says.
+        root: the directory; made (with ``mode``, its parents as the umask says) by the first
+            write if missing, never by opening (see the module docstring).
+        create: False: the directory must exist already (else
+            :class:`~langgraph_handoff.errors.StoreNotFoundError`), and is never made.
         fsync: fsync each file and directory written (off: faster, a crash may lose writes).
         stat_memo: let listings reuse what they read of unchanged files
             (:mod:`~langgraph_handoff.stores.stat_memo`); a number is how many directories
@@ -226,6 +274,7 @@ class LocalStore(StoreBase):
         stat_memo: bool | int = True,
         mode: int | str = 0o700,
         clock: Callable[[], float] = time.time,
+        create: bool = True,
     ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.fsync = fsync
@@ -240,10 +289,17 @@ class LocalStore(StoreBase):
         self._memo = StatMemo(max_entries=_memo_entries(stat_memo))
         self._tree = tree(str(self.root))
         self._prefix = str(self.root) + "/"
-        try:
-            self._make_root()
-        except OSError as exc:
-            raise StoreError(f"cannot create the local store at {self.root}: {exc}") from exc
+        #: whether this store made its directory (its first write did; ``setup`` says so)
+        self.made_root = False
+        # a write makes the directory only if it was missing at open: one that vanishes later
+        # (an unmounted volume) is an error, not a new empty store under the mount point
+        self._may_make_root = not directory_exists(self.root)
+        if self._may_make_root and not create:
+            raise StoreNotFoundError(
+                f"no store at {str(self.root)!r}: the directory does not exist. Check the path; "
+                "`langgraph-handoff setup` (or the first write) makes it"
+            )
+        self._check_locks()
 
     def trust_scope(self) -> None:
         """Nothing to probe: this package implements this store's conditional writes itself."""
@@ -253,29 +309,34 @@ class LocalStore(StoreBase):
         return f"LocalStore({str(self.root)!r})"
 
     # -- the tree --------------------------------------------------------------------------------
+    def _check_locks(self) -> None:
+        """Refuse a ``.locks`` that is not a directory (a link: writers would make their lock
+        files wherever it points), by looking only: opening writes nothing."""
+        try:
+            st = os.lstat(self.root / ".locks")
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreError(
+                f"the local store at {self.root} has something other than a directory at .locks (a link?), "
+                "which this store never makes: remove it"
+            )
+
     def _make_root(self) -> None:
-        """The root (with :attr:`mode`) and its ``.locks`` directory, where missing."""
-        if not self.root.is_dir():
+        """The root, with :attr:`mode` (its parents as the umask says), for the first write."""
+        try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
             try:
                 self.root.mkdir(self.mode)
             except FileExistsError:
-                pass  # made meanwhile, by another process opening the store
-            else:
-                if self._chmod:
-                    os.chmod(self.root, self.mode)
-        root = self._tree.open_root()
-        try:
-            self._tree.close(self._made_dir(root, ".locks"))
+                return  # made meanwhile, by another process writing to the store
         except OSError as exc:
-            if exc.errno in LINKED or isinstance(exc, NotADirectoryError):
-                raise StoreError(
-                    f"the local store at {self.root} has something other than a directory at .locks (a link?), "
-                    "which this store never makes: remove it"
-                ) from None
-            raise
-        finally:
-            self._tree.close(root)
+            directory_exists(self.root)  # a file in the way: say so
+            raise StoreError(f"cannot create the local store's directory {self.root}: {exc}") from exc
+        if self._chmod:
+            os.chmod(self.root, self.mode)
+        self.made_root = True
+        log.info("made the directory %s for a file:// store (its first write)", self.root)
 
     def _made_dir(self, d: Dir, name: str) -> Dir:
         """A handle on directory ``name`` in ``d``, made (with :attr:`mode`, its parent fsynced)
@@ -302,14 +363,30 @@ class LocalStore(StoreBase):
     def _linked(self, key: str) -> NotAnObjectError:
         return self._not_an_object(key, "a symbolic link, or reached through one")
 
-    @contextmanager
-    def _opened_root(self) -> Iterator[Dir]:
+    def _open_root(self, *, make: bool) -> Dir | None:
+        """A handle on the root for a write, the root made first if it was missing when the store
+        was opened and ``make`` (a put); None if it never existed and not ``make`` (a delete:
+        nothing to delete). A root that existed and is gone is an error (the module docstring)."""
         try:
             root = self._tree.open_root()
         except FileNotFoundError:
-            raise StoreError(
-                f"the local store's directory {self.root} is gone: restore it, or open the store again to make it"
-            ) from None
+            if self._may_make_root and not make:
+                return None
+            if self._may_make_root:
+                self._make_root()  # (made meanwhile by another thread or process: fine)
+            try:  # made by this call, or by another thread's write since this one looked
+                root = self._tree.open_root()
+            except FileNotFoundError:
+                raise StoreError(
+                    f"the local store's directory {self.root} is gone: restore it, or open the store again to make it"
+                ) from None
+        self._may_make_root = False  # it exists: from now on a missing root is a lost one
+        return root
+
+    @contextmanager
+    def _opened_root(self) -> Iterator[Dir]:
+        root = self._open_root(make=True)
+        assert root is not None  # made, or an error
         try:
             yield root
         finally:
@@ -317,7 +394,8 @@ class LocalStore(StoreBase):
 
     # -- locks -----------------------------------------------------------------------------------
     def _lock_file(self, root: Dir, name: str) -> int:
-        """A descriptor of ``.locks/<name>``, made (with the store's file mode) if missing."""
+        """A descriptor of ``.locks/<name>``, made (with the store's file mode) if missing, and
+        ``.locks`` with it: the first write makes it, never opening or reading the store."""
         path = ".locks/" + name
         try:
             try:
@@ -328,6 +406,12 @@ class LocalStore(StoreBase):
                 fd = self._tree.open(root, path, _LOCK | os.O_CREAT | os.O_EXCL, self._file_mode)
             except FileExistsError:
                 return self._tree.open(root, path, _LOCK)
+            except FileNotFoundError:  # no .locks yet
+                self._tree.close(self._made_dir(root, ".locks"))
+                try:
+                    fd = self._tree.open(root, path, _LOCK | os.O_CREAT | os.O_EXCL, self._file_mode)
+                except FileExistsError:
+                    return self._tree.open(root, path, _LOCK)
         except OSError as exc:
             if exc.errno not in _NOT_A_FILE_ERRNOS:
                 raise
@@ -542,7 +626,10 @@ class LocalStore(StoreBase):
         validate_key(key)
         t = self._tree
         parent, _, name = key.rpartition("/")
-        with self._opened_root() as root:
+        root = self._open_root(make=False)
+        if root is None:
+            return  # the directory was never made: nothing to delete
+        try:
             with self._locked(root, key):
                 if if_match is not None:
                     current = self._read_stat(root, key)
@@ -568,6 +655,8 @@ class LocalStore(StoreBase):
                     t.close(d)
             if parent:
                 self._prune_empty_dirs(root, parent)
+        finally:
+            t.close(root)
 
     def _prune_empty_dirs(self, root: Dir, directory: str) -> None:
         """Remove ``directory`` and its parents while they are empty, never while a put holds

@@ -186,9 +186,10 @@ class AzureBlobStore(ObstoreBase):
             ``msi_endpoint``, ...); they win over everything above.
         create_container: create the container if it does not exist (needs a key or a SAS).
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
-        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
-            whole answer, to connect, and for one operation with its retries (15, 5 and 30 by
-            default; :mod:`langgraph_handoff.stores.timeouts`).
+        timeout: seconds or a duration (``"15s"``) for one request's whole answer; default 15.
+        connect_timeout: seconds or a duration to connect; default 5.
+        deadline: seconds or a duration for one operation with its retries; default 30
+            (:mod:`langgraph_handoff.stores.timeouts`).
         max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request.
 

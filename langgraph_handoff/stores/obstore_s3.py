@@ -136,9 +136,12 @@ class ObstoreS3Store(ObstoreBase):
         profile_name: the ``~/.aws`` profile, when no session is given.
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
         max_retries: obstore's retries for idempotent requests (conditional writes get none).
-        timeout, connect_timeout, deadline: seconds or durations (``"15s"``) for one request's
-            whole answer, to connect, and for one operation with its retries (15, 5 and 30 by
-            default; :mod:`langgraph_handoff.stores.timeouts`), on both async paths too.
+        create_bucket: create the bucket now if it does not exist (through boto3: obstore
+            cannot create buckets).
+        timeout: seconds or a duration (``"15s"``) for one request's whole answer; default 15.
+        connect_timeout: seconds or a duration to connect; default 5.
+        deadline: seconds or a duration for one operation with its retries; default 30
+            (:mod:`langgraph_handoff.stores.timeouts`). All three apply on both async paths too.
         max_workers: threads for parallel requests and for the async API.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.

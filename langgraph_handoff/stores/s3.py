@@ -72,16 +72,22 @@ class S3Store(StoreBase):
         client: a boto3 S3 client. Built from the default credential chain when omitted
             (environment, ``~/.aws``, instance role); ``endpoint_url`` and ``region_name`` then
             apply, and ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` are honoured by boto3 itself.
+        endpoint_url: an S3-compatible server (when ``client`` is omitted); default AWS.
+        region_name: the region (when ``client`` is omitted); default boto3's.
         max_workers: size of the thread pool that runs parallel and async requests.
+        create_bucket: create the bucket now if it does not exist (idempotent).
         etag_quoting: ``"auto"`` (detect), ``"unquoted"`` (RGW) or ``"quoted"``.
+        extra_retries: how many times an idempotent request is retried, within ``deadline``.
         headers: extra HTTP headers sent with every request. Tigris endpoints get
             ``X-Tigris-Consistent: true`` without asking, so conditions are evaluated on the leader.
-        connect_timeout, timeout, deadline: seconds (or durations such as ``"5s"``) to connect,
-            for one request's answer, and for one operation with its retries (5, 15 and 30 by
-            default; :mod:`langgraph_handoff.stores.timeouts`). botocore's own retries are off:
-            this store retries idempotent requests itself within the deadline, and never re-sends
-            a conditional PUT (botocore re-sent one whose answer it lost, and the server then
-            answered 412 to the write it had applied). Ignored when ``client`` is given.
+        connect_timeout: seconds (or a duration such as ``"5s"``) to connect; default 5.
+        timeout: seconds (or a duration) for one request's answer; default 15.
+        deadline: seconds (or a duration) for one operation with its retries; default 30
+            (:mod:`langgraph_handoff.stores.timeouts`). botocore's own retries are off: this
+            store retries idempotent requests itself within the deadline, and never re-sends a
+            conditional PUT (botocore re-sent one whose answer it lost, and the server then
+            answered 412 to the write it had applied). The three timeouts are ignored when
+            ``client`` is given.
 
     Example (needs a reachable server)::
 

@@ -1,4 +1,5 @@
-"""CHANGELOG.md follows Keep a Changelog 1.1.0 and names the package's version as its newest release."""
+"""CHANGELOG.md follows Keep a Changelog 1.1.0, and the package's version is its newest release (or a
+development version after it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ import langgraph_handoff
 CHANGELOG = Path(__file__).resolve().parents[2] / "CHANGELOG.md"
 KINDS = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
 RELEASE = re.compile(r"## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})")
+#: the versions the package carries: a release ``X.Y.Z``, or ``X.Y.Z.devN`` on main before X.Y.Z
+VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\.dev(\d+))?")
+
+
+def parse_version(text: str) -> tuple[tuple[int, int, int], bool]:
+    """``(X, Y, Z)`` and whether ``text`` is a development version of it."""
+    match = VERSION.fullmatch(text)
+    assert match, f"not a version this project uses: {text!r} (want X.Y.Z, or X.Y.Z.devN between releases)"
+    return (int(match[1]), int(match[2]), int(match[3])), match[4] is not None
 
 
 def sections() -> list[tuple[str, list[str]]]:
@@ -51,8 +61,12 @@ def test_change_kinds_appear_once_in_the_standard_order() -> None:
         assert kinds == sorted(set(kinds), key=KINDS.index), f"{heading}: {kinds} repeat or are out of order"
 
 
-def test_newest_release_is_the_package_version() -> None:
-    assert releases()[0][0] == langgraph_handoff.__version__
+def test_the_package_version_is_the_newest_release_or_a_development_one_after_it() -> None:
+    """Between releases main carries ``X.Y.Z.devN`` of the next release, never a released number
+    (what it writes may be more than that release reads: ``test_release_formats.py``)."""
+    newest, _ = parse_version(releases()[0][0])
+    package, dev = parse_version(langgraph_handoff.__version__)
+    assert package > newest if dev else package == newest, (langgraph_handoff.__version__, releases()[0][0])
 
 
 def test_every_version_has_a_link_reference() -> None:

@@ -30,20 +30,10 @@ from langgraph_handoff.handoff import (
 from langgraph_handoff.handoff.audit import audit_key
 from langgraph_handoff.handoff.tools import tool_name_for
 from langgraph_handoff.testing import ScriptedChatModel, tool_call
+from tests.support.audit_helpers import Sink
 from tests.support.processes import run_main
 
 BRIEFING = "Customer wants a refund for the damaged headphones from order A-1001; start the return."
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    def write(self, record: AuditRecord) -> None:
-        self.records.append(record)
-
-    async def awrite(self, record: AuditRecord) -> None:
-        self.records.append(record)
 
 
 def _desk(audit: Any, checkpointer: Any = None, triage: Any = None) -> Any:

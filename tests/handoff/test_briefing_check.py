@@ -14,24 +14,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_handoff.errors import InvalidHandoffError
 from langgraph_handoff.handoff import AuditPolicy, BriefingCheck, HandoffAgent, create_handoff_graph, handoff_log
-from langgraph_handoff.handoff.audit import AuditRecord
 from langgraph_handoff.handoff.tools import tool_name_for
 from langgraph_handoff.routing import Route, SemanticRouter
 from langgraph_handoff.testing import ScriptedChatModel, tool_call
+from tests.support.audit_helpers import Sink
 
 GOOD = "Customer wants a refund for the damaged headphones from order A-1001; start the return."
 OFF_TOPIC = "Customer asks about the weather forecast for the weekend and the football results."
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.records: list[AuditRecord] = []
-
-    def write(self, record: AuditRecord) -> None:
-        self.records.append(record)
-
-    async def awrite(self, record: AuditRecord) -> None:
-        self.records.append(record)
 
 
 def _desk(triage_script: list[Any], check: BriefingCheck, router: Any = None, **kw: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,4 +180,6 @@ def test_inside_a_run_the_call_names_the_thread_sync_and_async(tmp_path: Path) -
             g.compile().invoke({"text": "unsure"}, config)
     assert load_close_calls(sink.path, unlabelled="routed") == [("unsure", "orders")] * 2
     threads = [json.loads(line)["thread"] for line in sink.path.read_text().splitlines()]
-    assert threads == ["t-sync", "t-async"]
+    # before Python 3.11 asyncio tasks do not inherit contextvars, so LangGraph's run config
+    # (and its thread) is not visible inside an async node: the call is recorded without it
+    assert threads == ["t-sync", "t-async" if sys.version_info >= (3, 11) else None]

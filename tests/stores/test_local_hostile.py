@@ -30,7 +30,13 @@ import pytest
 from langgraph_handoff import Layout, ObjectStoreSaver
 from langgraph_handoff._format import keys
 from langgraph_handoff._format.damage import DamagedObject
-from langgraph_handoff.errors import CorruptObjectError, InvalidConfigError, NotAnObjectError, StoreError
+from langgraph_handoff.errors import (
+    CorruptObjectError,
+    InvalidConfigError,
+    NotAnObjectError,
+    StoreError,
+    StoreNotFoundError,
+)
 from langgraph_handoff.inspection import list_threads, verify_store
 from langgraph_handoff.stores import LocalStore, StoreBase, beneath, store_from_url
 from langgraph_handoff.stores.local import NOT_A_FILE, TEMPORARY_MAX_AGE
@@ -337,6 +343,7 @@ def test_an_existing_root_keeps_its_mode(tmp_path: Path) -> None:
 def test_mode_comes_from_the_url_and_a_mode_that_cannot_work_is_refused(tmp_path: Path) -> None:
     store = store_from_url(f"file://{tmp_path}/s?mode=0750")
     assert isinstance(store, LocalStore) and store.mode == 0o750
+    store.put("k", b"x")  # the first write makes the directory (opening makes nothing)
     assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o750
     for bad in ("0600", "0777", "0757", "1777", "rwx", "0o8", 0o4700, True):
         with pytest.raises(InvalidConfigError, match=r"e\.g\. 0700"):
@@ -344,6 +351,76 @@ def test_mode_comes_from_the_url_and_a_mode_that_cannot_work_is_refused(tmp_path
     with pytest.raises(InvalidConfigError, match=r"e\.g\. 0700"):
         store_from_url(f"file://{tmp_path}/t?mode=0666")
     assert not (tmp_path / "t").exists()
+
+
+# -- opening creates nothing ----------------------------------------------------------------------
+
+
+def test_opening_and_reading_make_nothing_and_the_first_write_makes_the_directory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Opening a store made its directory and ``.locks/`` (issue 47: the read-only commands
+    wrote into what they inspected, and failed where they could not). The first write makes
+    the directory, and says so in the log."""
+    root = tmp_path / "a" / "s"
+    store = LocalStore(root, fsync=False)
+    assert store.get("k") is None and list(store.list("")) == []
+    store.delete("k")  # nothing to delete: makes nothing either
+    assert not (tmp_path / "a").exists() and not store.made_root
+    with caplog.at_level("INFO", logger="langgraph_handoff.stores"):
+        store.put("k", b"x")
+        store.put("j", b"y")
+    assert sorted(os.listdir(root)) == [".locks", "j", "k"] and store.made_root
+    assert [r.getMessage() for r in caplog.records] == [
+        f"made the directory {root} for a file:// store (its first write)"
+    ]
+    (root / "j").unlink()
+    (root / "k").unlink()
+    shutil.rmtree(root / ".locks")
+    reader = LocalStore(root)
+    assert reader.get("k") is None and list(reader.list("")) == [] and os.listdir(root) == []
+    assert not reader.made_root
+
+
+def test_a_directory_that_existed_and_is_gone_is_not_made_again(tmp_path: Path) -> None:
+    """An unmounted volume must not become an empty store under its mount point."""
+    store = LocalStore(tmp_path / "s", fsync=False)
+    store.put("k", b"x")
+    shutil.rmtree(tmp_path / "s")
+    with pytest.raises(StoreError, match="is gone"):
+        store.put("k", b"y")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_write_that_finds_the_directory_made_by_another_since_it_looked_goes_on(tmp_path: Path) -> None:
+    """Two threads' first writes: one finds no directory, the other makes it, and the first
+    then took the directory for a lost one ("is gone"), seen on a graph with a subgraph."""
+    store = LocalStore(tmp_path / "s", fsync=False)
+    real = store._tree.open_root
+    calls = []
+
+    def open_root() -> Any:
+        calls.append(1)
+        if len(calls) == 1:  # this write looks first; the other one runs before it goes on
+            store.put("other", b"1")
+            raise FileNotFoundError(errno.ENOENT, "no such directory")
+        return real()
+
+    store._tree.open_root = open_root  # type: ignore[method-assign]
+    store.put("k", b"x")
+    assert store.get("k").body == b"x" and store.get("other").body == b"1"  # type: ignore[union-attr]
+
+
+def test_create_false_refuses_a_missing_directory_and_a_file_is_refused_either_way(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError, match=r"no store at .*setup"):
+        LocalStore(tmp_path / "missing", create=False)
+    regular = tmp_path / "f"
+    regular.write_text("x")
+    for where in (regular, regular / "below"):
+        for create in (True, False):
+            with pytest.raises(InvalidConfigError, match=r"'.*/f' is a file, not a directory"):
+                LocalStore(where, create=create)
+    assert not (tmp_path / "missing").exists() and regular.read_text() == "x"
 
 
 # -- temporary files --------------------------------------------------------------------------------
