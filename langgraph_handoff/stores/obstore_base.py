@@ -35,6 +35,7 @@ Subclasses set :attr:`ObstoreBase._clients` (or override :meth:`ObstoreBase._cur
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -74,11 +75,27 @@ def import_obstore() -> Any:
     try:
         import obstore
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InvalidConfigError(
-            "the obstore transport needs the obstore package: pip install 'langgraph-handoff[obstore]' "
-            "(or use transport='boto3' for S3)"
-        ) from exc
+        raise InvalidConfigError(missing_obstore(sys.version_info[:2])) from exc
     return obstore
+
+
+def missing_obstore(python: tuple[int, int]) -> str:
+    """What to do without obstore: install it, or, on a Python it does not install on (it
+    needs 3.11+, and the extra installs nothing below), move to a newer Python.
+
+    >>> missing_obstore((3, 10))[:74]
+    'the obstore transport (az://, and S3 with transport=obstore) needs Python '
+    """
+    if python < (3, 11):
+        return (
+            "the obstore transport (az://, and S3 with transport=obstore) needs Python 3.11+ "
+            f"(this is {python[0]}.{python[1]}): obstore installs on 3.11+ only. Run on Python 3.11 or "
+            "newer for az://; for S3 use transport='boto3', which works here"
+        )
+    return (
+        "the obstore transport needs the obstore package: pip install 'langgraph-handoff[obstore]' "
+        "(or use transport='boto3' for S3)"
+    )
 
 
 def retry_config(max_retries: int, timeouts: Timeouts = DEFAULT) -> dict[str, Any]:

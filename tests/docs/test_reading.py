@@ -11,6 +11,7 @@ import pytest
 
 from langgraph_handoff.errors import InvalidConfigError
 from langgraph_handoff.stores import store_from_url
+from langgraph_handoff.stores.obstore_base import missing_obstore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,8 +50,12 @@ def test_az_needs_python_3_11_as_the_deploy_page_says(monkeypatch: pytest.Monkey
     azure = (ROOT / "docs" / "deploy.md").read_text().split("## Azure Blob Storage", 1)[1].split("\n## ", 1)[0]
     assert "Python 3.11 or later" in azure and "InvalidConfigError" in azure
     monkeypatch.setitem(sys.modules, "obstore", None)  # as on 3.10: the extra installed nothing
-    with pytest.raises(InvalidConfigError, match=r"langgraph-handoff\[obstore\]"):
+    said = r"needs Python 3\.11\+" if sys.version_info < (3, 11) else r"langgraph-handoff\[obstore\]"
+    with pytest.raises(InvalidConfigError, match=said):
         store_from_url("az://agents/dev?account_name=devstoreaccount1")
+    # where the extra installs nothing, the error does not tell the user to install it
+    on_310 = missing_obstore((3, 10))
+    assert "Python 3.11+" in on_310 and "pip install" not in on_310 and "transport='boto3'" in on_310
 
 
 def test_the_performance_page_answers_one_question_per_table() -> None:
