@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -41,13 +42,16 @@ def _graph(saver: ObjectStoreSaver, before_answer: Any = None) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def send(graph: Any, text: str, config: dict[str, Any], refusals: list[StaleWriterError] | None = None) -> Any:
-    """The retry recipe of docs/checkpointer.md: never sends ``text`` twice."""
+def send(
+    graph: Any, text: str, config: dict[str, Any], on_refusal: Callable[[StaleWriterError], None] | None = None
+) -> Any:
+    """The retry recipe of docs/checkpointer.md: never sends ``text`` twice. (``on_refusal``:
+    the test's hook, to see the error and to order the retry after the other run.)"""
     try:
         return graph.invoke({"log": [text]}, config, durability="sync")
     except StaleWriterError as exc:
-        if refusals is not None:
-            refusals.append(exc)
+        if on_refusal is not None:
+            on_refusal(exc)
         if exc.input_in_thread:  # our input is in the thread: answer it if nobody has
             state = graph.get_state(config)
             return graph.invoke(None, config) if state.next else state.values
@@ -71,10 +75,20 @@ def test_a_run_refused_after_its_input_committed_says_so_and_is_not_sent_twice()
     graph = _graph(ObjectStoreSaver(store), before_answer)
     errors: list[StaleWriterError] = []
     results: list[Any] = []
-    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"), errors)))
+    b_done = threading.Event()
+
+    def refused_then_wait(exc: StaleWriterError) -> None:
+        # the recipe reads the thread once B's turn is over, as a caller retrying after
+        # the other run would; without this a slow B left its own step pending, and A's
+        # retry ran it again
+        errors.append(exc)
+        assert b_done.wait(30)
+
+    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"), refused_then_wait)))
     a.start()
     assert in_node.wait(30)
     graph.invoke({"log": ["b"]}, _config("B"), durability="sync")
+    b_done.set()
     a.join(30)
     (refused,) = errors
     assert refused.input_in_thread and len(refused.committed) == 2  # its input, and its step 0
