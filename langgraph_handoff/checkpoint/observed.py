@@ -148,13 +148,9 @@ class _Tally:
                 self.cas += 1
                 if isinstance(result, errors.PreconditionFailedError | errors.UnknownOutcomeError):
                     self.lost += 1
-            telemetry.counter(
-                telemetry.M_STORE_REQUESTS,
-                1,
-                {telemetry.REQUEST_METHOD: method, telemetry.STORE: self.store, telemetry.OUTCOME: outcome},
-            )
+            attrs = {telemetry.REQUEST_METHOD: method, telemetry.STORE: self.store, telemetry.OUTCOME: outcome}
+            telemetry.counter(telemetry.M_STORE_REQUESTS, 1, attrs)
             if self.parent is not None:
-                attrs = {telemetry.REQUEST_METHOD: method, telemetry.STORE: self.store, telemetry.OUTCOME: outcome}
                 telemetry.finished_span(
                     f"store {method}",
                     {**attrs, **_request_attributes(op, result)},

@@ -705,13 +705,13 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         ['user_id']
         """
         plan = metadata_index.plan_rebuild(self, self._index_names(names), progress)
-        return driver.run(self.store, trust.gated(self.store, plan))
+        return trust.run(self.store, plan)
 
     async def arebuild_index(
         self, names: Sequence[str] | None = None, *, progress: Callable[[int, int], None] | None = None
     ) -> RebuildReport:
         plan = metadata_index.plan_rebuild(self, self._index_names(names), progress)
-        return await driver.arun(self.store, trust.gated(self.store, plan))
+        return await trust.arun(self.store, plan)
 
     def _index_names(self, names: Sequence[str] | None) -> tuple[str, ...]:
         if names is None:
@@ -907,10 +907,10 @@ class ObjectStoreSaver(SaverPlans, BaseCheckpointSaver[str]):
         else it records; with ``require_signing`` (a signing ``migrate`` that left nothing
         unsigned), record that the store's objects must be signed. Returns whether the marker
         changed."""
-        return driver.run(self.store, trust.gated(self.store, self._plan_mark_format(require_signing)))
+        return trust.run(self.store, self._plan_mark_format(require_signing))
 
     async def amark_format(self, *, require_signing: bool = False) -> bool:
-        return await driver.arun(self.store, trust.gated(self.store, self._plan_mark_format(require_signing)))
+        return await trust.arun(self.store, self._plan_mark_format(require_signing))
 
     def _sign_store(self, dry_run: bool) -> tuple[StoreBase, driver.Plan[SigningPass]] | None:
         """The signing pass of ``migrate`` and the raw store it runs on; None when this saver

@@ -66,7 +66,7 @@ from langgraph_handoff.stores.prefixed import unprefixed
 
 R = TypeVar("R")
 
-__all__ = ["aensure", "asetup", "ensure", "forget", "gated", "plan_setup", "setup", "verdict"]
+__all__ = ["aensure", "arun", "asetup", "ensure", "forget", "gated", "plan_setup", "run", "setup", "verdict"]
 
 #: the scopes a probe passed in this process. A store that names no scope of its own is its own
 #: scope, kept weakly: a verdict must not keep a store alive, nor pass to a new store at its address
@@ -265,6 +265,16 @@ def gated(store: StoreBase, plan: driver.Plan[R]) -> driver.Plan[R]:
     if scope is None or _passed(scope):
         return plan
     return _gate(store, scope, plan)
+
+
+def run(store: StoreBase, plan: driver.Plan[R]) -> R:
+    """Run ``plan`` on ``store``, never writing to a store that has not been probed: what every
+    operation outside the saver's own plans (sessions, teams, audit records) runs through."""
+    return driver.run(store, gated(store, plan))
+
+
+async def arun(store: StoreBase, plan: driver.Plan[R]) -> R:
+    return await driver.arun(store, gated(store, plan))
 
 
 def _gate(store: StoreBase, scope: Hashable, plan: driver.Plan[R]) -> driver.Plan[R]:

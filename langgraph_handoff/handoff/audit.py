@@ -208,17 +208,17 @@ def audit_record(
     >>> r.why, r.day, r.summary
     (('sampled',), '2026-12-07', 'a -> b (tool, hop 1); sampled')
     """
-    check = handoff.get("check") if handoff is not None else None
+    found = handoff.get("check") if handoff is not None else None
+    check = found if isinstance(found, Mapping) else None
     rid = str((handoff or breaker or {}).get("id") or "")
     if not rid:
         return None
-    why = policy.why(handoff, check if isinstance(check, Mapping) else None, rid)
+    why = policy.why(handoff, check, rid)
     if not why:
         return None
     created = (handoff or {}).get("created_at")
     at = created if isinstance(created, str) and len(created) >= 10 else _utc((breaker or {}).get("at_utc"))
-    return AuditRecord(rid, thread_id, at, tuple(why), handoff, breaker, decision,
-                       check if isinstance(check, Mapping) else None)  # fmt: skip
+    return AuditRecord(rid, thread_id, at, tuple(why), handoff, breaker, decision, check)
 
 
 class LogAuditSink:
@@ -345,16 +345,19 @@ def plan_find(rid: str, since: timedelta, now: datetime) -> Plan[tuple[str, Any]
 
 def plan_mark(rid: str, verdict: Verdict, note: str, since: timedelta, now: datetime) -> Plan[AuditRecord]:
     """Record a reviewer's verdict on record ``rid`` by compare-and-swap (a concurrent mark is
-    re-read and the last one wins, never a torn record)."""
+    re-read and the last one wins, never a torn record). The record is looked for once; a lost
+    race re-reads only its key."""
     if verdict not in ("ok", "wrong"):
         raise InvalidInputError(f"an audit verdict is 'ok' or 'wrong', got {verdict!r}")
+    found = yield from plan_find(rid, since, now)
+    if found is None:
+        raise AuditRecordNotFoundError(rid, since)
+    key, obj = found
     for _ in range(5):
-        found = yield from plan_find(rid, since, now)
-        if found is None:
-            raise AuditRecordNotFoundError(rid, since)
-        key, obj = found
         if isinstance(obj, BaseException):
             raise obj
+        if obj is None:
+            raise AuditRecordNotFoundError(rid, since)
         record = decode_record(obj.body, key=key)
         review = {"verdict": verdict, "note": note, "at": now.isoformat(timespec="seconds")}
         marked = AuditRecord(record.id, record.thread_id, record.at, record.why, record.handoff, record.breaker,
@@ -362,9 +365,10 @@ def plan_mark(rid: str, verdict: Verdict, note: str, since: timedelta, now: date
         try:
             yield Put(key, encode_record(marked), if_match=obj.etag)
         except PreconditionFailedError:
+            obj = yield Get(key)
             continue
         return marked
-    raise PreconditionFailedError(audit_key("…", rid), "five reviewers' marks in a row raced this one; try again")
+    raise PreconditionFailedError(key, "five reviewers' marks in a row raced this one; try again")
 
 
 @dataclass(frozen=True)
@@ -419,10 +423,10 @@ class StoreAuditSink:
         self.saver = saver
 
     def _run(self, plan: Plan[R]) -> R:
-        return driver.run(self.saver.store, trust.gated(self.saver.store, plan))
+        return trust.run(self.saver.store, plan)
 
     async def _arun(self, plan: Plan[R]) -> R:
-        return await driver.arun(self.saver.store, trust.gated(self.saver.store, plan))
+        return await trust.arun(self.saver.store, plan)
 
     def write(self, record: AuditRecord) -> None:
         self._run(plan_write(record))

@@ -42,7 +42,7 @@ _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lgh-notify")
 @dataclass(frozen=True)
 class BreakerEvent:
     """One trip: ``kind`` (``ping_pong``, ``hop_limit``, ``time_budget``, ``deadline``,
-    ``runaway``, ``invalid``, ``unavailable``, ``other``), why, who asked for whom, where the
+    ``runaway``, ``invalid``, ``briefing``, ``unavailable``, ``other``), why, who asked for whom, where the
     conversation went (``fallback``, None: the turn ended), the turn's chain, and when (UTC).
     ``suppressed``: trips of the same kind by the same agent (``source``) this receiver was not
     told of since the last one it was (the rate limit)."""

@@ -96,7 +96,7 @@ class HandoffPolicy:
         handoff = Handoff(id=make_id(f"handoff:{fields.get('target')}"), **fields)
         if self.audit is None:
             return handoff
-        why = self.audit.why(handoff.model_dump(mode="json"), handoff.check, handoff.id)
+        why = self.audit.why({"trigger": handoff.trigger}, handoff.check, handoff.id)
         return handoff.model_copy(update={"audit": bool(why)}) if why else handoff
 
     def late(self, state: Mapping[str, Any]) -> str | None:

@@ -296,10 +296,10 @@ class SessionManager:
         return lease_of(head, thread_id)
 
     def _run(self, plan: Plan[R]) -> R:
-        return driver.run(self.saver.store, trust.gated(self.saver.store, plan))  # never on an unprobed store
+        return trust.run(self.saver.store, plan)  # never on an unprobed store
 
     async def _arun(self, plan: Plan[R]) -> R:
-        return await driver.arun(self.saver.store, trust.gated(self.saver.store, plan))
+        return await trust.arun(self.saver.store, plan)
 
     # -- leases ---------------------------------------------------------------------------------------
 

@@ -51,10 +51,10 @@ class TeamCore:
     _lock: threading.Lock
 
     def _run(self, plan: Plan[R]) -> R:
-        return driver.run(self.store, trust.gated(self.store, plan))  # never on an unprobed store
+        return trust.run(self.store, plan)  # never on an unprobed store
 
     async def _arun(self, plan: Plan[R]) -> R:
-        return await driver.arun(self.store, trust.gated(self.store, plan))
+        return await trust.arun(self.store, plan)
 
     def thread_id(self, name: str) -> str:
         """The LangGraph thread of member ``name`` in :attr:`member_saver` (not in ``saver``)."""
