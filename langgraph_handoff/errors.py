@@ -174,13 +174,16 @@ class StaleWriterError(ConflictError):
 
     What the run left behind: this step is never stored, but the run's earlier steps may be.
     With ``durability="sync"`` or ``"async"`` a run commits its input checkpoint before its first
-    step runs, and another run that started later may have extended it (so the other run's turn
-    answers this run's input too). :attr:`committed` lists the checkpoints of this run that are in
-    the thread (oldest first; found by the run id each put records), and :attr:`input_in_thread`
-    says whether anything of it is there. So a caller retries without sending a user message
-    twice: when ``input_in_thread``, the input is already in the conversation (reload it, and
-    ``invoke(None, config)`` if it still waits to be answered); otherwise nothing of this run is
-    there, and sending the same input again is safe.
+    step runs, and another run that started later may continue from it. :attr:`committed` lists
+    the checkpoints of this run that are stored (oldest first; found by the run id each put
+    records, or by the run object of this process that made them), and :attr:`input_in_thread`
+    says whether the run's input is part of the thread: it is when the run ran it itself, or when
+    another run's turn ran it (resuming from this run's input checkpoint: that turn answered both
+    inputs). It is not when nothing of the run was stored, or when the run that committed next
+    brought new input of its own (LangGraph then drops an input that has not run yet). So a
+    caller retries without sending a user message twice or losing it: when ``input_in_thread``,
+    reload the thread and ``invoke(None, config)`` if it still waits to be answered; otherwise
+    send the same input again.
 
     What to do: stop this run; reload the thread (``graph.get_state(config)``) and decide whether to
     resume from what the winner stored.
@@ -196,33 +199,38 @@ class StaleWriterError(ConflictError):
         checkpoint_id: str,
         reason: str = "",
         committed: tuple[str, ...] = (),
+        input_in_thread: bool | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.expected_parent = expected_parent
         self.latest = latest
         self.checkpoint_id = checkpoint_id
-        #: this run's checkpoints that are in the thread (oldest first): what it left behind
+        #: this run's checkpoints that are stored (oldest first): what it left behind
         self.committed = committed
+        #: whether this run's input is part of the thread's state (see the class docstring);
+        #: when not given, whether the run stored anything
+        self.input_in_thread = bool(committed) if input_in_thread is None else input_in_thread
         where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
         detail = reason or (
             f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint is now {latest!r}"
         )
-        behind = (
-            f"This run's earlier checkpoints {list(committed)!r} are in the thread (its input with them): "
-            "do not send it again"
-            if committed
-            else "Nothing of this run is in the thread"
-        )
+        if self.input_in_thread:
+            behind = (
+                f"This run's earlier checkpoints {list(committed)!r} are in the thread and its input is in the "
+                "conversation: do not send it again (invoke(None) if it still waits to be answered)"
+            )
+        elif committed:
+            behind = (
+                f"This run stored {list(committed)!r}, but its input is not in the conversation (the run that "
+                "continued the thread dropped it before it ran): send the same input again"
+            )
+        else:
+            behind = "Nothing of this run is in the thread: sending the same input again is safe"
         super().__init__(
             f"stale writer on {where}: {detail}. Checkpoint {checkpoint_id!r} was not stored. {behind}. "
             "Another run committed first; reload the thread state and resume from it."
         )
-
-    @property
-    def input_in_thread(self) -> bool:
-        """Whether this run left checkpoints (its input among them) in the thread."""
-        return bool(self.committed)
 
 
 class OwnershipLostError(StaleWriterError):

@@ -36,14 +36,14 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.constants import START
 
 from langgraph_handoff._format.head_meta import HeadMeta
-from langgraph_handoff._format.records import Head
+from langgraph_handoff._format.records import Head, Record
 from langgraph_handoff._frozen import fast_init
 from langgraph_handoff.errors import (
     CheckpointOrderError,
@@ -60,11 +60,15 @@ __all__ = [
     "check_put",
     "fence_of",
     "fenced",
+    "input_in_thread",
     "released",
     "session_of",
     "with_session",
     "write_refusal",
 ]
+
+#: Reads a record's metadata ``source`` (``None``: it cannot be read without running the serializer)
+SourceOf = Callable[[Record], "str | None"]
 
 #: Metadata sources of a run continuing its own lineage; everything else is an explicit fork
 #: (and so is every put that is not a run's, whatever its source).
@@ -101,8 +105,9 @@ class PutIntent:
         return self.by_run and self.source in LINEAGE_SOURCES and not self.branches_from_history
 
 
-def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
+def check_put(head: Head | None, intent: PutIntent, source_of: SourceOf | None = None) -> ConflictError | None:
     """The conflict that forbids this put against ``head``, or None if it may proceed.
+    ``source_of`` reads a record's metadata ``source`` (see :func:`input_in_thread`).
 
     >>> intent = PutIntent("t", "", "1f0-new", parent_id=None, source="input", saw_empty=True)
     >>> check_put(None, intent) is None
@@ -137,7 +142,7 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
         existing = head.records[cid]
         if not intent.continues_lineage or existing.parent == intent.parent_id:
             return None  # idempotent re-put / upsert of the same checkpoint
-        return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent", head)
+        return _stale(intent, latest, f"checkpoint {cid!r} is already stored with another parent", head, source_of)
     if intent.continues_lineage:
         if head is None and intent.parent_id is not None and swept_at is not None:
             return ThreadExpiredError(
@@ -147,7 +152,7 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
                 checkpoint_id=intent.checkpoint_id,
                 swept_at=swept_at,
             )
-        conflict = _lineage_conflict(head, intent, latest)
+        conflict = _lineage_conflict(head, intent, latest, source_of)
         if conflict is not None:
             return conflict
         if intent.keeps_pending_input and intent.source == "input" and head is not None and intent.parent_id:
@@ -160,13 +165,16 @@ def check_put(head: Head | None, intent: PutIntent) -> ConflictError | None:
                     "which died or is still running): new input would discard it; finish it first "
                     "(invoke(None))",
                     head,
+                    source_of,
                 )
     if latest is not None and cid < latest:
         return CheckpointOrderError(intent.thread_id, intent.checkpoint_ns, cid, latest)
     return None
 
 
-def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) -> StaleWriterError | None:
+def _lineage_conflict(
+    head: Head | None, intent: PutIntent, latest: str | None, source_of: SourceOf | None
+) -> StaleWriterError | None:
     """Staleness is checked before id order: a run whose parent was superseded is stale, whatever
     its checkpoint id (with async durability its put may arrive after the winner's newer ones)."""
     if intent.parent_id is None:
@@ -177,6 +185,7 @@ def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) 
                 "this run started from an empty thread, but another run created it meanwhile "
                 f"(latest checkpoint {latest!r})",
                 head,
+                source_of,
             )
         return None
     if head is None:
@@ -187,11 +196,18 @@ def _lineage_conflict(head: Head | None, intent: PutIntent, latest: str | None) 
             "checkpoints any more (deleted or pruned by someone else)",
         )
     if latest != intent.parent_id:
-        return _stale(intent, latest, head=head)
+        return _stale(intent, latest, head=head, source_of=source_of)
     return None
 
 
-def _stale(intent: PutIntent, latest: str | None, reason: str = "", head: Head | None = None) -> StaleWriterError:
+def _stale(
+    intent: PutIntent,
+    latest: str | None,
+    reason: str = "",
+    head: Head | None = None,
+    source_of: SourceOf | None = None,
+) -> StaleWriterError:
+    committed = left_behind(head, intent)
     return StaleWriterError(
         intent.thread_id,
         intent.checkpoint_ns,
@@ -199,7 +215,8 @@ def _stale(intent: PutIntent, latest: str | None, reason: str = "", head: Head |
         latest=latest,
         checkpoint_id=intent.checkpoint_id,
         reason=reason,
-        committed=left_behind(head, intent),
+        committed=committed,
+        input_in_thread=input_in_thread(head, committed, source_of),
     )
 
 
@@ -226,6 +243,50 @@ def left_behind(head: Head | None, intent: PutIntent) -> tuple[str, ...]:
         found.append(cid)
         cid = record.parent
     return tuple(reversed(found))
+
+
+def input_in_thread(head: Head | None, committed: tuple[str, ...], source_of: SourceOf | None = None) -> bool:
+    """Whether a refused run's input is part of the thread's latest state, given the checkpoints
+    it left behind (``committed``, oldest first, from :func:`left_behind`).
+
+    Why not just "it stored something": a run's first checkpoint holds its input unapplied (in
+    ``__start__``), and what the next checkpoint on top of it does decides the input's fate.
+    LangGraph *runs* a pending input when a run resumes (``invoke(None)``, a ``"loop"`` step:
+    the input is in the conversation, answered by that run's turn), but *drops* it when a run
+    brings new input of its own, or when ``update_state`` writes on top (the new checkpoint no
+    longer holds it). A refused run whose only checkpoint is its input checkpoint must send its
+    input again in the second case and must not in the first. The head says which: the
+    checkpoint on top of the run's last one, on the lineage of the latest checkpoint.
+
+    ``source_of`` reads a record's metadata ``source``; when it cannot (``None``), a checkpoint
+    that no longer holds the input counts as a step that ran it.
+
+    >>> input_in_thread(None, ())
+    False
+    """
+    if head is None or not committed or head.latest_id is None:
+        return False
+    last = committed[-1]
+    on_top = None  # the checkpoint whose parent is ``last``, on the latest checkpoint's lineage
+    cid: str | None = head.latest_id
+    while cid is not None and cid != last and cid > last:
+        record = head.records.get(cid)
+        if record is None:
+            return False
+        on_top, cid = cid, record.parent
+    if cid != last:
+        return False  # the run's checkpoints are not on the thread's lineage (it was branched or pruned)
+    first = head.records[committed[0]]
+    pending = first.values.get(START)
+    if len(committed) > 1 or pending is None or pending[0] != first.id:
+        return True  # the run ran its input itself (or had none: a resume)
+    if on_top is None:
+        return True  # its input checkpoint is the latest: the input waits there
+    above = head.records[on_top]
+    if START in above.values:
+        return False  # new input replaced it before it ran
+    source = source_of(above) if source_of is not None else None
+    return source is None or source == "loop"
 
 
 def write_refusal(meta: HeadMeta, epoch: int) -> str | None:

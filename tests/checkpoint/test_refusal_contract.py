@@ -5,7 +5,7 @@ With ``durability="sync"`` a run commits its input checkpoint before its first s
 starts later extends it and answers both inputs; the first run's step is then refused
 (``StaleWriterError``) though its input is in the thread. The docs said a refused run "stores
 nothing", so a caller retrying after the error sent its message twice. Now the error carries
-``committed`` (the run's checkpoints in the thread) and ``input_in_thread``, and the recipe in
+``committed`` (the run's checkpoints that are stored) and ``input_in_thread``, and the recipe in
 docs/checkpointer.md ("When two runs race") uses them. Two runs race on threads, their order
 forced by a barrier and a gate on one saver's store (no sleeps)."""
 
@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
@@ -92,7 +93,7 @@ def test_a_run_refused_after_its_input_committed_says_so_and_is_not_sent_twice()
     a.join(30)
     (refused,) = errors
     assert refused.input_in_thread and len(refused.committed) == 2  # its input, and its step 0
-    assert "are in the thread (its input with them): do not send it again" in str(refused)
+    assert "its input is in the conversation: do not send it again" in str(refused)
     history = {t.config["configurable"]["checkpoint_id"] for t in graph.get_state_history(_config("A"))}
     assert set(refused.committed) <= history
     # B's turn answered A's input too, and the recipe sent nothing again
@@ -157,3 +158,68 @@ def test_the_refusal_names_nothing_when_nothing_of_the_run_is_there() -> None:
     (refused,) = errors
     assert refused.committed == () and not refused.input_in_thread
     assert "Nothing of this run is in the thread" in str(refused)
+
+
+class HoldsFirstStep(ObjectStoreSaver):
+    """Once ``armed``, holds the next ``"loop"`` put (a run's first step, right after its input
+    checkpoint was stored) until ``release`` is set."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.armed = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if self.armed and metadata.get("source") == "loop":
+            self.armed = False
+            self.held.set()
+            assert self.release.wait(30)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def _new_input(graph: Any) -> None:
+    graph.invoke({"log": ["b"]}, _config("B"), durability="sync")
+
+
+def _resume(graph: Any) -> None:
+    graph.invoke(None, _config("B"), durability="sync")
+
+
+def _update(graph: Any) -> None:
+    graph.update_state(_config("B"), {"log": ["note"]}, as_node="model")
+
+
+# What the next writer does on top of a run's input checkpoint, before that run's first step is
+# stored: whether the run's input is then in the thread, and the conversation the recipe ends with
+ON_TOP = {
+    # LangGraph drops an input that has not run when new input arrives: send it again
+    "new input": (_new_input, False, ["hello", "answered by B", "b", "answered by B", "a", "answered by A"]),
+    # a resume runs the pending input: the other run's turn answered it, so never send it again
+    "resume": (_resume, True, ["hello", "answered by B", "a", "answered by B"]),
+    # update_state on top drops the pending input too
+    "update_state": (_update, False, ["hello", "answered by B", "note", "a", "answered by A"]),
+}
+
+
+@pytest.mark.parametrize("on_top", sorted(ON_TOP))
+def test_a_run_whose_input_checkpoint_alone_is_stored_says_whether_its_input_ran(on_top: str) -> None:
+    act, in_thread, final = ON_TOP[on_top]
+    saver = HoldsFirstStep(MemoryStore())
+    graph = _graph(saver)
+    graph.invoke({"log": ["hello"]}, _config("B"), durability="sync")
+    errors: list[StaleWriterError] = []
+    results: list[Any] = []
+    saver.armed = True
+    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"), errors.append)))
+    a.start()
+    assert saver.held.wait(30)  # A's input checkpoint is stored; its step 0 is held
+    act(graph)
+    saver.release.set()
+    a.join(30)
+    (refused,) = errors
+    assert len(refused.committed) == 1  # its input checkpoint
+    assert refused.input_in_thread is in_thread
+    expected = "do not send it again" if in_thread else "but its input is not in the conversation"
+    assert expected in str(refused)
+    assert graph.get_state(_config("A")).values["log"] == final  # "a" exactly once, never lost

@@ -6,7 +6,7 @@ both extend the same checkpoint and one of them is refused."""
 from __future__ import annotations
 
 import operator
-import threading
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -24,22 +24,47 @@ class Chat(TypedDict):
 
 
 class RoundSaver(ObjectStoreSaver):
-    """Once armed, waits at ``barrier`` after its next read of the latest checkpoint."""
+    """Forces one round's race, through ``barrier`` (shared with the other process):
+
+    * ``"same read"``: waits at the barrier after the next read of the latest checkpoint, so both
+      processes continue the same checkpoint and one input put loses;
+    * ``"hold"``: waits twice after the run's input checkpoint is stored, before its first step is:
+      the other process acts on top of that input checkpoint in between;
+    * ``"signal input"``: waits once right after the run's input checkpoint is stored.
+
+    The mode sits in a dict, not thread-local and not a plain attribute: LangGraph makes puts from
+    its own threads, and under ``LANGGRAPH_STRICT_MSGPACK`` it runs a copy of the saver (its
+    ``with_allowlist``) that must see the mode armed on this one."""
 
     def __init__(self, root: str, barrier: Any) -> None:
         super().__init__(LocalStore(Path(root)))
         self._barrier = barrier
-        self._armed = threading.local()
+        self._round: dict[str, str | None] = {"mode": None}
 
-    def arm(self) -> None:
-        self._armed.on = True
+    def arm(self, mode: str) -> None:
+        self._round["mode"] = mode
+
+    def _take(self, mode: str) -> bool:
+        """Whether ``mode`` is armed; disarms it."""
+        if self._round["mode"] != mode:
+            return False
+        self._round["mode"] = None
+        return True
 
     def get_tuple(self, config: Any) -> Any:
         tup = super().get_tuple(config)
-        if getattr(self._armed, "on", False) and not config["configurable"].get("checkpoint_id"):
-            self._armed.on = False
+        if not config["configurable"].get("checkpoint_id") and self._take("same read"):
             self._barrier.wait(timeout=60)
         return tup
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if metadata.get("source") == "loop" and self._take("hold"):
+            self._barrier.wait(timeout=60)  # our input checkpoint is stored
+            self._barrier.wait(timeout=60)  # the other process acted on top of it
+        out = super().put(config, checkpoint, metadata, new_versions)
+        if metadata.get("source") == "input" and self._take("signal input"):
+            self._barrier.wait(timeout=60)
+        return out
 
 
 def _graph(saver: ObjectStoreSaver, who: str) -> Any:
@@ -55,30 +80,60 @@ def _graph(saver: ObjectStoreSaver, who: str) -> Any:
     )
 
 
-def send(graph: Any, text: str) -> tuple[Any, int]:
-    """The recipe, looped: never sends ``text`` again once it is in the thread. Returns the
-    state and how many refusals it met."""
+def send(graph: Any, text: str, seen: Counter[str]) -> Any:
+    """The recipe, looped: never sends ``text`` again once it is in the conversation, and sends it
+    again whenever it is not. Counts in ``seen`` what each refusal said."""
     payload: Any = {"log": [text]}
-    refused = 0
     while True:
         try:
-            return graph.invoke(payload, THREAD, durability="sync"), refused
+            return graph.invoke(payload, THREAD, durability="sync")
         except StaleWriterError as exc:
-            refused += 1
+            seen[_kind(exc, resuming=payload is None)] += 1
             if exc.input_in_thread or payload is None:
                 if not graph.get_state(THREAD).next:  # answered by the other run
-                    return graph.get_state(THREAD).values, refused
+                    return graph.get_state(THREAD).values
                 payload = None  # resume what is pending; never send the message again
-            # else nothing of ours is there: send it again
+            # else our message is not in the conversation: send it again
 
 
-def sender(root: str, who: str, rounds: int, barrier: Any) -> int:
-    """Send ``rounds`` messages, each round racing the other process; the refusals met."""
+def _kind(exc: StaleWriterError, *, resuming: bool) -> str:
+    if resuming:
+        return "refused while resuming"
+    if exc.input_in_thread:
+        return "input in the thread"
+    return "input stored but dropped" if exc.committed else "nothing stored"
+
+
+#: how each round races, in turn: both continue the same checkpoint; the holder's input checkpoint
+#: is stored and the other process brings new input on top of it (LangGraph drops the holder's
+#: input: it must send it again); or the other process resumes from it (its turn answers the
+#: holder's input: it must not send it again)
+MODES = ("same read", "new input on top", "resume on top")
+
+
+def sender(root: str, who: str, rounds: int, barrier: Any) -> tuple[dict[str, int], list[str]]:
+    """Play ``rounds`` rounds against the other process; what the refusals said, and the
+    messages sent."""
     saver = RoundSaver(root, barrier)
     graph = _graph(saver, who)
-    total = 0
+    seen: Counter[str] = Counter()
+    sent: list[str] = []
     for i in range(rounds):
-        saver.arm()
-        _, refused = send(graph, f"{who}-{i}")
-        total += refused
-    return total
+        mode = MODES[i % len(MODES)]
+        holder = "AB"[(i // len(MODES)) % 2]
+        text = f"{who}-{i}"
+        barrier.wait(timeout=60)  # the previous round is over in both processes
+        if mode == "same read":
+            saver.arm("same read")
+        elif who == holder:
+            saver.arm("hold")
+        else:
+            barrier.wait(timeout=60)  # the holder's input checkpoint is stored
+            if mode == "resume on top":
+                graph.invoke(None, THREAD, durability="sync")
+                barrier.wait(timeout=60)
+                continue  # this round, only the holder sends a message
+            saver.arm("signal input")
+        send(graph, text, seen)
+        sent.append(text)
+    return dict(seen), sent

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from langgraph_handoff._format.records import Bookkeeping, Record
 
-__all__ = ["of_record", "plain_metadata"]
+__all__ = ["of_record", "plain_metadata", "source_reader"]
 
 log = logging.getLogger("langgraph_handoff.checkpoint")
 
@@ -76,3 +77,23 @@ def plain_metadata(serde: Any, typed: tuple[str, bytes]) -> dict[str, Any] | Non
     except Exception:  # noqa: BLE001 - damaged metadata is metadata bookkeeping cannot judge
         return None
     return out if isinstance(out, dict) else None
+
+
+def source_reader(serde: Any) -> Callable[[Record], str | None]:
+    """A reader of a record's metadata ``source`` as plain data (:func:`plain_metadata`), for a
+    refusal deciding whether the refused run's input is in the thread
+    (:func:`~langgraph_handoff.checkpoint.fencing.input_in_thread`); ``None`` when unreadable.
+
+    >>> from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    >>> serde = JsonPlusSerializer()
+    >>> record = Record("c1", None, serde.dumps_typed({}), serde.dumps_typed({"source": "loop"}), {})
+    >>> source_reader(serde)(record)
+    'loop'
+    """
+
+    def source_of(record: Record) -> str | None:
+        metadata = plain_metadata(serde, record.metadata)
+        source = metadata.get("source") if metadata is not None else None
+        return source if isinstance(source, str) else None
+
+    return source_of

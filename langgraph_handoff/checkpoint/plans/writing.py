@@ -46,6 +46,7 @@ from langgraph_handoff._format.records import (
 from langgraph_handoff._frozen import fast_replace
 from langgraph_handoff.checkpoint.driver import Batch, Plan, Sleep
 from langgraph_handoff.checkpoint.fencing import PutIntent, check_put, fence_of, fenced, write_refusal
+from langgraph_handoff.checkpoint.plans import bookkeeping as bookkeeping_io
 from langgraph_handoff.checkpoint.plans import manifest, metadata_index, reading
 from langgraph_handoff.checkpoint.plans.attempts import Attempts
 from langgraph_handoff.checkpoint.plans.blobs import content_digest
@@ -608,6 +609,7 @@ def plan_put(
     rides = saver._rider is not None and not ns and saver._rider[0] == thread_id
     by_run = made_by_run(config)
     tally = Attempts()
+    source_of = bookkeeping_io.source_reader(saver.serde)
     for attempt in range(saver.layout.max_attempts):
         state = saver._cache.get(thread_id, ns)
         saw_empty = parent_id is None and state.empty_reads > 0
@@ -617,12 +619,12 @@ def plan_put(
             by_run=by_run, keeps_pending_input=rides, run_id=bookkeeping.run_id,
             own=saver._runs.own(config, thread_id, ns),
         )  # fmt: skip
-        conflict = check_put(head, intent)
+        conflict = check_put(head, intent, source_of)
         if conflict is not None and not fresh:
             head, etag = reading.head_from(saver, (yield Get(hkey)), thread_id, ns)
             saver._cache.observe(thread_id, ns, head, etag)
             fresh = True
-            conflict = check_put(head, intent)
+            conflict = check_put(head, intent, source_of)
         if conflict is not None:
             if saw_empty:
                 saver._cache.use_empty_read(thread_id, ns)
