@@ -11,6 +11,7 @@ forced by a barrier and a gate on one saver's store (no sleeps)."""
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import threading
 from collections.abc import Callable
@@ -223,3 +224,51 @@ def test_a_run_whose_input_checkpoint_alone_is_stored_says_whether_its_input_ran
     expected = "do not send it again" if in_thread else "but its input is not in the conversation"
     assert expected in str(refused)
     assert graph.get_state(_config("A")).values["log"] == final  # "a" exactly once, never lost
+
+
+class AHoldsFirstStep(ObjectStoreSaver):
+    """:class:`HoldsFirstStep` for ``ainvoke``: holds the next ``"loop"`` ``aput``."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.armed = False
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if self.armed and metadata.get("source") == "loop":
+            self.armed = False
+            self.held.set()
+            await asyncio.wait_for(self.release.wait(), 30)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+async def test_the_async_twin_says_so_too_and_the_recipe_sends_the_dropped_input_again() -> None:
+    saver = AHoldsFirstStep(MemoryStore())
+    graph = _graph(saver)
+    await graph.ainvoke({"log": ["hello"]}, _config("B"), durability="sync")
+    saver.armed = True
+    errors: list[StaleWriterError] = []
+
+    async def send_a() -> None:
+        payload: Any = {"log": ["a"]}
+        while True:  # the recipe of docs/checkpointer.md, with ainvoke
+            try:
+                await graph.ainvoke(payload, _config("A"), durability="sync")
+                return
+            except StaleWriterError as exc:
+                errors.append(exc)
+                if exc.input_in_thread or payload is None:
+                    if not (await graph.aget_state(_config("A"))).next:
+                        return
+                    payload = None
+
+    a = asyncio.create_task(send_a())
+    await asyncio.wait_for(saver.held.wait(), 30)  # A's input checkpoint is stored
+    await graph.ainvoke({"log": ["b"]}, _config("B"), durability="sync")  # new input drops it
+    saver.release.set()
+    await asyncio.wait_for(a, 30)
+    (refused,) = errors
+    assert len(refused.committed) == 1 and not refused.input_in_thread
+    final = (await graph.aget_state(_config("A"))).values["log"]
+    assert final == ["hello", "answered by B", "b", "answered by B", "a", "answered by A"]
