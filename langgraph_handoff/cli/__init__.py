@@ -71,7 +71,6 @@ from langgraph_handoff.cli import index  # noqa: F401
 from langgraph_handoff.cli import audit  # noqa: F401
 
 # isort: split
-from langgraph_handoff._format import keys
 from langgraph_handoff.cli.app import (
     Commands,
     Json,
@@ -231,10 +230,18 @@ def team_send(
         raise InvalidConfigError(f"--kind {kind!r}: use message or plan_response")
     with _saver(url, migrations) as saver:
         t = Team(saver, team)
-        earlier = None
-        if key is not None:  # the same key sends nothing new: say so when the first copy still waits
-            t.check_recipient(to)
-            earlier = saver.store.get(keys.team_inbox_key(team, to, t.keyed_id(to, sender, key)))
+        # the same key sends nothing new: say so, and store no second copy of an ingested one
+        earlier = None if key is None else t.keyed_status(to, sender=sender, idempotency_key=key)
+        if earlier == "ingested":
+            assert key is not None
+            mid = t.keyed_id(to, sender, key)
+            text = (
+                f"already sent #{shown(mid)} to {shown(to)} (key {shown(key)}), and {shown(to)} has ingested it: "
+                "nothing new was sent"
+            )
+            _out(as_json, {"id": mid, "team": team, "to": to, "sender": sender, "already_sent": True,
+                           "ingested": True}, text)  # fmt: skip
+            return
         msg = t.send(
             to,
             content,
@@ -244,10 +251,10 @@ def team_send(
             kind=kind,  # type: ignore[arg-type]
         )
     if earlier is not None:
-        text = f"already sent #{shown(msg.id)} to {shown(to)} (key {shown(key)}): nothing new was sent"
+        text = f"already sent #{shown(msg.id)} to {shown(to)} (key {shown(key)}), still waiting: nothing new was sent"
     else:
         text = f"sent #{shown(msg.id)} to {shown(to)}"
-    _out(as_json, {**msg.model_dump(mode="json"), "already_sent": earlier is not None}, text)
+    _out(as_json, {**msg.model_dump(mode="json"), "already_sent": earlier is not None, "ingested": False}, text)
 
 
 @team_app.command("dead")

@@ -84,13 +84,21 @@ __all__ = [
 
 
 def _untyped_flags(params: list[Any]) -> list[Any]:
-    """``params`` with no type shown for a flag: typer labels every flag ``<bool>`` (``--json
-    <bool>``, ``--help <bool>``), which reads as if it took a value. Every value option and
-    argument names its own metavar instead (``tests/cli/test_cli_help.py``)."""
+    """``params`` with no type shown for a flag or an argument: typer labels every flag
+    ``<bool>`` (``--json <bool>``, ``--help <bool>``), which reads as if it took a value, and
+    every argument with its Python type next to its name (``URL <str>``). Every value option and
+    argument names its own metavar instead (``tests/cli/test_cli_surface.py``)."""
     for param in params:
         if getattr(param, "is_flag", False):
             param.metavar = ""
+        elif param.param_type_name == "argument":
+            param.display_type_rich = _no_type
     return params
+
+
+def _no_type(ctx: Any) -> None:
+    """What an argument shows in its panel's type column: nothing (its name is its metavar)."""
+    return None
 
 
 class _Command(TyperCommand):

@@ -23,7 +23,7 @@ from langgraph_handoff.teams.context import MemberContext, team_prompt
 from langgraph_handoff.teams.model import Member, Message, Roster
 from langgraph_handoff.teams.outbox import TeamMiddleware, TeamState, team_tools
 from langgraph_handoff.teams.status import MemberStatus
-from langgraph_handoff.teams.team import DeadLetter, InboxEntry, Team
+from langgraph_handoff.teams.team import DeadLetter, InboxEntry, KeyedStatus, Team
 from langgraph_handoff.teams.views import Conversation
 from langgraph_handoff.teams.worker import TeamWorker
 
@@ -32,6 +32,7 @@ __all__ = [
     "DeadLetter",
     "HopBudgetExceeded",
     "InboxEntry",
+    "KeyedStatus",
     "Member",
     "MemberContext",
     "MemberStatus",

@@ -27,7 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langgraph_handoff import telemetry
 from langgraph_handoff._format import keys
@@ -67,7 +67,10 @@ from langgraph_handoff.teams.status import has_next
 from langgraph_handoff.teams.upgrade import MemberMove, plan_move_member
 from langgraph_handoff.teams.views import DeadLetter, InboxEntry, TeamViews, conversation_of, last_turn_inputs
 
-__all__ = ["DeadLetter", "InboxEntry", "Receipt", "Team"]
+__all__ = ["DeadLetter", "InboxEntry", "KeyedStatus", "Receipt", "Team"]
+
+#: what became of a message sent with an idempotency key (:meth:`Team.keyed_status`)
+KeyedStatus = Literal["waiting", "ingested"]
 
 log = logging.getLogger("langgraph_handoff.teams")
 
@@ -405,6 +408,36 @@ class Team(TeamViews, TeamRequests):
     def keyed_id(self, to: str, sender: str, idempotency_key: str) -> str:
         """The id :meth:`send` gives a message with an idempotency key (known before sending)."""
         return message_id(self.team_id, "ext", sender, to, idempotency_key)
+
+    def _plan_keyed_status(self, to: str, sender: str, idempotency_key: str) -> Plan[KeyedStatus | None]:
+        yield from self._plan_check(to)
+        message_id = self.keyed_id(to, sender, idempotency_key)
+        if (yield Get(keys.team_inbox_key(self.team_id, to, message_id))) is not None:
+            return "waiting"
+        head, _ = yield from self._plan_member_head(to)
+        ack = AckState.of(head.meta if head is not None else None, self.thread_id(to))
+        return "ingested" if message_id in ack.recent else None
+
+    def keyed_status(self, to: str, *, sender: str, idempotency_key: str) -> KeyedStatus | None:
+        """What became of the message ``sender`` sent ``to`` with ``idempotency_key``:
+        ``"waiting"`` in the inbox, ``"ingested"`` by the member (remembered for ``window``
+        seconds after), or ``None``: never sent, or ingested longer ago than that. 2 GETs at most.
+        A send with the same key while it is ``"waiting"`` or ``"ingested"`` stores nothing new
+        for the member (``langgraph-handoff team send --key`` says so).
+
+        >>> team = Team(ObjectStoreSaver.from_url("memory://"), "crew")
+        >>> _ = team.spawn("alice", role="coder")
+        >>> team.keyed_status("alice", sender="ops", idempotency_key="k1") is None
+        True
+        >>> _ = team.send("alice", "hi", sender="ops", idempotency_key="k1")
+        >>> team.keyed_status("alice", sender="ops", idempotency_key="k1")
+        'waiting'
+        """
+        return self._run(self._plan_keyed_status(to, sender, idempotency_key))
+
+    async def akeyed_status(self, to: str, *, sender: str, idempotency_key: str) -> KeyedStatus | None:
+        """Async twin of :meth:`keyed_status`."""
+        return await self._arun(self._plan_keyed_status(to, sender, idempotency_key))
 
     def _plan_put_message(self, message: Message, *, dead: bool = False, key: str | None = None) -> Plan[Message]:
         """Store one message create-only. "Already there" means a retry of this very send."""

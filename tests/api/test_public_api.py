@@ -204,6 +204,7 @@ PUBLIC: dict[str, set[str]] = {
         "DeadLetter",
         "HopBudgetExceeded",
         "InboxEntry",
+        "KeyedStatus",
         "Member",
         "MemberContext",
         "MemberStatus",

@@ -19,8 +19,9 @@ from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff._format.keys import head_key, team_roster_key
 from langgraph_handoff.cli import main
 from langgraph_handoff.errors import MemberExistsError, MemberStateError, UnknownTeamError
-from langgraph_handoff.teams import Team
+from langgraph_handoff.teams import Team, TeamWorker
 from tests.cli.test_cli import populate
+from tests.support.team_helpers import echo_build
 
 PYTHON_CALLS = ("remove(", "request_shutdown", "revive(", "Team.spawn", "saver.delete_thread", "delete_thread")
 
@@ -132,8 +133,22 @@ def test_sending_again_with_the_same_key_says_it_was_already_sent(
     code, again, _ = run(capsys, *send)
     assert code == 0 and again.startswith("already sent #") and "nothing new was sent" in again, again
     code, out, _ = run(capsys, *send, "--json")
-    assert json.loads(out)["already_sent"] is True
+    assert json.loads(out)["already_sent"] is True and json.loads(out)["ingested"] is False
     assert len(team.inbox_entries("alice")) == 1
+    # once alice has ingested it, the same key still sends nothing new, and says so
+    worker = TeamWorker(team, "w", {"r": echo_build}, members=["alice"], auto_reply=False)
+    worker.step()
+    assert team.inbox_entries("alice") == [] and team.keyed_status("alice", sender="ops", idempotency_key="k1") == (
+        "ingested"
+    )
+    code, later, _ = run(capsys, *send)
+    assert code == 0 and later.startswith("already sent #") and "has ingested it" in later, later
+    assert team.inbox_entries("alice") == []  # no second copy stored
+    code, out, _ = run(capsys, *send, "--json")
+    assert json.loads(out)["ingested"] is True
+    other = ("team", "send", url, "crew", "alice", "fix it", "--sender", "ops", "--key", "k2")
+    code, fresh, _ = run(capsys, *other)
+    assert code == 0 and fresh.startswith("sent #"), fresh
 
 
 @pytest.mark.obstore

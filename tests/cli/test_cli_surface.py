@@ -33,6 +33,8 @@ def test_every_value_has_an_explicit_metavar_and_no_flag_shows_a_type() -> None:
             if param.param_type_name == "argument":
                 if param.metavar is None or param.metavar != param.metavar.upper():
                     found.append(f"{' '.join(path)} argument {name}: metavar {param.metavar!r}")
+                if shown:  # its name is its metavar; typer added the Python type (`URL <str>`)
+                    found.append(f"{' '.join(path)} argument {name}: shown with {shown!r}")
             elif getattr(param, "is_flag", False):
                 if shown:
                     found.append(f"{' '.join(path)} {name}: a flag shown with {shown!r}")
