@@ -60,17 +60,28 @@ def register(
             str, typer.Option("--description", metavar="TEXT", help="what it does (its teammates read it)")
         ] = "",
         lead: Annotated[bool, typer.Option("--lead", help="make it the lead (the first member is)")] = False,
+        exist_ok: Annotated[
+            bool,
+            typer.Option(
+                "--exist-ok",
+                help="a member of that name and role is fine: it is left as it is (a setup script can run again)",
+            ),
+        ] = False,
         as_json: Json = False,
         migrations: Migrations = None,
     ) -> None:
-        """Add a member (the first one creates the team and is its lead)."""
+        """Add a member (the first one creates the team and is its lead). A name the team has
+        already is refused, unless --exist-ok and the member has this role."""
         with saver(url, migrations) as s:
-            member = Team(s, team).spawn(name, role=role, description=description, lead=lead)
-        out(
-            as_json,
-            member.model_dump(mode="json"),
-            f"spawned {shown(member.name)} ({shown(member.role)}) on team {shown(team)}",
+            t = Team(s, team)
+            existed = exist_ok and name in t.roster().members
+            member = t.spawn(name, role=role, description=description, lead=lead, exist_ok=exist_ok)
+        text = (
+            f"{shown(member.name)} ({shown(member.role)}) is already on team {shown(team)}: nothing changed"
+            if existed
+            else f"spawned {shown(member.name)} ({shown(member.role)}) on team {shown(team)}"
         )
+        out(as_json, {**member.model_dump(mode="json"), "spawned": not existed}, text)
 
     @team_app.command("remove")
     def team_remove(url: Url, team: TeamId, name: Name, as_json: Json = False, migrations: Migrations = None) -> None:

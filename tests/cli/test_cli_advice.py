@@ -161,3 +161,21 @@ def test_a_missing_azure_account_names_the_url_parameter(monkeypatch: pytest.Mon
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(InvalidConfigError, match=r"az://container/prefix\?account_name=ACCOUNT"):
         store_from_url("az://c/p")
+
+
+def test_spawn_with_exist_ok_leaves_a_member_of_that_role_as_it_is(
+    crew: tuple[str, Team], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, team = crew
+    before = team.roster().members["alice"]
+    code, out, _ = run(
+        capsys, "team", "spawn", url, "crew", "alice", "--role", "r", "--description", "new", "--exist-ok"
+    )
+    assert code == 0 and out.startswith("alice (r) is already on team crew: nothing changed"), out
+    assert team.roster().members["alice"] == before  # its description stays
+    code, out, _ = run(capsys, "team", "spawn", url, "crew", "alice", "--role", "r", "--exist-ok", "--json")
+    assert code == 0 and json.loads(out)["spawned"] is False
+    code, _, err = run(capsys, "team", "spawn", url, "crew", "alice", "--role", "other", "--exist-ok")
+    assert code == 2 and "already has a member named 'alice'" in err  # another role is another member
+    code, out, _ = run(capsys, "team", "spawn", url, "crew", "bob", "--role", "r", "--exist-ok", "--json")
+    assert code == 0 and json.loads(out)["spawned"] is True and "bob" in team.roster().members
