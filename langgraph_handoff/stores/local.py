@@ -246,8 +246,8 @@ class LocalStore(StoreBase):
             (:mod:`~langgraph_handoff.stores.stat_memo`); a number is how many directories
             and files it keeps (default :data:`~langgraph_handoff.stores.stat_memo.MAX_ENTRIES`,
             about 470 bytes each): a walk of every thread keeps about 2 per thread (``threads``,
-            a sweep), 9 with a few writes each (a filtered ``list(None, ...)``, ``verify``);
-            a store larger than the memo is read again by each walk.
+            a sweep, an unindexed filtered ``list(None, ...)``), 9 with a few writes each
+            (``verify``); a store larger than the memo is read again by each walk.
         mode: what new directories are made with, exactly (whatever the umask); files get it
             without the execute bits. ``0o700`` by default; ``0o750`` lets a group read, ``0o770``
             write too. Also ``file:///dir?mode=0750``. Existing directories keep theirs, and so

@@ -70,10 +70,10 @@ SETTLED_NS = 250_000_000
 COARSE_SETTLED_NS = 3_000_000_000
 _COARSE_UNIT_NS = 10_000_000
 #: Entries kept, files and directories together. A walk of every thread keeps two per thread
-#: (its ``heads/`` directory and head), a filtered list or ``verify`` about nine; a file's
-#: entry takes about 470 bytes, so a full memo holds about 120 MiB: every head of 130,000
-#: threads, or what a filtered list or ``verify`` reads of 29,000 (about 9 entries a thread of
-#: a few writes). Past that a walk rereads what it meets (once per walk: the walk stays
+#: (its ``heads/`` directory and head: ``threads``, a sweep, an unindexed filtered list),
+#: ``verify`` about nine; a file's entry takes about 470 bytes, so a full memo holds about
+#: 120 MiB: every head of 130,000 threads, or what ``verify`` reads of 29,000 (about 9 entries
+#: a thread of a few writes). Past that a walk rereads what it meets (once per walk: the walk stays
 #: linear), unless the store was given a larger memo (``LocalStore(stat_memo=N)``); below, the
 #: memo holds only what was walked.
 MAX_ENTRIES = 1 << 18

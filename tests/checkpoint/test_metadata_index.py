@@ -138,7 +138,9 @@ def test_a_store_without_a_complete_index_is_walked_until_rebuilt(store: StoreBa
     saver = ObjectStoreSaver(counted)
     counted.reset()
     assert _ids(saver.list(None, filter={"user_id": "u1"})) == _walk(store, {"user_id": "u1"})
-    assert counted.requests > 60  # no marker: every thread read, none missed
+    # no marker: every thread's head read (30 GETs and the marker's), none missed; writes are
+    # listed for the 10 threads that match only (a LIST per thread before)
+    assert (counted.snapshot()["GET"], counted.snapshot()["LIST"]) == (1 + 30, 1 + 10)
     _threads(saver, 10, users=3, start=30)  # new threads with entries: still not complete
     assert len(_ids(saver.list(None, filter={"user_id": "u1"}))) == 2 * 13
     seen: list[tuple[int, int]] = []
@@ -170,7 +172,8 @@ def test_a_rebuild_killed_midway_declares_nothing_and_the_next_one_finishes(stor
     counted = CountingStore(store)
     counted.reset()
     assert _ids(ObjectStoreSaver(counted).list(None, filter={"user_id": "u2"})) == _walk(store, {"user_id": "u2"})
-    assert counted.requests > 40  # still the walk: 7 threads indexed is not an index
+    # still the walk: 7 threads indexed is not an index (every head read, matches' writes listed)
+    assert (counted.snapshot()["GET"], counted.snapshot()["LIST"]) == (1 + 20, 1 + 5)
     assert saver.rebuild_index().created == 13
     assert len(_ids(saver.list(None, filter={"user_id": "u2"}))) == 10
 
@@ -357,3 +360,27 @@ def test_a_signing_saver_never_trusts_a_forged_marker() -> None:
     counted = CountingStore(store)
     found = _ids(ObjectStoreSaver(counted, signing_key=key).list(None, filter={"user_id": "u"}))
     assert [t for t, _, _ in found] == ["hidden", "t"] and counted.requests > 4  # the walk
+
+
+def test_an_unindexed_filter_gives_matches_their_writes_in_full(store: StoreBase) -> None:
+    """The walk lists a thread's writes only once a checkpoint passes the filter: what it then
+    gives must be what the unfiltered list gives, for every namespace."""
+    saver = ObjectStoreSaver(store, layout=NO_INDEX)
+    for i in range(6):
+        for ns in ("", "child:1"):
+            first = put(saver, f"t{i}", None, 1, ns=ns, user_id=f"u{i % 2}")
+            second = put(saver, f"t{i}", first, 2, ns=ns, user_id=f"u{i % 2}")
+            for cid in (first, second):
+                config: Any = {"configurable": {"thread_id": f"t{i}", "checkpoint_ns": ns, "checkpoint_id": cid}}
+                many = 1200 if (i, ns, cid) == (0, "", first) else 2
+                saver.put_writes(config, [("ch", j) for j in range(many)], task_id=f"task-{i}")
+    counted = CountingStore(store)
+    filtered = list(ObjectStoreSaver(counted, layout=NO_INDEX).list(None, filter={"user_id": "u0"}))
+    every = [t for t in ObjectStoreSaver(store).list(None) if t.metadata.get("user_id") == "u0"]
+    assert [(t.config, t.pending_writes) for t in filtered] == [(t.config, t.pending_writes) for t in every]
+    assert len(filtered) == 3 * 2 * 2 and all(t.pending_writes for t in filtered)
+    assert max(len(t.pending_writes) for t in filtered) == 1200
+    # the marker and every head read (6 threads, 2 namespaces each), then the 12 matching
+    # checkpoints' writes; writes listed for the 3 matching threads' 6 namespaces only (the
+    # unfiltered walk lists all 12)
+    assert (counted.snapshot()["GET"], counted.snapshot()["LIST"]) == (1 + 12 + 12, 1 + 6)

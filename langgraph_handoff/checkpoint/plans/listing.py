@@ -162,6 +162,9 @@ def plan_list(
             return None
     # Head keys arrive thread by thread (keys are grouped by thread); each thread is listed as
     # soon as its last namespace is seen, so results stream without listing the whole store.
+    # A filter that reached this walk is unindexed: most threads match nothing, so their writes
+    # are listed only once one of their checkpoints passes it (one request a thread, not two).
+    lazy = store_wide and bool(filter)
     prefix = keys.heads_prefix(thread_id if not store_wide else None)
     group: list[str] = []
     after = None
@@ -173,7 +176,7 @@ def plan_list(
                     report_damage(DamagedObject.foreign(info.key), on_damaged, "list")
                 continue  # not a head: never read
             if group and info.key.split("/")[1] != group[-1].split("/")[1]:
-                yield from _list_contained(saver, group, query, store_wide, on_damaged)
+                yield from _list_contained(saver, group, query, store_wide, on_damaged, lazy)
                 if query.done:
                     return None
                 group = []
@@ -182,7 +185,7 @@ def plan_list(
             break
         after = page.items[-1].key
     if group:
-        yield from _list_contained(saver, group, query, store_wide, on_damaged)
+        yield from _list_contained(saver, group, query, store_wide, on_damaged, lazy)
     return None
 
 
@@ -202,33 +205,47 @@ def _list_heads(saver: SaverState, head_keys: list[str], query: _ListQuery, on_d
 
 
 def _list_contained(
-    saver: SaverState, group: list[str], query: _ListQuery, store_wide: bool, on_damaged: OnDamaged | None
+    saver: SaverState,
+    group: list[str],
+    query: _ListQuery,
+    store_wide: bool,
+    on_damaged: OnDamaged | None,
+    lazy_writes: bool = False,
 ) -> Plan[None]:
     """``_list_thread``; in a store-wide list, an object it cannot read is reported and the walk
     goes on with the next thread (what the thread emitted before it stands)."""
     if not store_wide:
-        yield from _list_thread(saver, group, query)
+        yield from _list_thread(saver, group, query, lazy_writes=lazy_writes)
         return None
     try:
-        yield from _list_thread(saver, group, query, contain=True, on_damaged=on_damaged)
+        yield from _list_thread(saver, group, query, contain=True, on_damaged=on_damaged, lazy_writes=lazy_writes)
     except UNREADABLE as exc:
         report_damage(DamagedObject.from_error(exc), on_damaged, "list")
     return None
 
 
 def _list_thread(
-    saver: SaverState, group: list[str], query: _ListQuery, contain: bool = False, on_damaged: OnDamaged | None = None
+    saver: SaverState,
+    group: list[str],
+    query: _ListQuery,
+    contain: bool = False,
+    on_damaged: OnDamaged | None = None,
+    lazy_writes: bool = False,
 ) -> Plan[None]:
     """Emit one thread's matching checkpoints (heads ``group``), newest first across its
-    namespaces. One round trip reads every head plus the first page of its writes. With
-    ``contain`` (a store-wide list), a head that cannot be read is reported and its namespace
-    skipped."""
+    namespaces. One round trip reads every head plus the first page of its writes; with
+    ``lazy_writes`` it reads the heads alone, and a namespace's writes are listed when a record
+    first needs them (a filter most threads fail). With ``contain`` (a store-wide list), a head
+    that cannot be read is reported and its namespace skipped."""
     ops: list[Any] = []
     for hk in group:
-        ops += [Get(hk), ListPage(_writes_prefix_of_head(hk), max_keys=reading.WRITES_PAGE)]
+        ops.append(Get(hk))
+        if not lazy_writes:
+            ops.append(ListPage(_writes_prefix_of_head(hk), max_keys=reading.WRITES_PAGE))
     results = list((yield Batch(tuple(ops))))
+    objs, pages = (results, [None] * len(group)) if lazy_writes else (results[0::2], results[1::2])
     streams: list[tuple[_RecordStream, reading.WritesCursor]] = []
-    for hk, obj, page in zip(group, results[0::2], results[1::2], strict=True):
+    for hk, obj, page in zip(group, objs, pages, strict=True):
         if obj is None:
             continue
         try:
