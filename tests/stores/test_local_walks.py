@@ -235,3 +235,26 @@ def test_stat_memo_takes_how_many_entries_to_keep(tmp_path: Path) -> None:
     for bad in (-1, 2.5, "many"):
         with pytest.raises(InvalidConfigError, match="stat_memo"):
             LocalStore(tmp_path, stat_memo=bad)  # type: ignore[arg-type]
+
+
+def test_an_unindexed_filtered_walk_keeps_two_memo_entries_a_thread(tmp_path: Path) -> None:
+    """The memo is shaped by what a walk lists: a filtered ``list(None, ...)`` on a key the index
+    does not cover reads the heads and lists no writes of a thread that does not match, so it
+    keeps a thread's head directory and head (a walk of 130,000 threads fits the default memo),
+    not the 9 entries a thread with writes took when every thread's writes were listed."""
+    from langgraph_handoff import ObjectStoreSaver
+    from tests.support.saver_helpers import put
+
+    store = LocalStore(tmp_path / "store", fsync=False)
+    saver = ObjectStoreSaver(store)
+    for i in range(40):
+        first = put(saver, f"t{i:03}", None, 1, tag=f"x{i % 4}")
+        config: Any = {"configurable": {"thread_id": f"t{i:03}", "checkpoint_ns": "", "checkpoint_id": first}}
+        saver.put_writes(config, [("ch", 1)], task_id="task")
+        put(saver, f"t{i:03}", first, 2, tag=f"x{i % 4}")
+    store._memo = StatMemo(clock=_ahead)
+    found = list(ObjectStoreSaver(store).list(None, filter={"tag": "nobody"}))
+    assert found == [] and len(store._memo) <= 2 * 40 + 4
+    store._memo = StatMemo(clock=_ahead)
+    list(ObjectStoreSaver(store).list(None))  # the unfiltered walk needs every thread's writes
+    assert len(store._memo) > 4 * 40
