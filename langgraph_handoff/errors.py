@@ -126,6 +126,20 @@ class LangGraphHandoffError(Exception):
         self.python_advice = advice
         return f"{problem} {advice}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its class, arguments and attributes, rebuilt without calling ``__init__``:
+        the typed errors take their fields as keyword arguments, which ``BaseException``'s own
+        pickling (``cls(*args)``) cannot pass, so one raised in a worker process
+        (``multiprocessing``, ``concurrent.futures.ProcessPoolExecutor``) reached the parent as
+        a ``TypeError`` from unpickling instead of itself.
+
+        >>> import pickle
+        >>> err = pickle.loads(pickle.dumps(MemberExistsError("t", "alice")))
+        >>> type(err).__name__, err.name, err.without_python_advice()
+        ('MemberExistsError', 'alice', "team 't' already has a member named 'alice'.")
+        """
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
     def without_python_advice(self) -> str:
         """The message without :attr:`python_advice` (all of it when there is none).
 
@@ -138,6 +152,14 @@ class LangGraphHandoffError(Exception):
         if self.python_advice and text.endswith(self.python_advice):
             return text[: -len(self.python_advice)].rstrip()
         return text
+
+
+def _rebuilt(cls: type[LangGraphHandoffError], args: tuple[Any, ...], state: dict[str, Any]) -> LangGraphHandoffError:
+    """An unpickled error (:meth:`LangGraphHandoffError.__reduce__`)."""
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 # --------------------------------------------------------------------------------------------------
