@@ -25,6 +25,10 @@ both on the first attempt and after a lost race (when the saver re-reads and dec
   top of an input checkpoint whose input has not run yet (it still holds ``__start__``): LangGraph
   would discard that input, and with it the messages another turn acked in that checkpoint's
   compare-and-swap. Finishing it first (``invoke(None)``, source ``"loop"``) is allowed.
+* A refusal says what the refused run left behind: its checkpoints that are stored
+  (:func:`left_behind`) and whether its input is in the conversation (:func:`input_in_thread`:
+  an input checkpoint's input counts only once a step ran it, because new input on top of it
+  makes LangGraph drop it), so a caller retries without sending a message twice or losing it.
 * Every new id must sort after the latest: "latest" means "greatest id", and a checkpoint that
   sorts before it could never become visible (:class:`CheckpointOrderError`, a clock-skew symptom).
 * A writer **bound to a session lease** (``saver.with_lease(lease)``) may not write a head that
