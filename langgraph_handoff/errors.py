@@ -221,7 +221,7 @@ class StaleWriterError(ConflictError):
         checkpoint_id: str,
         reason: str = "",
         committed: tuple[str, ...] = (),
-        input_in_thread: bool | None = None,
+        input_in_thread: bool = False,
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
@@ -230,9 +230,8 @@ class StaleWriterError(ConflictError):
         self.checkpoint_id = checkpoint_id
         #: this run's checkpoints that are stored (oldest first): what it left behind
         self.committed = committed
-        #: whether this run's input is part of the thread's state (see the class docstring);
-        #: when not given, whether the run stored anything
-        self.input_in_thread = bool(committed) if input_in_thread is None else input_in_thread
+        #: whether this run's input is part of the thread's state (see the class docstring)
+        self.input_in_thread = input_in_thread
         where = f"thread {thread_id!r}" + (f" namespace {checkpoint_ns!r}" if checkpoint_ns else "")
         detail = reason or (
             f"this run continues from checkpoint {expected_parent!r} but the latest checkpoint is now {latest!r}"

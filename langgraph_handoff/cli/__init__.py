@@ -232,8 +232,7 @@ def team_send(
         t = Team(saver, team)
         # the same key sends nothing new: say so, and store no second copy of an ingested one
         earlier = None if key is None else t.keyed_status(to, sender=sender, idempotency_key=key)
-        if earlier == "ingested":
-            assert key is not None
+        if key is not None and earlier == "ingested":
             mid = t.keyed_id(to, sender, key)
             text = (
                 f"already sent #{shown(mid)} to {shown(to)} (key {shown(key)}), and {shown(to)} has ingested it: "

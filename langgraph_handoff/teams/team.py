@@ -421,7 +421,8 @@ class Team(TeamViews, TeamRequests):
     def keyed_status(self, to: str, *, sender: str, idempotency_key: str) -> KeyedStatus | None:
         """What became of the message ``sender`` sent ``to`` with ``idempotency_key``:
         ``"waiting"`` in the inbox, ``"ingested"`` by the member (remembered for ``window``
-        seconds after), or ``None``: never sent, or ingested longer ago than that. 2 GETs at most.
+        seconds after), or ``None``: never sent, or ingested longer ago than that. 2 GETs at most
+        (and the roster's, when this object has not read it yet).
         A send with the same key while it is ``"waiting"`` or ``"ingested"`` stores nothing new
         for the member (``langgraph-handoff team send --key`` says so).
 

@@ -215,7 +215,7 @@ def _list_contained(
     """``_list_thread``; in a store-wide list, an object it cannot read is reported and the walk
     goes on with the next thread (what the thread emitted before it stands)."""
     if not store_wide:
-        yield from _list_thread(saver, group, query, lazy_writes=lazy_writes)
+        yield from _list_thread(saver, group, query)
         return None
     try:
         yield from _list_thread(saver, group, query, contain=True, on_damaged=on_damaged, lazy_writes=lazy_writes)
