@@ -57,6 +57,20 @@ S3_FILES = (
 #: parameters: every variant of it is left out). Nothing else may fail.
 LEFT_OUT: dict[str, str] = {}
 
+#: Tests that time stream chunks against wall-clock windows 100 ms wide. ``run.py`` runs them
+#: alone after the rest, one process and no other test beside them: next to a second busy
+#: worker on two cores, LangGraph's own ``InMemorySaver`` misses those windows too (1 run in 20
+#: with three CPU-bound processes beside it, measured 2026-12-08), so a miss there says nothing
+#: about a saver. ``LGH_SUITE_PHASE``: ``shared`` runs all but these, ``alone`` only these,
+#: ``all`` (the default) both.
+WALL_CLOCK = (
+    "tests/test_pregel.py::test_stream_subgraphs_during_execution",
+    "tests/test_pregel.py::test_stream_buffering_single_node",
+    "tests/test_pregel_async.py::test_stream_subgraphs_during_execution",
+    "tests/test_pregel_async.py::test_stream_buffering_single_node",
+)
+PHASE = os.environ.get("LGH_SUITE_PHASE", "all")
+
 
 _BUCKET_READY: list[bool] = []
 
@@ -163,6 +177,10 @@ def _left_out_reason(nodeid: str) -> str | None:
     return None
 
 
+def _wall_clock(nodeid: str) -> bool:
+    return nodeid.split("[", 1)[0] in WALL_CLOCK
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep, drop = [], []
     for item in items:
@@ -172,6 +190,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (saver is None and store is None)  # takes neither a saver nor a store: not ours to run
             or (saver == "handoff_s3" and not filename.startswith(S3_FILES))
             or _left_out_reason(item.nodeid) is not None
+            or (PHASE == "shared" and _wall_clock(item.nodeid))
+            or (PHASE == "alone" and not _wall_clock(item.nodeid))
         ):
             drop.append(item)
         else:
