@@ -177,9 +177,8 @@ def main() -> int:
         status |= subprocess.run([*pytest, *xdist, *files, *args.pytest_args], cwd=tree, env=env).returncode
     else:
         # the tests that time chunks on the wall clock run alone afterwards (lgh_suite.WALL_CLOCK)
-        shared = subprocess.run([*pytest, *xdist, *files, *args.pytest_args], cwd=tree,
-                                env={**env, "LGH_SUITE_PHASE": "shared"})  # fmt: skip
-        status |= shared.returncode
+        status |= subprocess.run([*pytest, *xdist, *files, *args.pytest_args], cwd=tree,
+                                 env={**env, "LGH_SUITE_PHASE": "shared"}).returncode  # fmt: skip
         log("the tests that time stream chunks on the wall clock, alone in one process")
         sys.path.insert(0, str(HERE))
         from lgh_suite import WALL_CLOCK
