@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import operator
 import threading
-from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -24,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph_handoff import ObjectStoreSaver
 from langgraph_handoff.errors import StaleWriterError
 from langgraph_handoff.stores import MemoryStore
+from tests.support.retry_recipe import asend, send
 
 
 class State(TypedDict):
@@ -42,22 +42,6 @@ def _graph(saver: ObjectStoreSaver, before_answer: Any = None) -> Any:
     builder.add_edge(START, "model")
     builder.add_edge("model", END)
     return builder.compile(checkpointer=saver)
-
-
-def send(
-    graph: Any, text: str, config: dict[str, Any], on_refusal: Callable[[StaleWriterError], None] | None = None
-) -> Any:
-    """The retry recipe of docs/checkpointer.md: never sends ``text`` twice. (``on_refusal``:
-    the test's hook, to see the error and to order the retry after the other run.)"""
-    try:
-        return graph.invoke({"log": [text]}, config, durability="sync")
-    except StaleWriterError as exc:
-        if on_refusal is not None:
-            on_refusal(exc)
-        if exc.input_in_thread:  # our input is in the thread: answer it if nobody has
-            state = graph.get_state(config)
-            return graph.invoke(None, config) if state.next else state.values
-        return graph.invoke({"log": [text]}, config, durability="sync")
 
 
 def _config(who: str) -> dict[str, Any]:
@@ -79,7 +63,7 @@ def test_a_run_refused_after_its_input_committed_says_so_and_is_not_sent_twice()
     results: list[Any] = []
     b_done = threading.Event()
 
-    def refused_then_wait(exc: StaleWriterError) -> None:
+    def refused_then_wait(exc: StaleWriterError, _resuming: bool) -> None:
         # the recipe reads the thread once B's turn is over, as a caller retrying after
         # the other run would; without this a slow B left its own step pending, and A's
         # retry ran it again
@@ -162,18 +146,20 @@ def test_the_refusal_names_nothing_when_nothing_of_the_run_is_there() -> None:
 
 
 class HoldsFirstStep(ObjectStoreSaver):
-    """Once ``armed``, holds the next ``"loop"`` put (a run's first step, right after its input
-    checkpoint was stored) until ``release`` is set."""
+    """Once ``armed`` is set, holds the next ``"loop"`` put (a run's first step, right after its
+    input checkpoint was stored) until ``release`` is set. The flags are events, which a shallow
+    copy shares: under ``LANGGRAPH_STRICT_MSGPACK`` the compiled graph runs a copy of the saver
+    (its ``with_allowlist``), made before the test arms it."""
 
     def __init__(self, store: MemoryStore) -> None:
         super().__init__(store)
-        self.armed = False
+        self.armed = threading.Event()
         self.held = threading.Event()
         self.release = threading.Event()
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        if self.armed and metadata.get("source") == "loop":
-            self.armed = False
+        if self.armed.is_set() and metadata.get("source") == "loop":
+            self.armed.clear()
             self.held.set()
             assert self.release.wait(30)
         return super().put(config, checkpoint, metadata, new_versions)
@@ -211,8 +197,10 @@ def test_a_run_whose_input_checkpoint_alone_is_stored_says_whether_its_input_ran
     graph.invoke({"log": ["hello"]}, _config("B"), durability="sync")
     errors: list[StaleWriterError] = []
     results: list[Any] = []
-    saver.armed = True
-    a = threading.Thread(target=lambda: results.append(send(graph, "a", _config("A"), errors.append)))
+    saver.armed.set()
+    a = threading.Thread(
+        target=lambda: results.append(send(graph, "a", _config("A"), lambda exc, _: errors.append(exc)))
+    )
     a.start()
     assert saver.held.wait(30)  # A's input checkpoint is stored; its step 0 is held
     act(graph)
@@ -231,13 +219,13 @@ class AHoldsFirstStep(ObjectStoreSaver):
 
     def __init__(self, store: MemoryStore) -> None:
         super().__init__(store)
-        self.armed = False
+        self.armed = threading.Event()
         self.held = asyncio.Event()
         self.release = asyncio.Event()
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        if self.armed and metadata.get("source") == "loop":
-            self.armed = False
+        if self.armed.is_set() and metadata.get("source") == "loop":
+            self.armed.clear()
             self.held.set()
             await asyncio.wait_for(self.release.wait(), 30)
         return await super().aput(config, checkpoint, metadata, new_versions)
@@ -247,23 +235,9 @@ async def test_the_async_twin_says_so_too_and_the_recipe_sends_the_dropped_input
     saver = AHoldsFirstStep(MemoryStore())
     graph = _graph(saver)
     await graph.ainvoke({"log": ["hello"]}, _config("B"), durability="sync")
-    saver.armed = True
+    saver.armed.set()
     errors: list[StaleWriterError] = []
-
-    async def send_a() -> None:
-        payload: Any = {"log": ["a"]}
-        while True:  # the recipe of docs/checkpointer.md, with ainvoke
-            try:
-                await graph.ainvoke(payload, _config("A"), durability="sync")
-                return
-            except StaleWriterError as exc:
-                errors.append(exc)
-                if exc.input_in_thread or payload is None:
-                    if not (await graph.aget_state(_config("A"))).next:
-                        return
-                    payload = None
-
-    a = asyncio.create_task(send_a())
+    a = asyncio.create_task(asend(graph, "a", _config("A"), lambda exc, _: errors.append(exc)))
     await asyncio.wait_for(saver.held.wait(), 30)  # A's input checkpoint is stored
     await graph.ainvoke({"log": ["b"]}, _config("B"), durability="sync")  # new input drops it
     saver.release.set()

@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_handoff import ObjectStoreSaver, StaleWriterError
 from langgraph_handoff.stores import LocalStore
+from tests.support.retry_recipe import send
 
 THREAD = {"configurable": {"thread_id": "customer-42"}}
 
@@ -80,22 +81,6 @@ def _graph(saver: ObjectStoreSaver, who: str) -> Any:
     )
 
 
-def send(graph: Any, text: str, seen: Counter[str]) -> Any:
-    """The recipe, looped: never sends ``text`` again once it is in the conversation, and sends it
-    again whenever it is not. Counts in ``seen`` what each refusal said."""
-    payload: Any = {"log": [text]}
-    while True:
-        try:
-            return graph.invoke(payload, THREAD, durability="sync")
-        except StaleWriterError as exc:
-            seen[_kind(exc, resuming=payload is None)] += 1
-            if exc.input_in_thread or payload is None:
-                if not graph.get_state(THREAD).next:  # answered by the other run
-                    return graph.get_state(THREAD).values
-                payload = None  # resume what is pending; never send the message again
-            # else our message is not in the conversation: send it again
-
-
 def _kind(exc: StaleWriterError, *, resuming: bool) -> str:
     if resuming:
         return "refused while resuming"
@@ -134,6 +119,6 @@ def sender(root: str, who: str, rounds: int, barrier: Any) -> tuple[dict[str, in
                 barrier.wait(timeout=60)
                 continue  # this round, only the holder sends a message
             saver.arm("signal input")
-        send(graph, text, seen)
+        send(graph, text, THREAD, lambda exc, resuming: seen.update([_kind(exc, resuming=resuming)]))
         sent.append(text)
     return dict(seen), sent
